@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cleanup.h"
+
+/* Strict number parsing: the whole string, no trailing junk, -ERANGE/-EINVAL. */
+int safe_atolli(const char *s, long long *ret);
+int safe_atoi(const char *s, int *ret);
+int safe_atou64(const char *s, uint64_t *ret);
+/* yes/no/true/false/on/off/1/0 → 1/0, else -EINVAL. */
+int parse_boolean(const char *s);
+/* "512", "4K", "1.5G" (base 1024; B optional) → bytes. */
+int parse_size(const char *s, uint64_t *ret);
+char *format_size(uint64_t bytes, char buf[static 16]);
+
+/* Trims in place, returns s. */
+char *strstrip(char *s);
+
+/* NULL-terminated string vectors. */
+typedef char **strv_t;
+size_t strv_length(char *const *l);
+void strv_free(char **l);
+DEFINE_TRIVIAL_CLEANUP_FUNC(char **, strv_free)
+#define _cleanup_strv_free_ _cleanup_(strv_freep)
+int strv_push(char ***l, char *value);          /* takes value; on failure frees it */
+int strv_extend(char ***l, const char *value);  /* copies value */
+char **strv_copy(char *const *l);
+bool strv_contains(char *const *l, const char *s);
+/* Splits on whitespace; returns -ENOMEM only. */
+int strv_split_ws(const char *s, char ***ret);
+char *strv_join(char *const *l, const char *sep);
+bool strv_fnmatch(char *const *patterns, const char *s);
+#define STRV_FOREACH(s, l) for (char *const *s = (l); s && *s; s++)
+
+/* CPU sets as bitmaps of up to CPU_MAX bits, parsed from "0-3,8,10-11". */
+#define CPU_MAX 1024
+typedef struct cpuset {
+        uint64_t bits[CPU_MAX / 64];
+} cpuset_t;
+int cpuset_parse(const char *s, cpuset_t *ret);
+char *cpuset_format(const cpuset_t *c); /* "0-3,8"; "" for empty */
+bool cpuset_equal(const cpuset_t *a, const cpuset_t *b);
+bool cpuset_is_empty(const cpuset_t *c);
+bool cpuset_subset(const cpuset_t *a, const cpuset_t *b); /* a ⊆ b */
+static inline void cpuset_set(cpuset_t *c, unsigned cpu) {
+        if (cpu < CPU_MAX)
+                c->bits[cpu / 64] |= UINT64_C(1) << (cpu % 64);
+}
+static inline bool cpuset_isset(const cpuset_t *c, unsigned cpu) {
+        return cpu < CPU_MAX && (c->bits[cpu / 64] >> (cpu % 64)) & 1;
+}
+
+/* Kernel release "6.1.0-50-cloud-amd64" → 0x060100 style: major<<16|minor<<8. */
+int kernel_version_parse(const char *release, unsigned *ret);
+#define KERNEL_VERSION_CODE(a, b) (((unsigned) (a) << 16) | ((unsigned) (b) << 8))
+
+uint64_t now_usec(int clock);
