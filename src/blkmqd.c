@@ -1,2 +1,179 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-int main(void) { return 0; }
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conf.h"
+#include "log.h"
+#include "manager.h"
+#include "util.h"
+
+/* Exit codes: 0 success; 1 bad usage or configuration, or a fatal error;
+ * 2 --once finished but some setting failed. */
+
+typedef struct Args {
+        const char *config_path;
+        const char *sysfs_root;
+        const char *proc_root;
+        unsigned kernel_version;
+        bool dry_run, once, json;
+        int log_level;
+} Args;
+
+static void help(void) {
+        printf("Usage: blkmqd [OPTIONS]\n\n"
+               "Tunes the block layer of disks as they appear, by policy.\n\n"
+               "  -c, --config=FILE        read FILE (and FILE.d/*.conf) instead of the default\n"
+               "                           /etc/blkmqd/blkmqd.conf search\n"
+               "  -n, --dry-run            write nothing: print per device the matched sections\n"
+               "                           and the plan (current → wanted)\n"
+               "  -1, --once               handle the devices present now, then exit\n"
+               "      --json               with --dry-run or --once: print JSON\n"
+               "  -l, --log-level=LEVEL    emerg … debug (debug shows every sysfs access)\n"
+               "      --log-target=TARGET  auto, console or journal\n"
+               "      --sysfs-root=DIR     tune the tree below DIR instead of /sys (testing)\n"
+               "      --kernel-version=X.Y behave as on kernel X.Y (testing the zoned guard)\n"
+               "  -h, --help               show this help\n"
+               "      --version            show the version\n\n"
+               "See blkmqd(8) and blkmqd.conf(5).\n");
+}
+
+static int parse_args(int argc, char **argv, Args *a) {
+        enum {
+                ARG_JSON = 0x100,
+                ARG_VERSION,
+                ARG_SYSFS_ROOT,
+                ARG_PROC_ROOT,
+                ARG_KERNEL_VERSION,
+                ARG_LOG_TARGET,
+        };
+        static const struct option options[] = {
+                { "config", required_argument, NULL, 'c' },
+                { "dry-run", no_argument, NULL, 'n' },
+                { "once", no_argument, NULL, '1' },
+                { "json", no_argument, NULL, ARG_JSON },
+                { "log-level", required_argument, NULL, 'l' },
+                { "log-target", required_argument, NULL, ARG_LOG_TARGET },
+                { "sysfs-root", required_argument, NULL, ARG_SYSFS_ROOT },
+                { "proc-root", required_argument, NULL, ARG_PROC_ROOT },
+                { "kernel-version", required_argument, NULL, ARG_KERNEL_VERSION },
+                { "help", no_argument, NULL, 'h' },
+                { "version", no_argument, NULL, ARG_VERSION },
+                {}
+        };
+        int c;
+
+        while ((c = getopt_long(argc, argv, "c:n1l:h", options, NULL)) >= 0)
+                switch (c) {
+                case 'c':
+                        a->config_path = optarg;
+                        break;
+                case 'n':
+                        a->dry_run = true;
+                        break;
+                case '1':
+                        a->once = true;
+                        break;
+                case ARG_JSON:
+                        a->json = true;
+                        break;
+                case 'l':
+                        a->log_level = log_level_from_string(optarg);
+                        if (a->log_level < 0) {
+                                log_error("Invalid log level \"%s\".", optarg);
+                                return -EINVAL;
+                        }
+                        break;
+                case ARG_LOG_TARGET:
+                        if (streq(optarg, "auto"))
+                                log_set_target(LOG_TARGET_AUTO);
+                        else if (streq(optarg, "console"))
+                                log_set_target(LOG_TARGET_CONSOLE);
+                        else if (streq(optarg, "journal"))
+                                log_set_target(LOG_TARGET_JOURNAL);
+                        else {
+                                log_error("Invalid log target \"%s\".", optarg);
+                                return -EINVAL;
+                        }
+                        break;
+                case ARG_SYSFS_ROOT:
+                        a->sysfs_root = optarg;
+                        break;
+                case ARG_PROC_ROOT:
+                        a->proc_root = optarg;
+                        break;
+                case ARG_KERNEL_VERSION:
+                        if (kernel_version_parse(optarg, &a->kernel_version) < 0) {
+                                log_error("Invalid kernel version \"%s\" (expected X.Y).", optarg);
+                                return -EINVAL;
+                        }
+                        break;
+                case 'h':
+                        help();
+                        return 0;
+                case ARG_VERSION:
+                        printf("blkmqd %s\n", PACKAGE_VERSION);
+                        return 0;
+                default:
+                        return -EINVAL;
+                }
+        if (optind < argc) {
+                log_error("Unexpected argument \"%s\".", argv[optind]);
+                return -EINVAL;
+        }
+        if (a->json && !a->dry_run && !a->once) {
+                log_error("--json goes with --dry-run or --once.");
+                return -EINVAL;
+        }
+        return 1;
+}
+
+int main(int argc, char **argv) {
+        _cleanup_(manager_freep) Manager *m = NULL;
+        Config *config = NULL;
+        ConfigError err;
+        Args a = { .log_level = -1 };
+        int r;
+
+        r = parse_args(argc, argv, &a);
+        if (r <= 0)
+                return r < 0 ? 1 : 0;
+
+        r = config_load(a.config_path, &config, &err);
+        if (r < 0) {
+                if (err.line)
+                        log_error("%s:%u: %s", err.file, err.line, err.message);
+                else
+                        log_error("%s: %s", err.file, err.message);
+                log_error("Refusing to start with a broken configuration.");
+                return 1;
+        }
+        if (a.log_level >= 0)
+                log_set_max_level(a.log_level);
+        else if (config->daemon.log_level >= 0)
+                log_set_max_level(config->daemon.log_level);
+
+        ManagerOptions opts = {
+                .config_path = a.config_path,
+                .sysfs_root = a.sysfs_root,
+                .proc_root = a.proc_root,
+                .dry_run = a.dry_run,
+                .once = a.once,
+                .json = a.json,
+                .kernel_version = a.kernel_version,
+        };
+        r = manager_new(&m, &opts, config);
+        if (r < 0) {
+                config_free(config);
+                return 1;
+        }
+        r = manager_start(m);
+        if (r < 0)
+                return 1;
+        r = manager_run(m);
+        return r < 0 ? 1 : r;
+}

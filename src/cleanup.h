@@ -98,3 +98,9 @@ static inline int free_and_strdup(char **dst, const char *src) {
         *dst = t;
         return 0;
 }
+
+#include <dirent.h>
+static inline void closedirp_helper(DIR **d) {
+        if (*d)
+                closedir(*d);
+}

@@ -1,1 +1,565 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include "config.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fnmatch.h>
+#include <grp.h>
+#include <ini.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+
+#include "conf.h"
+#include "log.h"
+#include "util.h"
+
+typedef enum SectionKind {
+        SECTION_NONE,
+        SECTION_DAEMON,
+        SECTION_DEVICE,
+        SECTION_PROFILE,
+} SectionKind;
+
+typedef struct Parser {
+        Config *config;
+        const char *file;
+        FILE *f;
+        unsigned line;
+        char *buf;
+        size_t bufsize;
+        SectionKind kind;
+        size_t index; /* into devices or profiles */
+        char **seen; /* section headers seen in this file */
+        ConfigError *err;
+        bool failed;
+} Parser;
+
+_printf_(2, 3) static int parser_error(Parser *p, const char *fmt, ...) {
+        va_list ap;
+
+        if (p->failed)
+                return -EINVAL;
+        p->failed = true;
+        snprintf(p->err->file, sizeof p->err->file, "%s", p->file);
+        p->err->line = p->line;
+        va_start(ap, fmt);
+        vsnprintf(p->err->message, sizeof p->err->message, fmt, ap);
+        va_end(ap);
+        return -EINVAL;
+}
+
+static void settings_done(Settings *s) {
+        for (int i = 0; i < _KNOB_MAX; i++) {
+                free(s->value[i]);
+                free(s->origin[i]);
+        }
+}
+
+static void match_done(Match *m) {
+        strv_free(m->kernel);
+        strv_free(m->backing_file);
+        strv_free(m->zoned);
+        strv_free(m->driver);
+        strv_free(m->transport);
+        strv_free(m->model);
+        strv_free(m->serial);
+        strv_free(m->wwn);
+        strv_free(m->property);
+}
+
+Config *config_free(Config *c) {
+        if (!c)
+                return NULL;
+        for (size_t i = 0; i < c->n_devices; i++) {
+                free(c->devices[i].name);
+                free(c->devices[i].file);
+                match_done(&c->devices[i].match);
+                settings_done(&c->devices[i].settings);
+        }
+        free(c->devices);
+        for (size_t i = 0; i < c->n_profiles; i++) {
+                free(c->profiles[i].name);
+                free(c->profiles[i].file);
+                strv_free(c->profiles[i].devices);
+                settings_done(&c->profiles[i].settings);
+        }
+        free(c->profiles);
+        free(c->daemon.admin_group);
+        strv_free(c->files);
+        free(c);
+        return NULL;
+}
+
+static Config *config_new(void) {
+        Config *c = calloc(1, sizeof *c);
+        if (!c)
+                return NULL;
+        c->daemon.restore_on_exit = true;
+        c->daemon.log_level = -1;
+        c->daemon.apply_threads = CONFIG_DEFAULT_APPLY_THREADS;
+        return c;
+}
+
+const DeviceSection *config_find_device(const Config *c, const char *name) {
+        for (size_t i = 0; i < c->n_devices; i++)
+                if (streq(c->devices[i].name, name))
+                        return &c->devices[i];
+        return NULL;
+}
+
+const ProfileSection *config_find_profile(const Config *c, const char *name) {
+        for (size_t i = 0; i < c->n_profiles; i++)
+                if (streq(c->profiles[i].name, name))
+                        return &c->profiles[i];
+        return NULL;
+}
+
+static bool section_name_valid(const char *s) {
+        if (!*s || strlen(s) > 64)
+                return false;
+        for (; *s; s++)
+                if (!isalnum((unsigned char) *s) && !strchr("-_.@", *s))
+                        return false;
+        return true;
+}
+
+/* Called by our reader for every "[...]" line, before inih sees it, so that
+ * empty and repeated sections are seen with their line numbers. */
+static int parser_section(Parser *p, char *hdr) {
+        Config *c = p->config;
+        char *end, *name;
+
+        end = strchr(hdr, ']');
+        if (!end)
+                return parser_error(p, "section header without closing ']'");
+        *end = 0;
+        end = strstrip(end + 1);
+        if (*end && *end != '#' && *end != ';')
+                return parser_error(p, "unexpected text after section header");
+        name = strstrip(hdr + 1);
+
+        if (strv_contains(p->seen, name))
+                return parser_error(p, "duplicate section [%s] in this file", name);
+        if (strv_extend(&p->seen, name) < 0)
+                return -ENOMEM;
+
+        if (streq(name, "Daemon")) {
+                p->kind = SECTION_DAEMON;
+                return 0;
+        }
+        if (strncmp(name, "Device", 6) == 0 && isspace((unsigned char) name[6])) {
+                const char *n = name + 7;
+                while (isspace((unsigned char) *n))
+                        n++;
+                if (!section_name_valid(n))
+                        return parser_error(p, "invalid device section name \"%s\"", n);
+                p->kind = SECTION_DEVICE;
+                for (size_t i = 0; i < c->n_devices; i++)
+                        if (streq(c->devices[i].name, n)) {
+                                /* A drop-in extends a section of an earlier file. */
+                                p->index = i;
+                                return 0;
+                        }
+                DeviceSection *t = realloc(c->devices, sizeof *t * (c->n_devices + 1));
+                if (!t)
+                        return -ENOMEM;
+                c->devices = t;
+                t = &c->devices[c->n_devices];
+                *t = (DeviceSection) { .match.rotational = -1, .line = p->line };
+                t->name = strdup(n);
+                t->file = strdup(p->file);
+                p->index = c->n_devices++;
+                return t->name && t->file ? 0 : -ENOMEM;
+        }
+        if (strncmp(name, "Profile", 7) == 0 && isspace((unsigned char) name[7])) {
+                const char *n = name + 8;
+                while (isspace((unsigned char) *n))
+                        n++;
+                if (!section_name_valid(n))
+                        return parser_error(p, "invalid profile name \"%s\"", n);
+                p->kind = SECTION_PROFILE;
+                for (size_t i = 0; i < c->n_profiles; i++)
+                        if (streq(c->profiles[i].name, n)) {
+                                p->index = i;
+                                return 0;
+                        }
+                ProfileSection *t = realloc(c->profiles, sizeof *t * (c->n_profiles + 1));
+                if (!t)
+                        return -ENOMEM;
+                c->profiles = t;
+                t = &c->profiles[c->n_profiles];
+                *t = (ProfileSection) { .line = p->line };
+                t->name = strdup(n);
+                t->file = strdup(p->file);
+                p->index = c->n_profiles++;
+                return t->name && t->file ? 0 : -ENOMEM;
+        }
+        p->kind = SECTION_NONE;
+        return parser_error(p, "unknown section [%s] (expected [Daemon], [Device NAME] or [Profile NAME])", name);
+}
+
+static char *parser_reader(char *str, int num, void *stream) {
+        Parser *p = stream;
+        ssize_t n;
+        char *s;
+
+        n = getline(&p->buf, &p->bufsize, p->f);
+        if (n < 0)
+                return NULL;
+        p->line++;
+        while (n > 0 && (p->buf[n - 1] == '\n' || p->buf[n - 1] == '\r'))
+                p->buf[--n] = 0;
+        if (n > num - 2) {
+                parser_error(p, "line too long (%zd characters, at most %d)", n, num - 2);
+                str[0] = 0;
+                return str;
+        }
+        s = strstrip(p->buf);
+        if (*s == '[') {
+                char copy[n + 1];
+                memcpy(copy, s, strlen(s) + 1);
+                if (parser_section(p, copy) == -ENOMEM)
+                        parser_error(p, "out of memory");
+        }
+        memcpy(str, p->buf, n + 1);
+        str[n] = '\n';
+        str[n + 1] = 0;
+        return str;
+}
+
+static int set_list(Parser *p, char ***l, const char *value) {
+        _cleanup_strv_free_ char **add = NULL;
+
+        if (!*value) { /* an empty assignment resets the list */
+                strv_free(*l);
+                *l = NULL;
+                return 0;
+        }
+        if (strv_split_ws(value, &add) < 0)
+                return -ENOMEM;
+        STRV_FOREACH(s, add)
+                if (strv_extend(l, *s) < 0)
+                        return -ENOMEM;
+        return 0;
+}
+
+static int parse_size_range(const char *v, uint64_t *min, uint64_t *max) {
+        const char *dash = strchr(v, '-');
+        char a[64] = "", b[64] = "";
+        int r;
+
+        if (!dash || strchr(dash + 1, '-'))
+                return -EINVAL;
+        if ((size_t) (dash - v) >= sizeof a || strlen(dash + 1) >= sizeof b)
+                return -EINVAL;
+        memcpy(a, v, dash - v);
+        strcpy(b, dash + 1);
+        *min = 0;
+        *max = UINT64_MAX;
+        if (*strstrip(a)) {
+                r = parse_size(strstrip(a), min);
+                if (r < 0)
+                        return r;
+        }
+        if (*strstrip(b)) {
+                r = parse_size(strstrip(b), max);
+                if (r < 0)
+                        return r;
+        }
+        if (*min > *max)
+                return -ERANGE;
+        return 0;
+}
+
+static int parse_match(Parser *p, Match *m, const char *key, const char *value) {
+        int r;
+
+        if (streq(key, "MatchKernel"))
+                return set_list(p, &m->kernel, value);
+        if (streq(key, "MatchBackingFile"))
+                return set_list(p, &m->backing_file, value);
+        if (streq(key, "MatchDriver"))
+                return set_list(p, &m->driver, value);
+        if (streq(key, "MatchTransport"))
+                return set_list(p, &m->transport, value);
+        if (streq(key, "MatchModel"))
+                return set_list(p, &m->model, value);
+        if (streq(key, "MatchSerial"))
+                return set_list(p, &m->serial, value);
+        if (streq(key, "MatchWWN"))
+                return set_list(p, &m->wwn, value);
+        if (streq(key, "MatchZoned")) {
+                _cleanup_strv_free_ char **l = NULL;
+                if (strv_split_ws(value, &l) < 0)
+                        return -ENOMEM;
+                STRV_FOREACH(s, l)
+                        if (!streq(*s, "none") && !streq(*s, "host-aware") && !streq(*s, "host-managed"))
+                                return parser_error(p, "MatchZoned=: \"%s\" is not one of none, host-aware, host-managed", *s);
+                return set_list(p, &m->zoned, value);
+        }
+        if (streq(key, "MatchProperty")) {
+                _cleanup_strv_free_ char **l = NULL;
+                if (strv_split_ws(value, &l) < 0)
+                        return -ENOMEM;
+                STRV_FOREACH(s, l)
+                        if (!strchr(*s, '=') || **s == '=')
+                                return parser_error(p, "MatchProperty=: \"%s\" is not KEY=GLOB", *s);
+                return set_list(p, &m->property, value);
+        }
+        if (streq(key, "MatchRotational")) {
+                if (!*value) {
+                        m->rotational = -1;
+                        return 0;
+                }
+                r = parse_boolean(value);
+                if (r < 0)
+                        return parser_error(p, "MatchRotational=: expected a boolean, got \"%s\"", value);
+                m->rotational = r;
+                return 0;
+        }
+        if (streq(key, "MatchSize")) {
+                if (!*value) {
+                        m->has_size = false;
+                        return 0;
+                }
+                if (parse_size_range(value, &m->size_min, &m->size_max) < 0)
+                        return parser_error(p, "MatchSize=: expected MIN-MAX with sizes like 1G-2T (either side may be empty), got \"%s\"", value);
+                m->has_size = true;
+                return 0;
+        }
+        return -ENOENT;
+}
+
+static int parse_setting(Parser *p, Settings *s, const char *key, const char *value) {
+        char origin[4200];
+        const char *msg;
+        char *v = NULL;
+        int k, r;
+
+        k = knob_from_key(key);
+        if (k < 0)
+                return -ENOENT;
+        snprintf(origin, sizeof origin, "%s:%u", p->file, p->line);
+        if (!*value) { /* empty assignment unsets: a drop-in can take a key back */
+                s->value[k] = mfree(s->value[k]);
+                s->origin[k] = mfree(s->origin[k]);
+                return 0;
+        }
+        r = knob_parse_value(k, value, &v, &msg);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return parser_error(p, "%s=: %s, got \"%s\"", key, msg, value);
+        free(s->value[k]);
+        s->value[k] = v;
+        r = free_and_strdup(&s->origin[k], origin);
+        return r;
+}
+
+static int parse_daemon(Parser *p, const char *key, const char *value) {
+        DaemonConfig *d = &p->config->daemon;
+        int r;
+
+        if (streq(key, "RestoreOnExit")) {
+                r = parse_boolean(value);
+                if (r < 0)
+                        return parser_error(p, "RestoreOnExit=: expected a boolean, got \"%s\"", value);
+                d->restore_on_exit = r;
+                return 0;
+        }
+        if (streq(key, "LogLevel")) {
+                r = log_level_from_string(value);
+                if (r < 0)
+                        return parser_error(p, "LogLevel=: expected one of emerg, alert, crit, err, warning, notice, info, debug, got \"%s\"", value);
+                d->log_level = r;
+                return 0;
+        }
+        if (streq(key, "ApplyThreads")) {
+                int n;
+                if (safe_atoi(value, &n) < 0 || n < 1 || n > 256)
+                        return parser_error(p, "ApplyThreads=: expected a number from 1 to 256, got \"%s\"", value);
+                d->apply_threads = n;
+                return 0;
+        }
+        if (streq(key, "AdminGroup")) {
+                if (*value && !section_name_valid(value))
+                        return parser_error(p, "AdminGroup=: invalid group name \"%s\"", value);
+                return free_and_strdup(&d->admin_group, *value ? value : NULL);
+        }
+        return -ENOENT;
+}
+
+static int parser_handler(void *user, const char *section, const char *key, const char *value) {
+        Parser *p = user;
+        int r = -ENOENT;
+
+        if (p->failed)
+                return 1;
+        switch (p->kind) {
+        case SECTION_NONE:
+                if (!*section)
+                        parser_error(p, "%s= outside of a section", key);
+                return 1;
+        case SECTION_DAEMON:
+                r = parse_daemon(p, key, value);
+                break;
+        case SECTION_DEVICE: {
+                DeviceSection *d = &p->config->devices[p->index];
+                r = parse_match(p, &d->match, key, value);
+                if (r == -ENOENT)
+                        r = parse_setting(p, &d->settings, key, value);
+                break;
+        }
+        case SECTION_PROFILE: {
+                ProfileSection *pr = &p->config->profiles[p->index];
+                if (streq(key, "Devices"))
+                        r = set_list(p, &pr->devices, value);
+                else if (strncmp(key, "Match", 5) == 0) {
+                        parser_error(p, "%s= belongs in a [Device] section; a [Profile] applies to the devices its Devices= sections matched", key);
+                        return 1;
+                } else
+                        r = parse_setting(p, &pr->settings, key, value);
+                break;
+        }
+        }
+        if (r == -ENOENT)
+                parser_error(p, "unknown key %s= in this section", key);
+        else if (r == -ENOMEM)
+                parser_error(p, "out of memory");
+        return 1;
+}
+
+static int parse_stream(Config *c, FILE *f, const char *name, ConfigError *err) {
+        Parser p = { .config = c, .file = name, .f = f, .err = err };
+        int r;
+
+        r = ini_parse_stream(parser_reader, &p, parser_handler, &p);
+        free(p.buf);
+        strv_free(p.seen);
+        if (!p.failed && r != 0) {
+                p.line = r > 0 ? (unsigned) r : 0;
+                parser_error(&p, "syntax error (expected KEY=VALUE or [Section])");
+        }
+        if (p.failed)
+                return -EINVAL;
+        return strv_extend(&c->files, name);
+}
+
+static int parse_file(Config *c, const char *path, ConfigError *err) {
+        _cleanup_fclose_ FILE *f = fopen(path, "re");
+
+        if (!f) {
+                int r = -errno;
+                snprintf(err->file, sizeof err->file, "%s", path);
+                err->line = 0;
+                snprintf(err->message, sizeof err->message, "cannot read: %s", strerror(-r));
+                return r;
+        }
+        return parse_stream(c, f, path, err);
+}
+
+static int collect_dropins(const char *dir, char ***names, char ***paths) {
+        _cleanup_(closedirp_helper) DIR *d = NULL;
+        struct dirent *de;
+
+        d = opendir(dir);
+        if (!d)
+                return errno == ENOENT ? 0 : -errno;
+        while ((de = readdir(d))) {
+                size_t n = strlen(de->d_name);
+                _cleanup_free_ char *path = NULL;
+
+                if (de->d_name[0] == '.' || n < 6 || !streq(de->d_name + n - 5, ".conf"))
+                        continue;
+                if (strv_contains(*names, de->d_name))
+                        continue; /* masked by an earlier directory */
+                if (asprintf(&path, "%s/%s", dir, de->d_name) < 0)
+                        return -ENOMEM;
+                if (strv_extend(names, de->d_name) < 0 || strv_extend(paths, path) < 0)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+static int cmp_basename(const void *a, const void *b) {
+        const char *x = strrchr(*(char *const *) a, '/'), *y = strrchr(*(char *const *) b, '/');
+        return strcmp(x ? x + 1 : *(char *const *) a, y ? y + 1 : *(char *const *) b);
+}
+
+int config_load(const char *main_path, Config **ret, ConfigError *err) {
+        static const char *const dirs[] = { SYSCONFDIR "/blkmqd", RUNSTATEDIR "/blkmqd", LIBDIR_CONF "/blkmqd" };
+        _cleanup_(config_freep) Config *c = NULL;
+        _cleanup_strv_free_ char **names = NULL, **paths = NULL;
+        int r;
+
+        *err = (ConfigError) {};
+        c = config_new();
+        if (!c)
+                return -ENOMEM;
+
+        if (main_path) {
+                _cleanup_free_ char *d = NULL;
+
+                r = parse_file(c, main_path, err);
+                if (r < 0)
+                        return r;
+                if (asprintf(&d, "%s.d", main_path) < 0)
+                        return -ENOMEM;
+                r = collect_dropins(d, &names, &paths);
+        } else {
+                for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
+                        _cleanup_free_ char *f = NULL;
+                        if (asprintf(&f, "%s/blkmqd.conf", dirs[i]) < 0)
+                                return -ENOMEM;
+                        if (access(f, F_OK) < 0)
+                                continue;
+                        r = parse_file(c, f, err);
+                        if (r < 0)
+                                return r;
+                        break;
+                }
+                r = 0;
+                for (size_t i = 0; i < ELEMENTSOF(dirs) && r >= 0; i++) {
+                        _cleanup_free_ char *d = NULL;
+                        if (asprintf(&d, "%s/blkmqd.conf.d", dirs[i]) < 0)
+                                return -ENOMEM;
+                        r = collect_dropins(d, &names, &paths);
+                }
+        }
+        if (r < 0) {
+                snprintf(err->file, sizeof err->file, "%s", main_path ? main_path : "blkmqd.conf.d");
+                snprintf(err->message, sizeof err->message, "cannot list drop-ins: %s", strerror(-r));
+                return r;
+        }
+        qsort(paths, strv_length(paths), sizeof(char *), cmp_basename);
+        STRV_FOREACH(pth, paths) {
+                r = parse_file(c, *pth, err);
+                if (r < 0)
+                        return r;
+        }
+        *ret = TAKE_PTR(c);
+        return 0;
+}
+
+int config_load_string(const char *text, const char *name, Config **ret, ConfigError *err) {
+        _cleanup_(config_freep) Config *c = NULL;
+        _cleanup_fclose_ FILE *f = NULL;
+        int r;
+
+        *err = (ConfigError) {};
+        c = config_new();
+        if (!c)
+                return -ENOMEM;
+        f = fmemopen((void *) text, strlen(text), "r");
+        if (!f)
+                return -errno;
+        r = parse_stream(c, f, name, err);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(c);
+        return 0;
+}

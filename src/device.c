@@ -1,1 +1,209 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "device.h"
+#include "log.h"
+#include "sysfs.h"
+#include "util.h"
+
+DeviceInfo *device_info_free(DeviceInfo *d) {
+        if (!d)
+                return NULL;
+        free(d->sysname);
+        free(d->blockdir);
+        free(d->devnode);
+        free(d->id);
+        free(d->zoned);
+        free(d->driver);
+        free(d->transport);
+        free(d->model);
+        free(d->serial);
+        free(d->wwn);
+        free(d->backing_file);
+        strv_free(d->properties);
+        free(d);
+        return NULL;
+}
+
+const char *device_info_property(const DeviceInfo *d, const char *key) {
+        size_t n = strlen(key);
+        STRV_FOREACH(p, d->properties)
+                if (strncmp(*p, key, n) == 0 && (*p)[n] == '=')
+                        return *p + n + 1;
+        return NULL;
+}
+
+static char *read_attr(const char *dir, const char *attr) {
+        _cleanup_free_ char *p = path_join(dir, attr);
+        char *v = NULL;
+
+        if (!p || sysfs_read(p, &v) < 0)
+                return NULL;
+        /* Model and serial attributes are space padded. */
+        char *s = strstrip(v);
+        if (s != v)
+                memmove(v, s, strlen(s) + 1);
+        if (!*v)
+                v = mfree(v);
+        return v;
+}
+
+static char *dup_or_null(const char *s) {
+        return s && *s ? strdup(s) : NULL;
+}
+
+static char *find_driver(const char *blockdir) {
+        /* The namespace's "device" is the controller (a class device), whose
+         * own "device" is the PCI function with the driver: walk up a bit. */
+        static const char *const links[] = { "device/driver", "device/device/driver", "device/device/device/driver" };
+        for (size_t i = 0; i < ELEMENTSOF(links); i++) {
+                _cleanup_free_ char *p = path_join(blockdir, links[i]);
+                char buf[PATH_MAX];
+                ssize_t n;
+
+                if (!p)
+                        return NULL;
+                n = readlink(p, buf, sizeof buf - 1);
+                if (n < 0)
+                        continue;
+                buf[n] = 0;
+                const char *b = strrchr(buf, '/');
+                return strdup(b ? b + 1 : buf);
+        }
+        return NULL;
+}
+
+static const char *transport_from_name(const char *sysname, const char *id_bus) {
+        static const struct { const char *prefix; const char *transport; } t[] = {
+                { "nvme", "nvme" }, { "loop", "loop" }, { "vd", "virtio" }, { "nullb", "null_blk" },
+                { "mmcblk", "mmc" }, { "dm-", "dm" }, { "md", "md" }, { "zram", "zram" },
+                { "xvd", "xen" }, { "nbd", "nbd" }, { "rbd", "rbd" }, { "ublkb", "ublk" },
+                { "pmem", "pmem" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(t); i++)
+                if (strncmp(sysname, t[i].prefix, strlen(t[i].prefix)) == 0)
+                        return t[i].transport;
+        if (id_bus)
+                return id_bus; /* ata, scsi, usb, ieee1394 */
+        if (strncmp(sysname, "sd", 2) == 0)
+                return "scsi";
+        return NULL;
+}
+
+/* The identity that survives renames: WWN/WWID where the kernel or udev
+ * gives one, else serial (+ namespace), else a loop device's backing file,
+ * else the name. A multipath path disk shares the WWID with its head, so it
+ * gets a suffix. */
+static int device_info_identity(DeviceInfo *d) {
+        int r;
+
+        if (d->wwn)
+                r = asprintf(&d->id, "wwn:%s%s", d->wwn, d->hidden ? ":path" : "");
+        else if (d->serial && d->nsid)
+                r = asprintf(&d->id, "serial:%s:ns%u%s", d->serial, d->nsid, d->hidden ? ":path" : "");
+        else if (d->serial)
+                r = asprintf(&d->id, "serial:%s", d->serial);
+        else if (d->backing_file)
+                r = asprintf(&d->id, "loop:%s", d->backing_file);
+        else
+                r = asprintf(&d->id, "name:%s", d->sysname);
+        if (r < 0) {
+                d->id = NULL;
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+int device_info_load(const char *blockdir, char *const *properties, DeviceInfo **ret) {
+        _cleanup_(device_info_freep) DeviceInfo *d = NULL;
+        _cleanup_free_ char *sched = NULL, *v = NULL;
+        const char *s;
+        long long n;
+        int r;
+
+        d = calloc(1, sizeof *d);
+        if (!d)
+                return -ENOMEM;
+        d->rotational = -1;
+        d->blockdir = strdup(blockdir);
+        s = strrchr(blockdir, '/');
+        d->sysname = strdup(s ? s + 1 : blockdir);
+        if (!d->blockdir || !d->sysname)
+                return -ENOMEM;
+        if (properties) {
+                d->properties = strv_copy(properties);
+                if (!d->properties)
+                        return -ENOMEM;
+        }
+
+        /* A device without queue/ is no request queue we can tune. */
+        _cleanup_free_ char *q = path_join(blockdir, "queue");
+        if (!q)
+                return -ENOMEM;
+        if (access(q, F_OK) < 0)
+                return -errno;
+
+        s = device_info_property(d, "DEVNAME");
+        d->devnode = dup_or_null(s);
+
+        v = read_attr(blockdir, "queue/rotational");
+        if (v && safe_atolli(v, &n) >= 0)
+                d->rotational = !!n;
+        v = mfree(v);
+
+        d->zoned = read_attr(blockdir, "queue/zoned");
+        if (!d->zoned && !(d->zoned = strdup("none")))
+                return -ENOMEM;
+
+        v = read_attr(blockdir, "size");
+        if (v && safe_atolli(v, &n) >= 0 && n >= 0)
+                d->size = (uint64_t) n * 512;
+        v = mfree(v);
+
+        v = read_attr(blockdir, "hidden");
+        d->hidden = v && streq(v, "1");
+        v = mfree(v);
+
+        v = read_attr(blockdir, "nsid");
+        if (v && safe_atolli(v, &n) >= 0 && n > 0 && n <= UINT_MAX)
+                d->nsid = (unsigned) n;
+        v = mfree(v);
+
+        sched = read_attr(blockdir, "queue/scheduler");
+        d->bio_based = !sched || !strchr(sched, '[');
+
+        d->backing_file = read_attr(blockdir, "loop/backing_file");
+
+        s = device_info_property(d, "ID_MODEL");
+        d->model = s ? strdup(s) : read_attr(blockdir, "device/model");
+
+        s = device_info_property(d, "ID_SERIAL_SHORT");
+        d->serial = s ? strdup(s) : read_attr(blockdir, "device/serial");
+        if (!d->serial)
+                d->serial = read_attr(blockdir, "serial"); /* virtio */
+
+        d->wwn = read_attr(blockdir, "wwid");
+        if (!d->wwn)
+                d->wwn = read_attr(blockdir, "device/wwid");
+        if (!d->wwn && (s = device_info_property(d, "ID_WWN"))) {
+                const char *ext = device_info_property(d, "ID_WWN_VENDOR_EXTENSION");
+                if (asprintf(&d->wwn, "%s%s", s, strempty(ext)) < 0)
+                        return -ENOMEM;
+        }
+
+        d->driver = find_driver(blockdir);
+        s = transport_from_name(d->sysname, device_info_property(d, "ID_BUS"));
+        d->transport = dup_or_null(s);
+
+        r = device_info_identity(d);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(d);
+        return 0;
+}

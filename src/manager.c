@@ -1,1 +1,724 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include "config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <time.h>
+
+#include <systemd/sd-daemon.h>
+
+#include "log.h"
+#include "manager.h"
+#include "plan-print.h"
+#include "sysfs.h"
+#include "util.h"
+
+static void original_done(Original *o) {
+        free(o->attr);
+        free(o->path);
+        free(o->value);
+        free(o->scheduler);
+}
+
+static void device_forget_originals(Device *d) {
+        for (size_t i = 0; i < d->n_originals; i++)
+                original_done(&d->originals[i]);
+        d->originals = mfree(d->originals);
+        d->n_originals = 0;
+}
+
+static Device *device_free(Device *d) {
+        if (!d)
+                return NULL;
+        free(d->sysname);
+        device_info_free(d->info);
+        resolved_done(&d->resolved);
+        device_forget_originals(d);
+        tune_job_free(d->last);
+        free(d);
+        return NULL;
+}
+
+static Original *device_find_original(Device *d, const char *attr) {
+        for (size_t i = 0; i < d->n_originals; i++)
+                if (streq(d->originals[i].attr, attr))
+                        return &d->originals[i];
+        return NULL;
+}
+
+static int device_add_original(Device *d, const TuneEntry *e) {
+        Original *t, *o;
+
+        if (!e->before || device_find_original(d, e->attr))
+                return 0;
+        t = realloc(d->originals, sizeof *t * (d->n_originals + 1));
+        if (!t)
+                return -ENOMEM;
+        d->originals = t;
+        o = &t[d->n_originals];
+        *o = (Original) { .knob = e->knob };
+        o->attr = strdup(e->attr);
+        o->path = e->path ? strdup(e->path) : NULL;
+        o->value = strdup(e->before);
+        o->scheduler = e->before_scheduler ? strdup(e->before_scheduler) : NULL;
+        if (!o->attr || !o->value || (e->path && !o->path) || (e->before_scheduler && !o->scheduler)) {
+                original_done(o);
+                return -ENOMEM;
+        }
+        d->n_originals++;
+        return 0;
+}
+
+static void device_drop_original(Device *d, const char *attr) {
+        for (size_t i = 0; i < d->n_originals; i++)
+                if (streq(d->originals[i].attr, attr)) {
+                        original_done(&d->originals[i]);
+                        memmove(&d->originals[i], &d->originals[i + 1],
+                                sizeof(Original) * (d->n_originals - i - 1));
+                        d->n_originals--;
+                        return;
+                }
+}
+
+static void manager_emit(Manager *m, ManagerEventType t, Device *d) {
+        if (m->event_cb)
+                m->event_cb(m, t, d, m->event_userdata);
+}
+
+Device *manager_find_device(Manager *m, const char *name) {
+        _cleanup_free_ char *real = NULL;
+        const char *base = name;
+
+        if (strncmp(name, "/dev/", 5) == 0) {
+                real = realpath(name, NULL);
+                base = strrchr(real ? real : name, '/') + 1;
+        }
+        for (size_t i = 0; i < m->n_devices; i++) {
+                Device *d = m->devices[i];
+                if (d->removed)
+                        continue;
+                if (streq(d->sysname, base) || streq(d->info->id, name) ||
+                    (d->info->devnode && streq(d->info->devnode, name)))
+                        return d;
+        }
+        return NULL;
+}
+
+static void manager_update_status(Manager *m) {
+        unsigned managed = 0, changed = 0, failed = 0;
+
+        for (size_t i = 0; i < m->n_devices; i++) {
+                Device *d = m->devices[i];
+                if (d->removed || !resolved_managed(&d->resolved))
+                        continue;
+                managed++;
+                changed += d->n_originals;
+                if (d->last) {
+                        unsigned c[_TUNE_OUTCOME_MAX];
+                        tune_job_count(d->last, c);
+                        failed += c[TUNE_FAILED];
+                }
+        }
+        m->n_failed = failed;
+        if (m->opts.dry_run || m->opts.once)
+                return;
+        sd_notifyf(false, "STATUS=Managing %u of %zu block devices, %u values changed, %u failed%s%s", managed,
+                   m->n_devices, changed, failed, m->profile ? ", profile " : "", strempty(m->profile));
+}
+
+static void manager_check_progress(Manager *m) {
+        if (work_pool_pending(m->pool) > 0 || m->sync_generation == 0)
+                return;
+        switch (m->state) {
+        case MANAGER_STARTING:
+                manager_update_status(m);
+                if (m->opts.once) {
+                        (void) sd_event_exit(m->event, m->n_failed > 0 ? 2 : 0);
+                        return;
+                }
+                if (!m->opts.dry_run) {
+                        log_info("Tuned %zu block devices in %.1f ms; ready.", m->n_devices,
+                                 (now_usec(CLOCK_MONOTONIC) - m->start_usec) / 1000.0);
+                        sd_notify(false, "READY=1");
+                }
+                m->state = MANAGER_RUNNING;
+                break;
+        case MANAGER_RELOADING:
+                manager_update_status(m);
+                sd_notify(false, "READY=1");
+                m->state = MANAGER_RUNNING;
+                log_info("Configuration reloaded and applied.");
+                break;
+        case MANAGER_STOPPING:
+                (void) sd_event_exit(m->event, 0);
+                break;
+        case MANAGER_RUNNING:
+                manager_update_status(m);
+                break;
+        }
+}
+
+static void device_log_results(Device *d, const TuneJob *j) {
+        const TuneJob *prev = d->last;
+        unsigned c[_TUNE_OUTCOME_MAX];
+
+        for (size_t i = 0; i < j->n_entries; i++) {
+                const TuneEntry *e = &j->entries[i];
+                const TuneEntry *p = NULL;
+
+                /* Log each problem once: a failure or skip that was already
+                 * reported by the previous job of this device goes to debug. */
+                for (size_t k = 0; prev && k < prev->n_entries; k++)
+                        if (streq(prev->entries[k].attr, e->attr)) {
+                                p = &prev->entries[k];
+                                break;
+                        }
+                bool repeat = p && p->outcome == e->outcome && p->error == e->error && streq_ptr(p->note, e->note);
+
+                switch (e->outcome) {
+                case TUNE_CHANGED:
+                        log_info("%s: %s %s → %s (%s)", j->sysname, e->attr, strna(e->before), strna(e->after),
+                                 strna(e->section));
+                        break;
+                case TUNE_ADJUSTED:
+                        log_full(repeat ? LOG_DEBUG : LOG_WARNING, "%s: %s: wrote %s, %s", j->sysname, e->attr,
+                                 strna(e->wanted), strna(e->note));
+                        break;
+                case TUNE_FAILED:
+                        if (e->error == -ENODEV)
+                                log_debug("%s: %s: device vanished", j->sysname, e->attr);
+                        else
+                                log_full(repeat ? LOG_DEBUG : LOG_ERR, "%s: %s=%s: %s", j->sysname, e->attr,
+                                         strna(e->wanted), strna(e->note));
+                        break;
+                case TUNE_SKIPPED:
+                        /* Putting back a tunable of a scheduler that is gone
+                         * again is expected to find nothing to do. */
+                        log_full(repeat || streq_ptr(e->section, "original") ? LOG_DEBUG : LOG_NOTICE, "%s: %s skipped: %s", j->sysname, e->attr,
+                                 strna(e->note));
+                        break;
+                default:
+                        log_debug("%s: %s = %s (%s)", j->sysname, e->attr, strna(e->after ? e->after : e->before),
+                                  tune_outcome_to_string(e->outcome));
+                }
+        }
+        if (j->affinity_note && !(prev && streq_ptr(prev->affinity_note, j->affinity_note)))
+                log_notice("%s: %s", j->sysname, j->affinity_note);
+        tune_job_count(j, c);
+        if (j->device_error == -ENODEV)
+                log_info("%s: device went away while being tuned.", j->sysname);
+        else
+                log_full(c[TUNE_CHANGED] + c[TUNE_FAILED] + c[TUNE_ADJUSTED] ? LOG_INFO : LOG_DEBUG,
+                         "%s: %s: %u changed, %u unchanged, %u adjusted, %u skipped, %u failed (%.1f ms)", j->sysname,
+                         j->restore ? "restored" : "applied", c[TUNE_CHANGED], c[TUNE_UNCHANGED], c[TUNE_ADJUSTED],
+                         c[TUNE_SKIPPED], c[TUNE_FAILED], j->usec / 1000.0);
+}
+
+static void manager_remove_device_slot(Manager *m, Device *d) {
+        for (size_t i = 0; i < m->n_devices; i++)
+                if (m->devices[i] == d) {
+                        memmove(&m->devices[i], &m->devices[i + 1], sizeof(Device *) * (m->n_devices - i - 1));
+                        m->n_devices--;
+                        return;
+                }
+}
+
+static int device_apply(Device *d);
+static int device_restore(Device *d);
+
+static void job_run(void *data) {
+        tune_execute(data);
+}
+
+static void job_done(void *data, void *userdata) {
+        TuneJob *j = data;
+        Device *d = userdata;
+        Manager *m = d->manager;
+
+        d->busy = false;
+        if (d->removed) {
+                log_debug("%s: job finished after removal, dropping its results.", j->sysname);
+                tune_job_free(j);
+                manager_remove_device_slot(m, d);
+                device_free(d);
+                manager_check_progress(m);
+                return;
+        }
+        for (size_t i = 0; i < j->n_entries; i++) {
+                TuneEntry *e = &j->entries[i];
+                bool ours = e->section && streq(e->section, "original");
+
+                if (ours && (e->outcome == TUNE_CHANGED || e->outcome == TUNE_UNCHANGED))
+                        device_drop_original(d, e->attr);
+                else if (!ours && (e->outcome == TUNE_CHANGED || e->outcome == TUNE_ADJUSTED))
+                        if (device_add_original(d, e) < 0)
+                                log_oom();
+        }
+        /* A restore leaves the device at its originals: the iosched values
+         * of a scheduler that is gone again no longer need putting back. */
+        if (j->restore)
+                for (size_t i = 0; i < d->n_originals;) {
+                        Original *o = &d->originals[i];
+                        _cleanup_free_ char *p = NULL, *line = NULL, *act = NULL;
+                        if (o->scheduler && (p = path_join(d->info->blockdir, "queue/scheduler")) &&
+                            sysfs_read(p, &line) >= 0 && (act = scheduler_active(line)) && !streq(act, o->scheduler)) {
+                                device_drop_original(d, o->attr);
+                                continue;
+                        }
+                        i++;
+                }
+
+        device_log_results(d, j);
+        d->n_jobs++;
+        {
+                unsigned c[_TUNE_OUTCOME_MAX];
+                tune_job_count(j, c);
+                if (c[TUNE_FAILED])
+                        d->n_failed_jobs++;
+        }
+        tune_job_free(d->last);
+        d->last = j;
+        d->last_usec = now_usec(CLOCK_REALTIME);
+        manager_emit(m, MANAGER_EVENT_DEVICE_APPLIED, d);
+
+        if (d->dirty) {
+                d->dirty = false;
+                /* While stopping, dirty means a restore was asked for while
+                 * this job ran. */
+                if (m->state == MANAGER_STOPPING)
+                        (void) device_restore(d);
+                else
+                        (void) device_apply(d);
+        }
+        manager_check_progress(m);
+}
+
+static int device_submit(Device *d, TuneJob *j) {
+        Manager *m = d->manager;
+        int r;
+
+        r = work_pool_submit(m->pool, job_run, job_done, j, d);
+        if (r < 0) {
+                tune_job_free(j);
+                return log_error_errno(r, "%s: failed to queue job: %m", d->sysname);
+        }
+        d->busy = true;
+        return 0;
+}
+
+/* Resolves the policy, plans, and runs the plan (dry run: inline, reads only). */
+static int device_apply(Device *d) {
+        Manager *m = d->manager;
+        _cleanup_(tune_job_freep) TuneJob *j = NULL;
+        int r;
+
+        if (d->busy) {
+                d->dirty = true;
+                return 0;
+        }
+        resolved_done(&d->resolved);
+        r = policy_resolve(m->config, d->info, m->profile, &d->resolved);
+        if (r < 0)
+                return log_oom();
+
+        r = tune_plan(&m->tune, d->info, &d->resolved, &j);
+        if (r < 0)
+                return log_error_errno(r, "%s: failed to plan: %m", d->sysname);
+
+        /* Values blkmqd changed that the policy no longer asks for go back
+         * to what they were: removing a key and reloading undoes it. */
+        for (size_t i = 0; i < d->n_originals; i++) {
+                Original *o = &d->originals[i];
+                bool planned = false;
+                for (size_t k = 0; k < j->n_entries && !planned; k++)
+                        planned = streq(j->entries[k].attr, o->attr);
+                if (planned || !o->path)
+                        continue;
+                r = tune_job_add(j, o->knob, o->attr, o->path, o->value, "original", o->scheduler);
+                if (r < 0)
+                        return log_oom();
+        }
+        tune_job_sort(j);
+
+        if (m->opts.dry_run) {
+                j->dry_run = true;
+                tune_execute(j);
+                if (m->opts.json) {
+                        json_t *o = device_plan_to_json(d->info, &d->resolved, j);
+                        if (m->opts.once)
+                                json_array_append_new(m->dry_run_out, o);
+                        else {
+                                json_dumpf(o, stdout, JSON_COMPACT);
+                                fputc('\n', stdout);
+                                json_decref(o);
+                        }
+                } else
+                        device_plan_print(stdout, d->info, &d->resolved, j);
+                fflush(stdout);
+                tune_job_free(d->last);
+                d->last = TAKE_PTR(j);
+                return 0;
+        }
+        if (j->n_entries == 0) {
+                log_debug("%s: not managed (no [Device] section matches).", d->sysname);
+                tune_job_free(d->last);
+                d->last = TAKE_PTR(j);
+                return 0;
+        }
+        return device_submit(d, TAKE_PTR(j));
+}
+
+static int device_restore(Device *d) {
+        _cleanup_(tune_job_freep) TuneJob *j = NULL;
+        int r;
+
+        if (d->n_originals == 0)
+                return 0;
+        if (d->busy) {
+                /* The running job comes back first; the STOPPING path (or the
+                 * caller) will ask again. */
+                d->dirty = true;
+                return 0;
+        }
+        r = tune_job_new(d->sysname, d->info->blockdir, &j);
+        if (r < 0)
+                return log_oom();
+        j->restore = true;
+        for (size_t i = 0; i < d->n_originals; i++) {
+                Original *o = &d->originals[i];
+                if (!o->path)
+                        continue;
+                r = tune_job_add(j, o->knob, o->attr, o->path, o->value, "original", o->scheduler);
+                if (r < 0)
+                        return log_oom();
+        }
+        tune_job_sort(j);
+        return device_submit(d, TAKE_PTR(j));
+}
+
+int manager_restore(Manager *m, Device *d) {
+        int r = 0;
+
+        if (m->opts.dry_run)
+                return 0;
+        if (d)
+                return device_restore(d);
+        for (size_t i = 0; i < m->n_devices; i++)
+                if (!m->devices[i]->removed) {
+                        int q = device_restore(m->devices[i]);
+                        if (q < 0 && r == 0)
+                                r = q;
+                }
+        return r;
+}
+
+int manager_apply(Manager *m, Device *d) {
+        int r = 0;
+
+        if (d)
+                return device_apply(d);
+        for (size_t i = 0; i < m->n_devices; i++)
+                if (!m->devices[i]->removed) {
+                        int q = device_apply(m->devices[i]);
+                        if (q < 0 && r == 0)
+                                r = q;
+                }
+        return r;
+}
+
+static int device_info_from_udev(Manager *m, struct udev_device *ud, DeviceInfo **ret) {
+        _cleanup_strv_free_ char **props = NULL;
+        _cleanup_free_ char *blockdir = NULL;
+        int r;
+
+        r = udev_device_properties(ud, &props);
+        if (r < 0)
+                return r;
+        blockdir = path_join(m->tune.sysfs_root, "block", udev_device_get_sysname(ud));
+        if (!blockdir)
+                return -ENOMEM;
+        return device_info_load(blockdir, props, ret);
+}
+
+static void manager_device_seen(Manager *m, struct udev_device *ud) {
+        const char *sysname = udev_device_get_sysname(ud);
+        _cleanup_(device_info_freep) DeviceInfo *info = NULL;
+        Device *d = NULL;
+        int r;
+
+        for (size_t i = 0; i < m->n_devices; i++)
+                if (!m->devices[i]->removed && streq(m->devices[i]->sysname, sysname)) {
+                        d = m->devices[i];
+                        break;
+                }
+
+        r = device_info_from_udev(m, ud, &info);
+        if (r < 0) {
+                if (r != -ENOENT)
+                        log_warning_errno(r, "%s: cannot read device, ignoring: %m", sysname);
+                else
+                        log_debug("%s: no request queue, ignoring.", sysname);
+                return;
+        }
+
+        if (!d) {
+                Device **t;
+
+                d = calloc(1, sizeof *d);
+                if (!d || !(d->sysname = strdup(sysname))) {
+                        free(d);
+                        log_oom();
+                        return;
+                }
+                t = realloc(m->devices, sizeof *t * (m->n_devices + 1));
+                if (!t) {
+                        device_free(d);
+                        log_oom();
+                        return;
+                }
+                m->devices = t;
+                m->devices[m->n_devices++] = d;
+                d->manager = m;
+                d->info = TAKE_PTR(info);
+                log_debug("%s: new device %s", sysname, d->info->id);
+                manager_emit(m, MANAGER_EVENT_DEVICE_ADDED, d);
+        } else {
+                if (!streq(d->info->id, info->id))
+                        log_info("%s: identity changed from %s to %s.", sysname, d->info->id, info->id);
+                device_info_free(d->info);
+                d->info = TAKE_PTR(info);
+        }
+        (void) device_apply(d);
+}
+
+static void manager_device_removed(Manager *m, const char *sysname) {
+        for (size_t i = 0; i < m->n_devices; i++) {
+                Device *d = m->devices[i];
+                if (d->removed || !streq(d->sysname, sysname))
+                        continue;
+                log_info("%s: removed%s.", sysname, d->n_originals ? ", forgetting its original values" : "");
+                manager_emit(m, MANAGER_EVENT_DEVICE_REMOVED, d);
+                if (d->busy) {
+                        d->removed = true; /* freed when its job is back */
+                        return;
+                }
+                manager_remove_device_slot(m, d);
+                device_free(d);
+                return;
+        }
+}
+
+static void on_udev(UdevAction action, struct udev_device *ud, void *userdata) {
+        Manager *m = userdata;
+
+        if (m->state == MANAGER_STOPPING)
+                return;
+        switch (action) {
+        case UDEV_ACTION_ADD:
+        case UDEV_ACTION_CHANGE:
+                manager_device_seen(m, ud);
+                break;
+        case UDEV_ACTION_REMOVE:
+                manager_device_removed(m, udev_device_get_sysname(ud));
+                break;
+        case UDEV_ACTION_SYNCED: {
+                /* Devices that enumeration did not find again are gone. */
+                for (size_t i = 0; i < m->n_devices;) {
+                        Device *d = m->devices[i];
+                        _cleanup_free_ char *q = path_join(d->info->blockdir, "queue");
+                        if (!d->removed && q && !sysfs_exists(q)) {
+                                manager_device_removed(m, d->sysname);
+                                continue;
+                        }
+                        i++;
+                }
+                m->sync_generation++;
+                manager_check_progress(m);
+                break;
+        }
+        }
+}
+
+int manager_reload(Manager *m, ConfigError *err) {
+        Config *c = NULL;
+        int r;
+
+        r = config_load(m->config_path, &c, err);
+        if (r < 0)
+                return r;
+        config_free(m->config);
+        m->config = c;
+        if (c->daemon.log_level >= 0)
+                log_set_max_level(c->daemon.log_level);
+        if (m->profile && !config_find_profile(c, m->profile)) {
+                log_warning("Profile %s no longer exists in the configuration, clearing it.", m->profile);
+                m->profile = mfree(m->profile);
+        }
+        manager_emit(m, MANAGER_EVENT_RELOADED, NULL);
+        return manager_apply(m, NULL);
+}
+
+int manager_set_profile(Manager *m, const char *profile) {
+        if (profile && !config_find_profile(m->config, profile))
+                return -ENOENT;
+        if (free_and_strdup(&m->profile, profile) < 0)
+                return -ENOMEM;
+        log_info("Profile %s.", profile ? profile : "cleared");
+        manager_emit(m, MANAGER_EVENT_PROFILE, NULL);
+        return manager_apply(m, NULL);
+}
+
+static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        Manager *m = userdata;
+        ConfigError err;
+        int r;
+
+        if (m->state == MANAGER_STOPPING)
+                return 0;
+        sd_notifyf(false, "RELOADING=1\nSTATUS=Reloading configuration\nMONOTONIC_USEC=%llu",
+                   (unsigned long long) now_usec(CLOCK_MONOTONIC));
+        log_info("Reloading configuration (SIGHUP).");
+        m->state = MANAGER_RELOADING;
+        r = manager_reload(m, &err);
+        if (r < 0) {
+                if (err.line)
+                        log_error("%s:%u: %s", err.file, err.line, err.message);
+                else
+                        log_error("%s: %s", err.file, err.message);
+                log_error("Configuration not reloaded, keeping the previous one.");
+        }
+        manager_check_progress(m);
+        return 0;
+}
+
+static int on_sigterm(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        Manager *m = userdata;
+
+        if (m->state == MANAGER_STOPPING) {
+                log_warning("Second termination signal, exiting without waiting.");
+                return sd_event_exit(m->event, 1);
+        }
+        log_info("Stopping (%s).", si->ssi_signo == SIGINT ? "SIGINT" : "SIGTERM");
+        sd_notify(false, "STOPPING=1\nSTATUS=Restoring original values");
+        m->state = MANAGER_STOPPING;
+        m->udev = udev_watch_free(m->udev);
+        /* Devices busy right now get marked dirty and are restored when
+         * their job is back (job_done). */
+        for (size_t i = 0; i < m->n_devices; i++)
+                m->devices[i]->dirty = false;
+        if (m->config->daemon.restore_on_exit && !m->opts.once)
+                (void) manager_restore(m, NULL);
+        manager_check_progress(m);
+        return 0;
+}
+
+Manager *manager_free(Manager *m) {
+        if (!m)
+                return NULL;
+        m->udev = udev_watch_free(m->udev);
+        m->pool = work_pool_free(m->pool); /* delivers outstanding done callbacks */
+        for (size_t i = 0; i < m->n_devices; i++)
+                device_free(m->devices[i]);
+        free(m->devices);
+        sd_event_source_disable_unref(m->sig_term);
+        sd_event_source_disable_unref(m->sig_int);
+        sd_event_source_disable_unref(m->sig_hup);
+        sd_event_unref(m->event);
+        config_free(m->config);
+        json_decref(m->dry_run_out);
+        free(m->config_path);
+        free(m->profile);
+        free((char *) m->tune.sysfs_root);
+        free((char *) m->tune.proc_root);
+        free(m);
+        return NULL;
+}
+
+int manager_new(Manager **ret, const ManagerOptions *opts, Config *config) {
+        _cleanup_(manager_freep) Manager *m = NULL;
+        sigset_t ss;
+        int r;
+
+        m = calloc(1, sizeof *m);
+        if (!m)
+                return -ENOMEM;
+        m->opts = *opts;
+        m->start_usec = now_usec(CLOCK_MONOTONIC);
+        if (opts->config_path && !(m->config_path = strdup(opts->config_path)))
+                return -ENOMEM;
+        m->tune.sysfs_root = strdup(opts->sysfs_root ? opts->sysfs_root : "/sys");
+        m->tune.proc_root = strdup(opts->proc_root ? opts->proc_root : "/proc");
+        if (!m->tune.sysfs_root || !m->tune.proc_root)
+                return -ENOMEM;
+        m->tune.kernel_version = opts->kernel_version;
+        if (!m->tune.kernel_version) {
+                struct utsname u;
+                if (uname(&u) < 0 || kernel_version_parse(u.release, &m->tune.kernel_version) < 0)
+                        return log_error_errno(EINVAL, "Cannot determine the kernel version.");
+        }
+        if (opts->json && !(m->dry_run_out = json_array()))
+                return -ENOMEM;
+
+        r = sd_event_default(&m->event);
+        if (r < 0)
+                return log_error_errno(r, "Failed to create event loop: %m");
+        sigemptyset(&ss);
+        sigaddset(&ss, SIGTERM);
+        sigaddset(&ss, SIGINT);
+        sigaddset(&ss, SIGHUP);
+        if (sigprocmask(SIG_BLOCK, &ss, NULL) < 0)
+                return -errno;
+        r = sd_event_add_signal(m->event, &m->sig_term, SIGTERM, on_sigterm, m);
+        if (r >= 0)
+                r = sd_event_add_signal(m->event, &m->sig_int, SIGINT, on_sigterm, m);
+        if (r >= 0)
+                r = sd_event_add_signal(m->event, &m->sig_hup, SIGHUP, on_sighup, m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up signal handling: %m");
+        r = sd_event_set_watchdog(m->event, true);
+        if (r < 0)
+                log_warning_errno(r, "Failed to enable the watchdog, ignoring: %m");
+
+        r = work_pool_new(&m->pool, m->event, config->daemon.apply_threads);
+        if (r < 0)
+                return log_error_errno(r, "Failed to start worker threads: %m");
+
+        m->config = config; /* owned from here on */
+        *ret = TAKE_PTR(m);
+        return 0;
+}
+
+int manager_start(Manager *m) {
+        int r;
+
+        /* In --once mode there is nothing to watch. */
+        r = udev_watch_new(&m->udev, m->event, !m->opts.once, on_udev, m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up udev: %m");
+        log_info("blkmqd " PACKAGE_VERSION " starting%s%s, kernel %u.%u, %u apply threads.",
+                 m->opts.dry_run ? " (dry run)" : "", m->opts.once ? " (once)" : "",
+                 m->tune.kernel_version >> 16, (m->tune.kernel_version >> 8) & 0xff, m->config->daemon.apply_threads);
+        STRV_FOREACH(f, m->config->files)
+                log_debug("Configuration file: %s", *f);
+        return udev_watch_enumerate(m->udev);
+}
+
+int manager_run(Manager *m) {
+        int r;
+
+        r = sd_event_loop(m->event);
+        if (r < 0)
+                return log_error_errno(r, "Event loop failed: %m");
+        if (m->dry_run_out) {
+                json_t *o = json_pack("{s:O}", "devices", m->dry_run_out);
+                json_dumpf(o, stdout, JSON_INDENT(2));
+                fputc('\n', stdout);
+                json_decref(o);
+        }
+        return r;
+}

@@ -1,1 +1,496 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "sysfs.h"
+#include "tune.h"
+#include "util.h"
+
+static const char *const outcome_names[_TUNE_OUTCOME_MAX] = {
+        [TUNE_PENDING] = "pending",   [TUNE_UNCHANGED] = "unchanged", [TUNE_CHANGED] = "changed",
+        [TUNE_ADJUSTED] = "adjusted", [TUNE_SKIPPED] = "skipped",     [TUNE_FAILED] = "failed",
+        [TUNE_PLANNED] = "planned",
+};
+
+const char *tune_outcome_to_string(TuneOutcome o) {
+        return (unsigned) o < _TUNE_OUTCOME_MAX ? outcome_names[o] : NULL;
+}
+
+static void entry_done(TuneEntry *e) {
+        free(e->attr);
+        free(e->path);
+        free(e->wanted);
+        free(e->section);
+        free(e->scheduler);
+        free(e->before);
+        free(e->before_scheduler);
+        free(e->after);
+        free(e->note);
+}
+
+TuneJob *tune_job_free(TuneJob *j) {
+        if (!j)
+                return NULL;
+        for (size_t i = 0; i < j->n_entries; i++)
+                entry_done(&j->entries[i]);
+        free(j->entries);
+        free(j->sysname);
+        free(j->blockdir);
+        free(j->cpu_affinity);
+        free(j->hctx_map);
+        free(j->affinity_note);
+        free(j->planned_scheduler);
+        free(j);
+        return NULL;
+}
+
+int tune_job_new(const char *sysname, const char *blockdir, TuneJob **ret) {
+        TuneJob *j = calloc(1, sizeof *j);
+
+        if (!j)
+                return -ENOMEM;
+        j->sysname = strdup(sysname);
+        j->blockdir = strdup(blockdir);
+        if (!j->sysname || !j->blockdir) {
+                tune_job_free(j);
+                return -ENOMEM;
+        }
+        *ret = j;
+        return 0;
+}
+
+static int dup_opt(char **dst, const char *src) {
+        if (!src)
+                return 0;
+        *dst = strdup(src);
+        return *dst ? 0 : -ENOMEM;
+}
+
+int tune_job_add(TuneJob *j, Knob knob, const char *attr, const char *path, const char *wanted,
+                 const char *section, const char *scheduler) {
+        TuneEntry *t = realloc(j->entries, sizeof *t * (j->n_entries + 1));
+
+        if (!t)
+                return -ENOMEM;
+        j->entries = t;
+        t = &j->entries[j->n_entries];
+        *t = (TuneEntry) { .knob = knob };
+        j->n_entries++;
+        if (dup_opt(&t->attr, attr) < 0 || dup_opt(&t->path, path) < 0 || dup_opt(&t->wanted, wanted) < 0 ||
+            dup_opt(&t->section, section) < 0 || dup_opt(&t->scheduler, scheduler) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+static int entry_cmp(const void *a, const void *b) {
+        const TuneEntry *x = a, *y = b;
+        if (x->knob != y->knob)
+                return x->knob < y->knob ? -1 : 1;
+        return strcmp(x->attr, y->attr);
+}
+
+void tune_job_sort(TuneJob *j) {
+        qsort(j->entries, j->n_entries, sizeof *j->entries, entry_cmp);
+}
+
+void tune_job_count(const TuneJob *j, unsigned counts[_TUNE_OUTCOME_MAX]) {
+        memset(counts, 0, sizeof(unsigned) * _TUNE_OUTCOME_MAX);
+        for (size_t i = 0; i < j->n_entries; i++)
+                counts[j->entries[i].outcome]++;
+}
+
+static int entry_skip(TuneEntry *e, const char *fmt, ...) _printf_(2, 3);
+static int entry_skip(TuneEntry *e, const char *fmt, ...) {
+        va_list ap;
+        int r;
+
+        e->outcome = TUNE_SKIPPED;
+        free(e->note);
+        va_start(ap, fmt);
+        r = vasprintf(&e->note, fmt, ap);
+        va_end(ap);
+        if (r < 0)
+                e->note = NULL;
+        return 0;
+}
+
+/* Device interrupts: the MSI vectors (or legacy line) of the nearest
+ * parent that has them, e.g. the NVMe controller's PCI function. */
+static int find_irqs(const char *blockdir, char ***ret) {
+        _cleanup_free_ char *dev = path_join(blockdir, "device"), *real = NULL;
+        _cleanup_strv_free_ char **irqs = NULL;
+
+        if (!dev)
+                return -ENOMEM;
+        real = realpath(dev, NULL);
+        if (!real) {
+                *ret = NULL;
+                return 0;
+        }
+        for (char *p = real; strlen(p) > strlen("/sys/devices");) {
+                _cleanup_free_ char *msi = path_join(p, "msi_irqs"), *irq = path_join(p, "irq");
+                _cleanup_(closedirp_helper) DIR *d = NULL;
+                char *slash;
+
+                if (!msi || !irq)
+                        return -ENOMEM;
+                d = opendir(msi);
+                if (d) {
+                        struct dirent *de;
+                        while ((de = readdir(d)))
+                                if (de->d_name[0] != '.' && strv_extend(&irqs, de->d_name) < 0)
+                                        return -ENOMEM;
+                        break;
+                }
+                _cleanup_free_ char *v = NULL;
+                if (sysfs_read(irq, &v) >= 0 && !streq(v, "0")) {
+                        if (strv_extend(&irqs, v) < 0)
+                                return -ENOMEM;
+                        break;
+                }
+                slash = strrchr(p, '/');
+                if (!slash)
+                        break;
+                *slash = 0;
+        }
+        *ret = TAKE_PTR(irqs);
+        return 0;
+}
+
+static bool is_iosched(Knob k) {
+        return knob_info(k)->scheduler != NULL;
+}
+
+int tune_plan(const TuneContext *ctx, const DeviceInfo *d, const Resolved *r, TuneJob **ret) {
+        _cleanup_(tune_job_freep) TuneJob *j = NULL;
+        bool zoned_guard;
+        int k, q;
+
+        q = tune_job_new(d->sysname, d->blockdir, &j);
+        if (q < 0)
+                return q;
+
+        zoned_guard = !streq_ptr(d->zoned, "none") && ctx->kernel_version < KERNEL_VERSION_CODE(6, 10) &&
+                      !(r->value[KNOB_SCHEDULER_FORCE] && streq(r->value[KNOB_SCHEDULER_FORCE], "1"));
+
+        for (k = 0; k < _KNOB_MAX; k++) {
+                const KnobInfo *ki = knob_info(k);
+                _cleanup_free_ char *path = NULL, *wanted = NULL;
+                TuneEntry *e;
+
+                if (!r->value[k] || k == KNOB_SCHEDULER_FORCE)
+                        continue;
+
+                if (k == KNOB_CPU_AFFINITY) {
+                        _cleanup_strv_free_ char **irqs = NULL;
+
+                        q = dup_opt(&j->cpu_affinity, r->value[k]);
+                        if (q < 0)
+                                return q;
+                        q = find_irqs(d->blockdir, &irqs);
+                        if (q < 0)
+                                return q;
+                        STRV_FOREACH(irq, irqs) {
+                                _cleanup_free_ char *a = NULL, *p = NULL;
+                                if (asprintf(&a, "irq/%s", *irq) < 0 ||
+                                    asprintf(&p, "%s/irq/%s/smp_affinity_list", ctx->proc_root, *irq) < 0)
+                                        return -ENOMEM;
+                                q = tune_job_add(j, k, a, p, r->value[k], r->section[k], NULL);
+                                if (q < 0)
+                                        return q;
+                        }
+                        if (!irqs) {
+                                q = tune_job_add(j, k, "irq", NULL, r->value[k], r->section[k], NULL);
+                                if (q < 0)
+                                        return q;
+                                entry_skip(&j->entries[j->n_entries - 1],
+                                           "the device has no interrupts of its own; the hctx map is reported");
+                        }
+                        continue;
+                }
+
+                path = path_join(d->blockdir, ki->attribute);
+                if (!path)
+                        return -ENOMEM;
+                wanted = strdup(r->value[k]);
+                if (!wanted)
+                        return -ENOMEM;
+
+                if (k == KNOB_SCHEDULER && zoned_guard) {
+                        /* Before 6.10 (no zone write plugging) only mq-deadline
+                         * keeps writes to a sequential zone in order. */
+                        _cleanup_strv_free_ char **l = NULL;
+                        bool has_dl;
+
+                        if (strv_split_ws(wanted, &l) < 0)
+                                return -ENOMEM;
+                        has_dl = strv_contains(l, "mq-deadline");
+                        if (has_dl && strv_length(l) > 1) {
+                                free(wanted);
+                                wanted = strdup("mq-deadline");
+                                if (!wanted)
+                                        return -ENOMEM;
+                        }
+                        q = tune_job_add(j, k, ki->attribute, path, wanted, r->section[k], NULL);
+                        if (q < 0)
+                                return q;
+                        e = &j->entries[j->n_entries - 1];
+                        if (!has_dl)
+                                entry_skip(e, "refusing Scheduler=%s on a %s device: kernels before 6.10 need mq-deadline "
+                                           "to keep zoned writes in order (SchedulerForce=yes overrides)",
+                                           r->value[k], d->zoned);
+                        else if (strv_length(l) > 1)
+                                (void) free_and_strdup(&e->note, "zoned device on a kernel before 6.10: mq-deadline chosen");
+                        continue;
+                }
+
+                q = tune_job_add(j, k, ki->attribute, path, wanted, r->section[k], ki->scheduler);
+                if (q < 0)
+                        return q;
+                e = &j->entries[j->n_entries - 1];
+                if (d->bio_based && (k == KNOB_SCHEDULER || k == KNOB_NR_REQUESTS || is_iosched(k)))
+                        entry_skip(e, "bio-based queue without a blk-mq scheduler%s",
+                                   d->hidden ? "" : " (an NVMe multipath head: its path devices carry the queue)");
+        }
+        *ret = TAKE_PTR(j);
+        return 0;
+}
+
+static char *active_scheduler(const char *blockdir) {
+        _cleanup_free_ char *p = path_join(blockdir, "queue/scheduler"), *line = NULL;
+
+        if (!p || sysfs_read(p, &line) < 0)
+                return NULL;
+        return scheduler_active(line);
+}
+
+static void entry_fail(TuneEntry *e, int error, const char *what) {
+        e->outcome = TUNE_FAILED;
+        e->error = error;
+        free(e->note);
+        if (asprintf(&e->note, "%s: %s", what, strerror(-error)) < 0)
+                e->note = NULL;
+}
+
+static void execute_scheduler(TuneJob *j, TuneEntry *e) {
+        _cleanup_strv_free_ char **l = NULL;
+        _cleanup_free_ char *line = NULL, *active = NULL;
+        int r;
+
+        r = sysfs_read(e->path, &line);
+        if (r < 0)
+                return entry_fail(e, r, "reading the scheduler");
+        active = scheduler_active(line);
+        if (!active)
+                return (void) entry_skip(e, "bio-based queue without a blk-mq scheduler");
+        if (!e->before)
+                e->before = strdup(active);
+        if (strv_split_ws(e->wanted, &l) < 0)
+                return entry_fail(e, -ENOMEM, "planning");
+
+        /* The first candidate the kernel offers wins. One it does not list
+         * may still be a module the kernel loads on demand when written. */
+        r = -ENOENT;
+        STRV_FOREACH(s, l) {
+                if (streq(*s, active)) {
+                        e->outcome = TUNE_UNCHANGED;
+                        free(e->after);
+                        e->after = strdup(active);
+                        free(e->wanted);
+                        e->wanted = strdup(*s);
+                        return;
+                }
+                if (!scheduler_available(line, *s) && !streq(*s, "none")) {
+                        if (j->dry_run)
+                                continue;
+                } else if (j->dry_run) {
+                        e->outcome = TUNE_PLANNED;
+                        free(e->wanted);
+                        e->wanted = strdup(*s);
+                        return;
+                }
+                r = sysfs_write(e->path, *s);
+                if (r < 0) {
+                        log_debug_errno(r, "%s: scheduler %s not accepted: %m", j->sysname, *s);
+                        continue;
+                }
+                free(e->wanted);
+                e->wanted = strdup(*s);
+                break;
+        }
+        if (r < 0) {
+                if (j->dry_run)
+                        return (void) entry_skip(e, "none of \"%s\" is offered by this kernel (%s)", e->wanted, line);
+                entry_fail(e, r, "no scheduler of the list was accepted");
+                free(e->note);
+                if (asprintf(&e->note, "none of \"%s\" was accepted by the kernel (offers: %s)", e->wanted, line) < 0)
+                        e->note = NULL;
+                return;
+        }
+        free(e->after);
+        e->after = active_scheduler(j->blockdir);
+        if (!e->after)
+                return entry_fail(e, -ENODEV, "reading back");
+        e->outcome = streq(e->after, e->wanted) ? TUNE_CHANGED : TUNE_ADJUSTED;
+}
+
+static void execute_attr(TuneJob *j, TuneEntry *e) {
+        _cleanup_free_ char *cur = NULL;
+        int r;
+
+        if (e->scheduler) {
+                _cleanup_free_ char *s = active_scheduler(j->blockdir);
+                if (j->dry_run && !streq_ptr(s, e->scheduler) && streq_ptr(j->planned_scheduler, e->scheduler)) {
+                        e->outcome = TUNE_PLANNED;
+                        return (void) free_and_strdup(&e->note, "after the scheduler switch");
+                }
+                if (!streq_ptr(s, e->scheduler))
+                        return (void) entry_skip(e, "%s applies to %s, the active scheduler is %s", knob_info(e->knob)->key,
+                                                 e->scheduler, strna(s));
+        }
+        r = sysfs_read(e->path, &cur);
+        if (r == -ENOENT)
+                return (void) entry_skip(e, "%s does not exist on this kernel or device", e->attr);
+        if (r < 0)
+                return entry_fail(e, r, "reading");
+        if (!e->before) {
+                e->before = strdup(cur);
+                if (e->scheduler)
+                        e->before_scheduler = strdup(e->scheduler);
+        }
+        if (knob_value_equal(e->knob, cur, e->wanted) ||
+            (e->knob == KNOB_WBT_LAT_USEC && streq(e->wanted, "-1") && j->restore)) {
+                e->outcome = TUNE_UNCHANGED;
+                e->after = TAKE_PTR(cur);
+                return;
+        }
+        if (j->dry_run) {
+                e->outcome = TUNE_PLANNED;
+                return;
+        }
+        if (sysfs_writable(e->path) == 0)
+                return (void) entry_skip(e, "%s is read-only on this kernel", e->attr);
+        r = sysfs_write(e->path, e->wanted);
+        if (r < 0) {
+                if (e->knob == KNOB_CPU_AFFINITY && r == -EIO)
+                        return (void) entry_skip(e, "interrupt %s is managed by the kernel: its affinity cannot be set",
+                                                 e->attr + 4);
+                return entry_fail(e, r, "writing");
+        }
+        r = sysfs_read(e->path, &e->after);
+        if (r < 0)
+                return entry_fail(e, r, "reading back");
+        if (knob_value_equal(e->knob, e->after, e->wanted) || (e->knob == KNOB_WBT_LAT_USEC && streq(e->wanted, "-1")))
+                e->outcome = TUNE_CHANGED;
+        else {
+                e->outcome = TUNE_ADJUSTED;
+                free(e->note);
+                if (asprintf(&e->note, "the kernel kept %s instead of %s", e->after, e->wanted) < 0)
+                        e->note = NULL;
+        }
+}
+
+/* Reports which CPUs each hardware queue serves (mq/N/cpu_list is
+ * read-only: the kernel decides) and which hctx serve none of CPUAffinity=. */
+static void report_hctx(TuneJob *j) {
+        _cleanup_free_ char *mq = path_join(j->blockdir, "mq");
+        _cleanup_(closedirp_helper) DIR *d = NULL;
+        _cleanup_free_ char *map = NULL, *idle = NULL;
+        size_t maplen = 0, idlelen = 0;
+        FILE *m, *n;
+        cpuset_t want = {};
+        struct dirent *de;
+
+        if (!mq || !(d = opendir(mq)))
+                return;
+        if (j->cpu_affinity)
+                (void) cpuset_parse(j->cpu_affinity, &want);
+        m = open_memstream(&map, &maplen);
+        n = open_memstream(&idle, &idlelen);
+        if (!m || !n) {
+                if (m)
+                        fclose(m);
+                if (n)
+                        fclose(n);
+                return;
+        }
+        while ((de = readdir(d))) {
+                _cleanup_free_ char *p = NULL, *v = NULL;
+                cpuset_t c;
+
+                if (de->d_name[0] == '.')
+                        continue;
+                p = path_join(mq, de->d_name, "cpu_list");
+                if (!p || sysfs_read(p, &v) < 0 || cpuset_parse(v, &c) < 0)
+                        continue;
+                _cleanup_free_ char *norm = cpuset_format(&c);
+                fprintf(m, "%s%s:%s", ftell(m) ? " " : "", de->d_name, strempty(norm));
+                if (j->cpu_affinity) {
+                        bool any = false;
+                        for (unsigned i = 0; i < CPU_MAX && !any; i++)
+                                any = cpuset_isset(&c, i) && cpuset_isset(&want, i);
+                        if (!any)
+                                fprintf(n, "%s%s", ftell(n) ? "," : "", de->d_name);
+                }
+        }
+        fclose(m);
+        fclose(n);
+        j->hctx_map = TAKE_PTR(map);
+        if (idle && *idle && asprintf(&j->affinity_note,
+                                      "hardware queues %s serve no CPU of CPUAffinity=%s (the kernel maps hctx to CPUs; "
+                                      "submit from those CPUs to use them)", idle, j->cpu_affinity) < 0)
+                j->affinity_note = NULL;
+}
+
+void tune_execute(TuneJob *j) {
+        uint64_t start = now_usec(CLOCK_MONOTONIC);
+        _cleanup_free_ char *qdir = path_join(j->blockdir, "queue");
+        _cleanup_free_ char *sched0 = NULL;
+
+        if (qdir && access(qdir, F_OK) < 0) {
+                j->device_error = -ENODEV;
+                for (size_t i = 0; i < j->n_entries; i++)
+                        if (j->entries[i].outcome == TUNE_PENDING)
+                                entry_fail(&j->entries[i], -ENODEV, "device vanished");
+                return;
+        }
+
+        /* Snapshot every value before the first write: a scheduler switch
+         * resets nr_requests and swaps iosched/, and the originals must be
+         * the values from before blkmqd touched anything. */
+        sched0 = active_scheduler(j->blockdir);
+        for (size_t i = 0; i < j->n_entries; i++) {
+                TuneEntry *e = &j->entries[i];
+                if (e->outcome != TUNE_PENDING || !e->path || e->knob == KNOB_SCHEDULER)
+                        continue;
+                if (e->scheduler && !streq_ptr(sched0, e->scheduler))
+                        continue;
+                if (sysfs_read(e->path, &e->before) >= 0 && e->scheduler)
+                        e->before_scheduler = strdup(e->scheduler);
+        }
+
+        for (size_t i = 0; i < j->n_entries; i++) {
+                TuneEntry *e = &j->entries[i];
+
+                if (e->outcome != TUNE_PENDING)
+                        continue;
+                if (e->knob == KNOB_SCHEDULER) {
+                        execute_scheduler(j, e);
+                        if (e->outcome == TUNE_PLANNED)
+                                (void) free_and_strdup(&j->planned_scheduler, e->wanted);
+                } else
+                        execute_attr(j, e);
+                if (e->outcome == TUNE_FAILED && e->error == -ENODEV)
+                        j->device_error = -ENODEV;
+        }
+        if (j->cpu_affinity || !j->restore)
+                report_hctx(j);
+        j->usec = now_usec(CLOCK_MONOTONIC) - start;
+}

@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cleanup.h"
+#include "knobs.h"
+
+/* The configuration: blkmqd.conf plus drop-ins, parsed with inih. A Config
+ * is immutable once loaded; reload builds a new one and swaps it in only if
+ * it parsed cleanly. */
+
+typedef struct Settings {
+        char *value[_KNOB_MAX];  /* canonical value, NULL if unset */
+        char *origin[_KNOB_MAX]; /* "file:line" */
+} Settings;
+
+typedef struct Match {
+        char **kernel;       /* globs on the sysname */
+        char **backing_file; /* globs on loop/backing_file */
+        char **zoned;        /* none, host-aware, host-managed */
+        char **driver;
+        char **transport;
+        char **model;
+        char **serial;
+        char **wwn;
+        char **property; /* "KEY=GLOB" */
+        int rotational;  /* -1 unset */
+        bool has_size;
+        uint64_t size_min, size_max; /* bytes, inclusive */
+} Match;
+
+typedef struct DeviceSection {
+        char *name;
+        char *file;
+        unsigned line;
+        Match match;
+        Settings settings;
+} DeviceSection;
+
+typedef struct ProfileSection {
+        char *name;
+        char *file;
+        unsigned line;
+        char **devices; /* names of [Device] sections it applies to; empty = all */
+        Settings settings;
+} ProfileSection;
+
+typedef struct DaemonConfig {
+        bool restore_on_exit;
+        int log_level; /* -1 unset */
+        unsigned apply_threads;
+        char *admin_group;
+} DaemonConfig;
+
+typedef struct Config {
+        DaemonConfig daemon;
+        DeviceSection *devices;
+        size_t n_devices;
+        ProfileSection *profiles;
+        size_t n_profiles;
+        char **files; /* every file read, in order */
+} Config;
+
+typedef struct ConfigError {
+        char file[4096];
+        unsigned line; /* 0 if the error is about the file as a whole */
+        char message[512];
+} ConfigError;
+
+#define CONFIG_DEFAULT_APPLY_THREADS 16u
+
+/* Loads main_path (or the default search when NULL: the first of
+ * /etc/blkmqd/blkmqd.conf, /run/blkmqd/blkmqd.conf, /usr/lib/blkmqd/blkmqd.conf)
+ * and the drop-ins. With an explicit main_path, drop-ins come from
+ * "<main_path>.d/"; by default from blkmqd.conf.d/ in /etc, /run and
+ * /usr/lib, a file name in an earlier directory masking the same name in a
+ * later one, all sorted by file name. A missing default config is an empty
+ * config, a missing explicit one is an error. On error returns -EINVAL (or
+ * -errno) and fills *err. */
+int config_load(const char *main_path, Config **ret, ConfigError *err);
+/* Same, from a string (tests); "name" stands for the file name. */
+int config_load_string(const char *text, const char *name, Config **ret, ConfigError *err);
+Config *config_free(Config *c);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Config *, config_free)
+
+const DeviceSection *config_find_device(const Config *c, const char *name);
+const ProfileSection *config_find_profile(const Config *c, const char *name);

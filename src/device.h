@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cleanup.h"
+
+/* What blkmqd knows about one whole-disk block device: identity and the
+ * facts policies match on. Built from the device's sysfs directory plus the
+ * udev properties of the event (when udev has a database entry for it). */
+typedef struct DeviceInfo {
+        char *sysname;      /* nvme0n1 */
+        char *blockdir;     /* <sysfs root>/block/nvme0n1: where queue/ lives */
+        char *devnode;      /* /dev/nvme0n1, NULL for hidden path devices */
+        char *id;           /* stable identity, see device_info_identity() */
+        char *zoned;        /* none, host-aware, host-managed */
+        char *driver;       /* kernel driver of the nearest parent that has one */
+        char *transport;    /* nvme, scsi, ata, usb, virtio, loop, null_blk, mmc, ... */
+        char *model;
+        char *serial;
+        char *wwn;
+        char *backing_file; /* loop devices */
+        char **properties;  /* udev KEY=VALUE */
+        uint64_t size;      /* bytes */
+        unsigned nsid;      /* NVMe namespace id, 0 if none */
+        int rotational;     /* -1 unknown */
+        bool hidden;        /* NVMe multipath per-path disk */
+        bool bio_based;     /* no blk-mq scheduler (e.g. multipath head, dm) */
+} DeviceInfo;
+
+/* blockdir is the device's directory below /sys/block (or a fake tree);
+ * properties may be NULL. */
+int device_info_load(const char *blockdir, char *const *properties, DeviceInfo **ret);
+DeviceInfo *device_info_free(DeviceInfo *d);
+DEFINE_TRIVIAL_CLEANUP_FUNC(DeviceInfo *, device_info_free)
+const char *device_info_property(const DeviceInfo *d, const char *key);

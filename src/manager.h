@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <systemd/sd-event.h>
+
+#include "conf.h"
+#include "device.h"
+#include "policy.h"
+#include "tune.h"
+#include "udev-watch.h"
+#include "work-pool.h"
+
+/* The Manager owns everything: the event loop, the config, the device
+ * registry, the worker pool. All of it is touched only on the loop thread. */
+
+typedef struct Manager Manager;
+
+/* A value blkmqd changed, as it was before: what restore puts back. */
+typedef struct Original {
+        Knob knob;
+        char *attr;
+        char *path;
+        char *value;
+        char *scheduler; /* iosched tunables: the scheduler it belongs to */
+} Original;
+
+typedef struct Device {
+        Manager *manager;
+        char *sysname;
+        DeviceInfo *info;
+        Resolved resolved;
+        Original *originals;
+        size_t n_originals;
+        TuneJob *last;       /* the last finished job */
+        uint64_t last_usec;  /* CLOCK_REALTIME when it finished */
+        bool busy;           /* a job is in flight */
+        bool dirty;          /* apply again once the job is back */
+        bool removed;        /* gone; freed when the job is back */
+        unsigned n_jobs;
+        unsigned n_failed_jobs;
+} Device;
+
+typedef enum ManagerState {
+        MANAGER_STARTING,
+        MANAGER_RUNNING,
+        MANAGER_RELOADING,
+        MANAGER_STOPPING,
+} ManagerState;
+
+typedef struct ManagerOptions {
+        const char *config_path; /* NULL: default search */
+        const char *sysfs_root;
+        const char *proc_root;
+        bool dry_run;
+        bool once;
+        bool json;
+        unsigned kernel_version; /* 0: from uname() */
+} ManagerOptions;
+
+typedef enum ManagerEventType {
+        MANAGER_EVENT_DEVICE_ADDED,
+        MANAGER_EVENT_DEVICE_REMOVED,
+        MANAGER_EVENT_DEVICE_APPLIED,  /* a job came back */
+        MANAGER_EVENT_RELOADED,
+        MANAGER_EVENT_PROFILE,
+} ManagerEventType;
+
+typedef void (*manager_event_cb_t)(Manager *m, ManagerEventType type, Device *d, void *userdata);
+
+struct Manager {
+        sd_event *event;
+        ManagerOptions opts;
+        char *config_path;
+        Config *config;
+        TuneContext tune;
+        WorkPool *pool;
+        UdevWatch *udev;
+        Device **devices;
+        size_t n_devices;
+        char *profile;
+        ManagerState state;
+        uint64_t sync_generation;
+        uint64_t start_usec;
+        unsigned n_failed; /* devices whose last job had failures (for --once) */
+        json_t *dry_run_out;
+        manager_event_cb_t event_cb;
+        void *event_userdata;
+        sd_event_source *sig_term, *sig_int, *sig_hup;
+};
+
+int manager_new(Manager **ret, const ManagerOptions *opts, Config *config);
+Manager *manager_free(Manager *m);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Manager *, manager_free)
+int manager_start(Manager *m);
+/* Runs the loop; returns the exit code for main(). */
+int manager_run(Manager *m);
+
+Device *manager_find_device(Manager *m, const char *name_or_id);
+/* Re-resolve and apply (d NULL: every device). */
+int manager_apply(Manager *m, Device *d);
+/* Put back originals (d NULL: every device). */
+int manager_restore(Manager *m, Device *d);
+/* Loads the config again; on error keeps the old one and fills *err. */
+int manager_reload(Manager *m, ConfigError *err);
+/* NULL clears; -ENOENT if no such [Profile]. */
+int manager_set_profile(Manager *m, const char *profile);

@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cleanup.h"
+#include "device.h"
+#include "knobs.h"
+#include "policy.h"
+
+/* Turning a resolved policy into sysfs writes. tune_plan() runs on the
+ * event loop thread and only builds a job; tune_execute() does every read
+ * and write of a job and touches nothing but the job, so it may run on any
+ * thread. Jobs for one device must not run concurrently (the manager
+ * guarantees that); jobs for different devices may. */
+
+typedef struct TuneContext {
+        const char *sysfs_root; /* "/sys" */
+        const char *proc_root;  /* "/proc" */
+        unsigned kernel_version; /* KERNEL_VERSION_CODE() of the running kernel */
+} TuneContext;
+
+typedef enum TuneOutcome {
+        TUNE_PENDING,   /* not executed yet */
+        TUNE_UNCHANGED, /* already had the wanted value: nothing written */
+        TUNE_CHANGED,   /* written and read back equal */
+        TUNE_ADJUSTED,  /* written, the kernel settled on another value (after) */
+        TUNE_SKIPPED,   /* not applicable here (note says why); nothing written */
+        TUNE_FAILED,    /* write or read failed (error) */
+        TUNE_PLANNED,   /* dry run: would be written */
+        _TUNE_OUTCOME_MAX,
+} TuneOutcome;
+
+const char *tune_outcome_to_string(TuneOutcome o);
+
+typedef struct TuneEntry {
+        Knob knob;
+        char *attr;    /* "queue/nr_requests", "queue/iosched/read_lat_nsec", "irq/24" */
+        char *path;    /* absolute */
+        char *wanted;  /* canonical; for the scheduler the candidate list */
+        char *section; /* "Device nvme", "Profile offpeak", "original" */
+        char *scheduler; /* iosched tunables: applies only while this scheduler is active */
+        /* Results, written by tune_execute(): */
+        char *before;           /* value before the job touched the device */
+        char *before_scheduler; /* active scheduler when before was read */
+        char *after;            /* value read back */
+        char *note;
+        int error; /* negative errno */
+        TuneOutcome outcome;
+} TuneEntry;
+
+typedef struct TuneJob {
+        char *sysname;
+        char *blockdir;
+        TuneEntry *entries;
+        size_t n_entries;
+        bool dry_run;
+        bool restore;
+        char *cpu_affinity; /* wanted CPUAffinity=, for the hctx report */
+        char *hctx_map;     /* "0:0-1 1:2-3", filled by execute */
+        char *affinity_note;
+        char *planned_scheduler; /* dry run: the scheduler that would be chosen */
+        int device_error;   /* -ENODEV if the device vanished mid-job */
+        uint64_t usec;      /* time spent in execute */
+} TuneJob;
+
+/* Builds the job for a device from its resolved settings; originals
+ * (may be NULL) are values to put back for knobs the policy no longer sets. */
+int tune_plan(const TuneContext *ctx, const DeviceInfo *d, const Resolved *r, TuneJob **ret);
+/* Adds an entry; used by tune_plan() and by the manager to build restore jobs. */
+int tune_job_add(TuneJob *j, Knob knob, const char *attr, const char *path, const char *wanted,
+                 const char *section, const char *scheduler);
+int tune_job_new(const char *sysname, const char *blockdir, TuneJob **ret);
+void tune_execute(TuneJob *j);
+TuneJob *tune_job_free(TuneJob *j);
+DEFINE_TRIVIAL_CLEANUP_FUNC(TuneJob *, tune_job_free)
+/* Sorts entries into apply order (knob order, stable). */
+void tune_job_sort(TuneJob *j);
+/* Counts entries by outcome. */
+void tune_job_count(const TuneJob *j, unsigned counts[_TUNE_OUTCOME_MAX]);

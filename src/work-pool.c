@@ -1,0 +1,200 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "log.h"
+#include "work-pool.h"
+
+typedef struct WorkItem {
+        struct WorkItem *next;
+        work_fn_t fn;
+        work_done_fn_t done;
+        void *data;
+        void *userdata;
+        bool ran;
+} WorkItem;
+
+struct WorkPool {
+        sd_event_source *source;
+        int efd;
+        pthread_mutex_t lock;
+        pthread_cond_t cond;
+        WorkItem *queue_head, *queue_tail; /* to run; protected by lock */
+        WorkItem *done_head, *done_tail;   /* finished; protected by lock */
+        bool stopping;                     /* protected by lock */
+        pthread_t *threads;
+        unsigned n_threads;
+        unsigned pending; /* loop thread only */
+};
+
+static void list_append(WorkItem **head, WorkItem **tail, WorkItem *w) {
+        w->next = NULL;
+        if (*tail)
+                (*tail)->next = w;
+        else
+                *head = w;
+        *tail = w;
+}
+
+static void *worker(void *arg) {
+        WorkPool *p = arg;
+
+        for (;;) {
+                WorkItem *w;
+                uint64_t one = 1;
+
+                pthread_mutex_lock(&p->lock);
+                while (!p->queue_head && !p->stopping)
+                        pthread_cond_wait(&p->cond, &p->lock);
+                if (!p->queue_head) {
+                        pthread_mutex_unlock(&p->lock);
+                        return NULL;
+                }
+                w = p->queue_head;
+                p->queue_head = w->next;
+                if (!p->queue_head)
+                        p->queue_tail = NULL;
+                pthread_mutex_unlock(&p->lock);
+
+                w->fn(w->data);
+                w->ran = true;
+
+                pthread_mutex_lock(&p->lock);
+                list_append(&p->done_head, &p->done_tail, w);
+                pthread_mutex_unlock(&p->lock);
+                (void) !write(p->efd, &one, sizeof one);
+        }
+}
+
+static void deliver(WorkPool *p) {
+        WorkItem *w;
+
+        pthread_mutex_lock(&p->lock);
+        w = p->done_head;
+        p->done_head = p->done_tail = NULL;
+        pthread_mutex_unlock(&p->lock);
+
+        while (w) {
+                WorkItem *next = w->next;
+                p->pending--;
+                if (w->done)
+                        w->done(w->data, w->userdata);
+                free(w);
+                w = next;
+        }
+}
+
+static int on_eventfd(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        WorkPool *p = userdata;
+        uint64_t v;
+
+        (void) !read(fd, &v, sizeof v);
+        deliver(p);
+        return 0;
+}
+
+int work_pool_new(WorkPool **ret, sd_event *e, unsigned n_threads) {
+        WorkPool *p;
+        sigset_t all, old;
+        int r;
+
+        if (n_threads < 1)
+                return -EINVAL;
+        p = calloc(1, sizeof *p);
+        if (!p)
+                return -ENOMEM;
+        p->efd = -EBADF;
+        pthread_mutex_init(&p->lock, NULL);
+        pthread_cond_init(&p->cond, NULL);
+        p->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (p->efd < 0) {
+                r = -errno;
+                goto fail;
+        }
+        r = sd_event_add_io(e, &p->source, p->efd, EPOLLIN, on_eventfd, p);
+        if (r < 0)
+                goto fail;
+        (void) sd_event_source_set_description(p->source, "work-pool");
+        p->threads = calloc(n_threads, sizeof(pthread_t));
+        if (!p->threads) {
+                r = -ENOMEM;
+                goto fail;
+        }
+        /* Workers get no signals: those are for the event loop's signalfd. */
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, &old);
+        for (unsigned i = 0; i < n_threads; i++) {
+                pthread_attr_t a;
+                pthread_attr_init(&a);
+                pthread_attr_setstacksize(&a, 256 * 1024);
+                r = -pthread_create(&p->threads[i], &a, worker, p);
+                pthread_attr_destroy(&a);
+                if (r < 0)
+                        break;
+                p->n_threads++;
+        }
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (r < 0)
+                goto fail;
+        *ret = p;
+        return 0;
+fail:
+        work_pool_free(p);
+        return r;
+}
+
+int work_pool_submit(WorkPool *p, work_fn_t fn, work_done_fn_t done, void *data, void *userdata) {
+        WorkItem *w = calloc(1, sizeof *w);
+
+        if (!w)
+                return -ENOMEM;
+        *w = (WorkItem) { .fn = fn, .done = done, .data = data, .userdata = userdata };
+        pthread_mutex_lock(&p->lock);
+        list_append(&p->queue_head, &p->queue_tail, w);
+        pthread_cond_signal(&p->cond);
+        pthread_mutex_unlock(&p->lock);
+        p->pending++;
+        return 0;
+}
+
+unsigned work_pool_pending(WorkPool *p) {
+        return p ? p->pending : 0;
+}
+
+WorkPool *work_pool_free(WorkPool *p) {
+        WorkItem *w;
+
+        if (!p)
+                return NULL;
+        pthread_mutex_lock(&p->lock);
+        p->stopping = true;
+        /* Items never started are not run, but are handed back below. */
+        w = p->queue_head;
+        p->queue_head = p->queue_tail = NULL;
+        pthread_cond_broadcast(&p->cond);
+        pthread_mutex_unlock(&p->lock);
+        for (unsigned i = 0; i < p->n_threads; i++)
+                pthread_join(p->threads[i], NULL);
+        deliver(p);
+        while (w) {
+                WorkItem *next = w->next;
+                if (w->done)
+                        w->done(w->data, w->userdata);
+                free(w);
+                w = next;
+        }
+        sd_event_source_disable_unref(p->source);
+        closep(&p->efd);
+        pthread_mutex_destroy(&p->lock);
+        pthread_cond_destroy(&p->cond);
+        free(p->threads);
+        free(p);
+        return NULL;
+}

@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <systemd/sd-event.h>
+
+/* A pool of threads for work that may block for milliseconds (sysfs writes:
+ * a scheduler switch freezes the queue and waits for an RCU grace period).
+ * Work functions run on a worker and must touch only their own data; done
+ * callbacks run on the event loop thread, which owns all state. Items are
+ * started in submission order; ordering within a device is the caller's
+ * business (the manager keeps one job per device in flight). */
+
+typedef struct WorkPool WorkPool;
+typedef void (*work_fn_t)(void *data);
+typedef void (*work_done_fn_t)(void *data, void *userdata);
+
+int work_pool_new(WorkPool **ret, sd_event *e, unsigned n_threads);
+int work_pool_submit(WorkPool *p, work_fn_t fn, work_done_fn_t done, void *data, void *userdata);
+unsigned work_pool_pending(WorkPool *p); /* submitted, done callback not yet run */
+/* Stops the threads after the running items finish; items never started
+ * and finished ones not yet delivered get their done callback (not fn)
+ * run synchronously, so nothing leaks. NULL ok. */
+WorkPool *work_pool_free(WorkPool *p);
