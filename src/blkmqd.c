@@ -19,6 +19,7 @@ typedef struct Args {
         const char *config_path;
         const char *sysfs_root;
         const char *proc_root;
+        const char *varlink_address;
         unsigned kernel_version;
         bool dry_run, once, json;
         int log_level;
@@ -35,6 +36,8 @@ static void help(void) {
                "      --json               with --dry-run or --once: print JSON\n"
                "  -l, --log-level=LEVEL    emerg … debug (debug shows every sysfs access)\n"
                "      --log-target=TARGET  auto, console or journal\n"
+               "      --varlink-address=PATH  serve the varlink API at PATH instead of the\n"
+               "                           socket systemd passes or " VARLINK_ADDRESS "\n"
                "      --sysfs-root=DIR     tune the tree below DIR instead of /sys (testing)\n"
                "      --kernel-version=X.Y behave as on kernel X.Y (testing the zoned guard)\n"
                "  -h, --help               show this help\n"
@@ -50,6 +53,7 @@ static int parse_args(int argc, char **argv, Args *a) {
                 ARG_PROC_ROOT,
                 ARG_KERNEL_VERSION,
                 ARG_LOG_TARGET,
+                ARG_VARLINK_ADDRESS,
         };
         static const struct option options[] = {
                 { "config", required_argument, NULL, 'c' },
@@ -58,6 +62,7 @@ static int parse_args(int argc, char **argv, Args *a) {
                 { "json", no_argument, NULL, ARG_JSON },
                 { "log-level", required_argument, NULL, 'l' },
                 { "log-target", required_argument, NULL, ARG_LOG_TARGET },
+                { "varlink-address", required_argument, NULL, ARG_VARLINK_ADDRESS },
                 { "sysfs-root", required_argument, NULL, ARG_SYSFS_ROOT },
                 { "proc-root", required_argument, NULL, ARG_PROC_ROOT },
                 { "kernel-version", required_argument, NULL, ARG_KERNEL_VERSION },
@@ -99,6 +104,9 @@ static int parse_args(int argc, char **argv, Args *a) {
                                 log_error("Invalid log target \"%s\".", optarg);
                                 return -EINVAL;
                         }
+                        break;
+                case ARG_VARLINK_ADDRESS:
+                        a->varlink_address = optarg;
                         break;
                 case ARG_SYSFS_ROOT:
                         a->sysfs_root = optarg;
@@ -165,6 +173,7 @@ int main(int argc, char **argv) {
                 .once = a.once,
                 .json = a.json,
                 .kernel_version = a.kernel_version,
+                .varlink_address = a.varlink_address,
         };
         r = manager_new(&m, &opts, config);
         if (r < 0) {

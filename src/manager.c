@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <grp.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -12,8 +13,10 @@
 
 #include <systemd/sd-daemon.h>
 
+#include "api-manager.h"
 #include "log.h"
 #include "manager.h"
+#include "varlink.h"
 #include "plan-print.h"
 #include "sysfs.h"
 #include "util.h"
@@ -134,6 +137,7 @@ static void manager_update_status(Manager *m) {
 static void manager_check_progress(Manager *m) {
         if (work_pool_pending(m->pool) > 0 || m->sync_generation == 0)
                 return;
+        manager_emit(m, MANAGER_EVENT_IDLE, NULL);
         switch (m->state) {
         case MANAGER_STARTING:
                 manager_update_status(m);
@@ -255,9 +259,20 @@ static void job_done(void *data, void *userdata) {
 
                 if (ours && (e->outcome == TUNE_CHANGED || e->outcome == TUNE_UNCHANGED))
                         device_drop_original(d, e->attr);
-                else if (!ours && (e->outcome == TUNE_CHANGED || e->outcome == TUNE_ADJUSTED))
+                else if (!ours && (e->outcome == TUNE_CHANGED || e->outcome == TUNE_ADJUSTED)) {
                         if (device_add_original(d, e) < 0)
                                 log_oom();
+                        /* A scheduler switch resets nr_requests as a side effect:
+                         * its original must come back too. */
+                        if (e->knob == KNOB_SCHEDULER && j->nr_requests_before &&
+                            !device_find_original(d, "queue/nr_requests")) {
+                                _cleanup_free_ char *p = path_join(d->info->blockdir, "queue/nr_requests");
+                                TuneEntry nr = { .knob = KNOB_NR_REQUESTS, .attr = (char *) "queue/nr_requests",
+                                                 .path = p, .before = j->nr_requests_before };
+                                if (!p || device_add_original(d, &nr) < 0)
+                                        log_oom();
+                        }
+                }
         }
         /* A restore leaves the device at its originals: the iosched values
          * of a scheduler that is gone again no longer need putting back. */
@@ -622,6 +637,9 @@ Manager *manager_free(Manager *m) {
                 return NULL;
         m->udev = udev_watch_free(m->udev);
         m->pool = work_pool_free(m->pool); /* delivers outstanding done callbacks */
+        m->event_cb = NULL;
+        m->api = api_manager_free(m->api);
+        m->varlink = varlink_server_free(m->varlink);
         for (size_t i = 0; i < m->n_devices; i++)
                 device_free(m->devices[i]);
         free(m->devices);
@@ -693,8 +711,59 @@ int manager_new(Manager **ret, const ManagerOptions *opts, Config *config) {
         return 0;
 }
 
+static int manager_setup_varlink(Manager *m) {
+        _cleanup_strv_free_ char **names = NULL;
+        int n, r, fd = -EBADF;
+
+        r = varlink_server_new(&m->varlink, m->event, "blkmqd", "blkmqd", PACKAGE_VERSION,
+                               "https://github.com/blkmqd/blkmqd");
+        if (r < 0)
+                return log_error_errno(r, "Failed to create varlink server: %m");
+        if (m->config->daemon.admin_group) {
+                struct group *g = getgrnam(m->config->daemon.admin_group);
+                if (g)
+                        varlink_server_set_admin_gid(m->varlink, g->gr_gid);
+                else
+                        log_warning("AdminGroup=%s: no such group, only root may change settings.",
+                                    m->config->daemon.admin_group);
+        }
+        r = api_manager_new(&m->api, m, m->varlink);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up io.blkmqd.Manager: %m");
+        m->event_cb = api_manager_event;
+        m->event_userdata = m->api;
+
+        /* Socket activation first (blkmqd.socket, FileDescriptorName=varlink). */
+        n = m->opts.varlink_address ? 0 : sd_listen_fds_with_names(true, &names);
+        for (int i = 0; i < n; i++) {
+                if (fd < 0 && names && names[i] && (streq(names[i], "varlink") || streq(names[i], "unknown")))
+                        fd = SD_LISTEN_FDS_START + i;
+                else
+                        close(SD_LISTEN_FDS_START + i);
+        }
+        if (fd >= 0) {
+                r = varlink_server_listen_fd(m->varlink, fd);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to listen on the passed varlink socket: %m");
+                log_debug("Listening on the varlink socket systemd passed.");
+                return 0;
+        }
+        const char *address = m->opts.varlink_address ? m->opts.varlink_address : VARLINK_ADDRESS;
+        r = varlink_server_listen_address(m->varlink, address, 0666);
+        if (r < 0)
+                return log_error_errno(r, "Failed to listen on %s: %m", address);
+        log_debug("Listening on %s.", address);
+        return 0;
+}
+
 int manager_start(Manager *m) {
         int r;
+
+        if (!m->opts.dry_run && !m->opts.once) {
+                r = manager_setup_varlink(m);
+                if (r < 0)
+                        return r;
+        }
 
         /* In --once mode there is nothing to watch. */
         r = udev_watch_new(&m->udev, m->event, !m->opts.once, on_udev, m);

@@ -58,6 +58,7 @@ typedef struct ManagerOptions {
         bool once;
         bool json;
         unsigned kernel_version; /* 0: from uname() */
+        const char *varlink_address; /* NULL: socket activation, else the default */
 } ManagerOptions;
 
 typedef enum ManagerEventType {
@@ -66,6 +67,7 @@ typedef enum ManagerEventType {
         MANAGER_EVENT_DEVICE_APPLIED,  /* a job came back */
         MANAGER_EVENT_RELOADED,
         MANAGER_EVENT_PROFILE,
+        MANAGER_EVENT_IDLE, /* no job in flight */
 } ManagerEventType;
 
 typedef void (*manager_event_cb_t)(Manager *m, ManagerEventType type, Device *d, void *userdata);
@@ -88,6 +90,8 @@ struct Manager {
         json_t *dry_run_out;
         manager_event_cb_t event_cb;
         void *event_userdata;
+        struct VarlinkServer *varlink;
+        struct ApiManager *api;
         sd_event_source *sig_term, *sig_int, *sig_hup;
 };
 

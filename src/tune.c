@@ -47,6 +47,7 @@ TuneJob *tune_job_free(TuneJob *j) {
         free(j->hctx_map);
         free(j->affinity_note);
         free(j->planned_scheduler);
+        free(j->nr_requests_before);
         free(j);
         return NULL;
 }
@@ -468,6 +469,11 @@ void tune_execute(TuneJob *j) {
         sched0 = active_scheduler(j->blockdir);
         for (size_t i = 0; i < j->n_entries; i++) {
                 TuneEntry *e = &j->entries[i];
+                if (e->knob == KNOB_SCHEDULER && !j->nr_requests_before) {
+                        _cleanup_free_ char *p = path_join(j->blockdir, "queue/nr_requests");
+                        if (p)
+                                (void) sysfs_read(p, &j->nr_requests_before);
+                }
                 if (e->outcome != TUNE_PENDING || !e->path || e->knob == KNOB_SCHEDULER)
                         continue;
                 if (e->scheduler && !streq_ptr(sched0, e->scheduler))

@@ -61,6 +61,7 @@ typedef struct TuneJob {
         char *hctx_map;     /* "0:0-1 1:2-3", filled by execute */
         char *affinity_note;
         char *planned_scheduler; /* dry run: the scheduler that would be chosen */
+        char *nr_requests_before; /* before the job: a scheduler switch resets it */
         int device_error;   /* -ENODEV if the device vanished mid-job */
         uint64_t usec;      /* time spent in execute */
 } TuneJob;

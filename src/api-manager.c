@@ -1,0 +1,465 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <time.h>
+
+#include "api-manager.h"
+#include "io.blkmqd.Manager.varlink.h"
+#include "log.h"
+#include "plan-print.h"
+#include "util.h"
+
+typedef struct Waiter {
+        struct Waiter *next;
+        VarlinkCall *call;
+        char *device; /* NULL: all devices */
+} Waiter;
+
+typedef struct Monitor {
+        struct Monitor *next;
+        VarlinkCall *call;
+} Monitor;
+
+struct ApiManager {
+        Manager *manager;
+        Waiter *waiters;
+        Monitor *monitors;
+};
+
+static json_t *result_json(const Device *d) {
+        unsigned c[_TUNE_OUTCOME_MAX] = {};
+
+        if (d->last)
+                tune_job_count(d->last, c);
+        return json_pack("{s:s, s:i, s:i, s:i, s:i, s:i}", "device", d->sysname, "changed", c[TUNE_CHANGED],
+                         "unchanged", c[TUNE_UNCHANGED], "adjusted", c[TUNE_ADJUSTED], "skipped", c[TUNE_SKIPPED],
+                         "failed", c[TUNE_FAILED]);
+}
+
+static const TuneEntry *first_failure(const Device *d) {
+        for (size_t i = 0; d->last && i < d->last->n_entries; i++)
+                if (d->last->entries[i].outcome == TUNE_FAILED)
+                        return &d->last->entries[i];
+        return NULL;
+}
+
+static void waiter_complete(ApiManager *a, Waiter *w) {
+        Manager *m = a->manager;
+        json_t *results = json_array();
+
+        if (w->device) {
+                Device *d = manager_find_device(m, w->device);
+                const TuneEntry *e;
+
+                if (!d) {
+                        varlink_call_error(w->call, "io.blkmqd.Manager.NoSuchDevice",
+                                           json_pack("{s:s}", "device", w->device));
+                        json_decref(results);
+                        return;
+                }
+                e = first_failure(d);
+                if (e) {
+                        varlink_call_error(w->call, "io.blkmqd.Manager.AttributeNotWritable",
+                                           json_pack("{s:s, s:s, s:i, s:s}", "device", d->sysname, "attribute",
+                                                     e->attr, "errno", -e->error, "message", strna(e->note)));
+                        json_decref(results);
+                        return;
+                }
+                json_array_append_new(results, result_json(d));
+        } else
+                for (size_t i = 0; i < m->n_devices; i++)
+                        if (!m->devices[i]->removed && resolved_managed(&m->devices[i]->resolved))
+                                json_array_append_new(results, result_json(m->devices[i]));
+        varlink_call_reply(w->call, json_pack("{s:o}", "results", results));
+}
+
+/* Calls that changed devices reply when no job is in flight any more. */
+static void waiters_flush(ApiManager *a) {
+        Waiter *w = a->waiters;
+
+        if (work_pool_pending(a->manager->pool) > 0)
+                return;
+        a->waiters = NULL;
+        while (w) {
+                Waiter *next = w->next;
+                waiter_complete(a, w);
+                varlink_call_unref(w->call);
+                free(w->device);
+                free(w);
+                w = next;
+        }
+}
+
+static int wait_for_jobs(ApiManager *a, VarlinkCall *call, const char *device) {
+        Waiter *w = calloc(1, sizeof *w);
+
+        if (!w)
+                return -ENOMEM;
+        if (device && !(w->device = strdup(device))) {
+                free(w);
+                return -ENOMEM;
+        }
+        w->call = varlink_call_ref(call);
+        w->next = a->waiters;
+        a->waiters = w;
+        waiters_flush(a);
+        return 0;
+}
+
+static void monitor_disconnected(VarlinkCall *call, void *userdata) {
+        ApiManager *a = userdata;
+
+        for (Monitor **p = &a->monitors; *p; p = &(*p)->next)
+                if ((*p)->call == call) {
+                        Monitor *mon = *p;
+                        *p = mon->next;
+                        varlink_call_unref(mon->call);
+                        free(mon);
+                        return;
+                }
+}
+
+static void monitors_send(ApiManager *a, const char *event, Device *d, const char *profile) {
+        for (Monitor *mon = a->monitors; mon; mon = mon->next) {
+                json_t *o = json_pack("{s:s}", "event", event);
+                if (d) {
+                        json_object_set_new(o, "device", json_string(d->sysname));
+                        if (streq(event, "applied"))
+                                json_object_set_new(o, "result", result_json(d));
+                }
+                if (profile)
+                        json_object_set_new(o, "profile", json_string(profile));
+                varlink_call_notify(mon->call, o);
+        }
+}
+
+void api_manager_event(Manager *m, ManagerEventType type, Device *d, void *userdata) {
+        ApiManager *a = userdata;
+
+        switch (type) {
+        case MANAGER_EVENT_DEVICE_ADDED:
+                monitors_send(a, "added", d, NULL);
+                break;
+        case MANAGER_EVENT_DEVICE_REMOVED:
+                monitors_send(a, "removed", d, NULL);
+                break;
+        case MANAGER_EVENT_DEVICE_APPLIED:
+                monitors_send(a, "applied", d, NULL);
+                break;
+        case MANAGER_EVENT_RELOADED:
+                monitors_send(a, "reloaded", NULL, NULL);
+                break;
+        case MANAGER_EVENT_PROFILE:
+                monitors_send(a, "profile", NULL, m->profile ? m->profile : "");
+                break;
+        case MANAGER_EVENT_IDLE:
+                waiters_flush(a);
+                break;
+        }
+}
+
+static const char *state_name(ManagerState s) {
+        switch (s) {
+        case MANAGER_STARTING:
+                return "starting";
+        case MANAGER_RUNNING:
+                return "running";
+        case MANAGER_RELOADING:
+                return "reloading";
+        case MANAGER_STOPPING:
+                return "stopping";
+        }
+        return "unknown";
+}
+
+static json_t *strv_json(char *const *l) {
+        json_t *a = json_array();
+        STRV_FOREACH(s, l)
+                json_array_append_new(a, json_string(*s));
+        return a;
+}
+
+static int no_such_device(VarlinkCall *call, const char *name) {
+        return varlink_call_error(call, "io.blkmqd.Manager.NoSuchDevice", json_pack("{s:s}", "device", name));
+}
+
+static int method_get_status(VarlinkCall *call, json_t *params, void *userdata) {
+        ApiManager *a = userdata;
+        Manager *m = a->manager;
+        unsigned managed = 0, changed = 0, failed = 0;
+        char kernel[32];
+
+        for (size_t i = 0; i < m->n_devices; i++) {
+                Device *d = m->devices[i];
+                unsigned c[_TUNE_OUTCOME_MAX] = {};
+                if (d->removed || !resolved_managed(&d->resolved))
+                        continue;
+                managed++;
+                changed += d->n_originals;
+                if (d->last)
+                        tune_job_count(d->last, c);
+                failed += c[TUNE_FAILED];
+        }
+        snprintf(kernel, sizeof kernel, "%u.%u", m->tune.kernel_version >> 16, (m->tune.kernel_version >> 8) & 0xff);
+        json_t *o = json_pack("{s:s, s:I, s:s, s:s, s:o, s:i, s:i, s:i, s:i}", "version", PACKAGE_VERSION,
+                              "uptimeUsec", (json_int_t) (now_usec(CLOCK_MONOTONIC) - m->start_usec), "state",
+                              state_name(m->state), "kernel", kernel, "configFiles", strv_json(m->config->files),
+                              "devices", (int) m->n_devices, "managed", managed, "changed", changed, "failed", failed);
+        if (m->profile)
+                json_object_set_new(o, "profile", json_string(m->profile));
+        return varlink_call_reply(call, o);
+}
+
+static json_t *summary_json(const Device *d) {
+        unsigned c[_TUNE_OUTCOME_MAX] = {};
+        json_t *o;
+
+        if (d->last)
+                tune_job_count(d->last, c);
+        o = json_pack("{s:s, s:s, s:s, s:b, s:o, s:i, s:i}", "device", d->sysname, "id", d->info->id, "zoned",
+                      d->info->zoned, "managed", resolved_managed(&d->resolved), "matched",
+                      strv_json(d->resolved.matched), "changed", (int) d->n_originals, "failed", c[TUNE_FAILED]);
+        if (d->info->transport)
+                json_object_set_new(o, "transport", json_string(d->info->transport));
+        for (size_t i = 0; d->last && i < d->last->n_entries; i++)
+                if (d->last->entries[i].knob == KNOB_SCHEDULER) {
+                        const TuneEntry *e = &d->last->entries[i];
+                        const char *s = e->after ? e->after : e->before;
+                        if (s)
+                                json_object_set_new(o, "scheduler", json_string(s));
+                }
+        return o;
+}
+
+static int method_list_devices(VarlinkCall *call, json_t *params, void *userdata) {
+        ApiManager *a = userdata;
+        Manager *m = a->manager;
+        Device *prev = NULL;
+
+        for (size_t i = 0; i < m->n_devices; i++) {
+                if (m->devices[i]->removed)
+                        continue;
+                if (prev)
+                        varlink_call_notify(call, json_pack("{s:o}", "device", summary_json(prev)));
+                prev = m->devices[i];
+        }
+        if (!prev)
+                return varlink_call_reply(call, NULL);
+        return varlink_call_reply(call, json_pack("{s:o}", "device", summary_json(prev)));
+}
+
+static const Original *find_original(const Device *d, const char *attr) {
+        for (size_t i = 0; i < d->n_originals; i++)
+                if (streq(d->originals[i].attr, attr))
+                        return &d->originals[i];
+        return NULL;
+}
+
+static json_t *device_json(const Device *d) {
+        json_t *o = device_info_to_json(d->info), *knobs = json_array();
+
+        json_object_set_new(o, "managed", json_boolean(resolved_managed(&d->resolved)));
+        json_object_set_new(o, "matched", strv_json(d->resolved.matched));
+        if (d->resolved.profile)
+                json_object_set_new(o, "profile", json_string(d->resolved.profile));
+        json_object_set_new(o, "properties", strv_json(d->info->properties));
+        for (size_t i = 0; d->last && i < d->last->n_entries; i++) {
+                const TuneEntry *e = &d->last->entries[i];
+                json_t *k = tune_entry_to_json(e, &d->resolved);
+                const Original *orig = find_original(d, e->attr);
+
+                json_object_del(k, "before");
+                if (orig)
+                        json_object_set_new(k, "original", json_string(orig->value));
+                json_array_append_new(knobs, k);
+        }
+        json_object_set_new(o, "knobs", knobs);
+        if (d->last && d->last->hctx_map)
+                json_object_set_new(o, "hctxCpus", json_string(d->last->hctx_map));
+        if (d->last && d->last->affinity_note)
+                json_object_set_new(o, "affinityNote", json_string(d->last->affinity_note));
+        if (d->last_usec)
+                json_object_set_new(o, "lastAppliedUsec", json_integer((json_int_t) d->last_usec));
+        json_object_set_new(o, "jobs", json_integer(d->n_jobs));
+        json_object_set_new(o, "failedJobs", json_integer(d->n_failed_jobs));
+        return o;
+}
+
+static int method_get_device(VarlinkCall *call, json_t *params, void *userdata) {
+        ApiManager *a = userdata;
+        const char *name = json_string_value(json_object_get(params, "device"));
+        Device *d = manager_find_device(a->manager, name);
+
+        if (!d)
+                return no_such_device(call, name);
+        return varlink_call_reply(call, json_pack("{s:o}", "device", device_json(d)));
+}
+
+static int method_explain(VarlinkCall *call, json_t *params, void *userdata) {
+        ApiManager *a = userdata;
+        const char *name = json_string_value(json_object_get(params, "device"));
+        Device *d = manager_find_device(a->manager, name);
+        Resolved r = {};
+        json_t *values, *o;
+        int q;
+
+        if (!d)
+                return no_such_device(call, name);
+        /* Resolve afresh: explain answers for the config in force now. */
+        q = policy_resolve(a->manager->config, d->info, a->manager->profile, &r);
+        if (q < 0)
+                return q;
+        values = json_array();
+        for (int k = 0; k < _KNOB_MAX; k++)
+                if (r.value[k])
+                        json_array_append_new(values, json_pack("{s:s, s:s, s:s, s:s}", "key", knob_info(k)->key,
+                                                                "value", r.value[k], "section", strna(r.section[k]),
+                                                                "origin", strna(r.origin[k])));
+        o = json_pack("{s:s, s:b, s:o, s:o, s:o}", "device", d->sysname, "managed", resolved_managed(&r), "matched",
+                      strv_json(r.matched), "sections", strv_json(r.explain), "values", values);
+        if (r.profile)
+                json_object_set_new(o, "profile", json_string(r.profile));
+        resolved_done(&r);
+        return varlink_call_reply(call, o);
+}
+
+static int method_apply_or_restore(VarlinkCall *call, json_t *params, ApiManager *a, bool restore) {
+        const char *name = json_string_value(json_object_get(params, "device"));
+        Device *d = NULL;
+        int r;
+
+        if (name && !(d = manager_find_device(a->manager, name)))
+                return no_such_device(call, name);
+        r = restore ? manager_restore(a->manager, d) : manager_apply(a->manager, d);
+        if (r < 0)
+                return r;
+        return wait_for_jobs(a, call, d ? d->sysname : NULL);
+}
+
+static int method_apply(VarlinkCall *call, json_t *params, void *userdata) {
+        return method_apply_or_restore(call, params, userdata, false);
+}
+
+static int method_restore(VarlinkCall *call, json_t *params, void *userdata) {
+        return method_apply_or_restore(call, params, userdata, true);
+}
+
+static int method_reload(VarlinkCall *call, json_t *params, void *userdata) {
+        ApiManager *a = userdata;
+        ConfigError err;
+        int r;
+
+        r = manager_reload(a->manager, &err);
+        if (r < 0 && err.file[0]) {
+                log_error("Reload over varlink refused: %s:%u: %s", err.file, err.line, err.message);
+                return varlink_call_error(call, "io.blkmqd.Manager.ConfigInvalid",
+                                          json_pack("{s:s, s:i, s:s}", "file", err.file, "line", err.line, "message",
+                                                    err.message));
+        }
+        if (r < 0)
+                return r;
+        log_info("Configuration reloaded over varlink.");
+        return wait_for_jobs(a, call, NULL);
+}
+
+static int method_set_profile(VarlinkCall *call, json_t *params, void *userdata) {
+        ApiManager *a = userdata;
+        const char *p = json_string_value(json_object_get(params, "profile"));
+        int r;
+
+        r = manager_set_profile(a->manager, p);
+        if (r == -ENOENT)
+                return varlink_call_error(call, "io.blkmqd.Manager.NoSuchProfile", json_pack("{s:s}", "profile", p));
+        if (r < 0)
+                return r;
+        return wait_for_jobs(a, call, NULL);
+}
+
+static int method_clear_profile(VarlinkCall *call, json_t *params, void *userdata) {
+        ApiManager *a = userdata;
+        int r;
+
+        r = manager_set_profile(a->manager, NULL);
+        if (r < 0)
+                return r;
+        return wait_for_jobs(a, call, NULL);
+}
+
+static int method_set_log_level(VarlinkCall *call, json_t *params, void *userdata) {
+        const char *l = json_string_value(json_object_get(params, "level"));
+        int level = log_level_from_string(l);
+
+        if (level < 0)
+                return varlink_call_error_invalid_parameter(call, "level");
+        log_set_max_level(level);
+        log_info("Log level set to %s over varlink.", log_level_to_string(level));
+        return varlink_call_reply(call, NULL);
+}
+
+static int method_monitor(VarlinkCall *call, json_t *params, void *userdata) {
+        ApiManager *a = userdata;
+        Monitor *mon = calloc(1, sizeof *mon);
+
+        if (!mon)
+                return -ENOMEM;
+        mon->call = varlink_call_ref(call);
+        mon->next = a->monitors;
+        a->monitors = mon;
+        varlink_call_set_disconnect_callback(call, monitor_disconnected, a);
+        return varlink_call_notify(call, json_pack("{s:s}", "event", "subscribed"));
+}
+
+static const VarlinkMethod methods[] = {
+        { "GetStatus", method_get_status, 0 },
+        { "ListDevices", method_list_devices, VARLINK_METHOD_REQUIRES_MORE },
+        { "GetDevice", method_get_device, 0 },
+        { "Explain", method_explain, 0 },
+        { "Apply", method_apply, VARLINK_METHOD_MUTATING },
+        { "Restore", method_restore, VARLINK_METHOD_MUTATING },
+        { "Reload", method_reload, VARLINK_METHOD_MUTATING },
+        { "SetProfile", method_set_profile, VARLINK_METHOD_MUTATING },
+        { "ClearProfile", method_clear_profile, VARLINK_METHOD_MUTATING },
+        { "SetLogLevel", method_set_log_level, VARLINK_METHOD_MUTATING },
+        { "Monitor", method_monitor, VARLINK_METHOD_REQUIRES_MORE },
+};
+
+int api_manager_new(ApiManager **ret, Manager *m, VarlinkServer *server) {
+        ApiManager *a = calloc(1, sizeof *a);
+        int r;
+
+        if (!a)
+                return -ENOMEM;
+        a->manager = m;
+        r = varlink_server_add_interface(server, io_blkmqd_Manager_varlink, methods, ELEMENTSOF(methods), a);
+        if (r < 0) {
+                free(a);
+                return r;
+        }
+        *ret = a;
+        return 0;
+}
+
+ApiManager *api_manager_free(ApiManager *a) {
+        if (!a)
+                return NULL;
+        while (a->monitors) {
+                Monitor *mon = a->monitors;
+                a->monitors = mon->next;
+                varlink_call_set_disconnect_callback(mon->call, NULL, NULL);
+                varlink_call_unref(mon->call);
+                free(mon);
+        }
+        while (a->waiters) {
+                Waiter *w = a->waiters;
+                a->waiters = w->next;
+                varlink_call_unref(w->call);
+                free(w->device);
+                free(w);
+        }
+        free(a);
+        return NULL;
+}
