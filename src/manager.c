@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <grp.h>
 #include <limits.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 #include <sys/utsname.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <systemd/sd-daemon.h>
 
@@ -446,23 +448,9 @@ int manager_apply(Manager *m, Device *d) {
         return r;
 }
 
-static int device_info_from_udev(Manager *m, struct udev_device *ud, DeviceInfo **ret) {
-        _cleanup_strv_free_ char **props = NULL;
-        _cleanup_free_ char *blockdir = NULL;
-        int r;
-
-        r = udev_device_properties(ud, &props);
-        if (r < 0)
-                return r;
-        blockdir = path_join(m->tune.sysfs_root, "block", udev_device_get_sysname(ud));
-        if (!blockdir)
-                return -ENOMEM;
-        return device_info_load(blockdir, props, ret);
-}
-
-static void manager_device_seen(Manager *m, struct udev_device *ud) {
-        const char *sysname = udev_device_get_sysname(ud);
+static void manager_device_update(Manager *m, const char *sysname, char *const *props) {
         _cleanup_(device_info_freep) DeviceInfo *info = NULL;
+        _cleanup_free_ char *blockdir = NULL;
         Device *d = NULL;
         int r;
 
@@ -472,7 +460,12 @@ static void manager_device_seen(Manager *m, struct udev_device *ud) {
                         break;
                 }
 
-        r = device_info_from_udev(m, ud, &info);
+        blockdir = path_join(m->tune.sysfs_root, "block", sysname);
+        if (!blockdir) {
+                log_oom();
+                return;
+        }
+        r = device_info_load(blockdir, props, &info);
         if (r < 0) {
                 if (r != -ENOENT)
                         log_warning_errno(r, "%s: cannot read device, ignoring: %m", sysname);
@@ -511,6 +504,45 @@ static void manager_device_seen(Manager *m, struct udev_device *ud) {
         (void) device_apply(d);
 }
 
+/* The per-path disks of an NVMe multipath head (nvmeXcYnZ under nvmeXnZ)
+ * are hidden: the kernel sends no uevent for them, so they are found here,
+ * whenever their head is seen. They carry the queue worth tuning. */
+static void manager_for_each_path(Manager *m, const char *head, void (*fn)(Manager *m, const char *sysname)) {
+        _cleanup_free_ char *dir = path_join(m->tune.sysfs_root, "block");
+        _cleanup_(closedirp_helper) DIR *d = NULL;
+        unsigned subsys, ns, a, b, c;
+        struct dirent *de;
+        int n = 0;
+
+        if (sscanf(head, "nvme%un%u%n", &subsys, &ns, &n) != 2 || head[n] != 0 || !dir)
+                return;
+        d = opendir(dir);
+        if (!d)
+                return;
+        while ((de = readdir(d))) {
+                int k = 0;
+                if (sscanf(de->d_name, "nvme%uc%un%u%n", &a, &b, &c, &k) == 3 && de->d_name[k] == 0 && a == subsys &&
+                    c == ns)
+                        fn(m, de->d_name);
+        }
+}
+
+static void path_seen(Manager *m, const char *sysname) {
+        manager_device_update(m, sysname, NULL);
+}
+
+static void manager_device_seen(Manager *m, struct udev_device *ud) {
+        _cleanup_strv_free_ char **props = NULL;
+        const char *sysname = udev_device_get_sysname(ud);
+
+        if (udev_device_properties(ud, &props) < 0) {
+                log_oom();
+                return;
+        }
+        manager_device_update(m, sysname, props);
+        manager_for_each_path(m, sysname, path_seen);
+}
+
 static void manager_device_removed(Manager *m, const char *sysname) {
         for (size_t i = 0; i < m->n_devices; i++) {
                 Device *d = m->devices[i];
@@ -540,6 +572,16 @@ static void on_udev(UdevAction action, struct udev_device *ud, void *userdata) {
                 break;
         case UDEV_ACTION_REMOVE:
                 manager_device_removed(m, udev_device_get_sysname(ud));
+                /* Its hidden paths went with the head; no event says so. */
+                for (size_t i = 0; i < m->n_devices;) {
+                        Device *d = m->devices[i];
+                        _cleanup_free_ char *q = path_join(d->info->blockdir, "queue");
+                        if (!d->removed && d->info->hidden && q && !sysfs_exists(q)) {
+                                manager_device_removed(m, d->sysname);
+                                continue;
+                        }
+                        i++;
+                }
                 break;
         case UDEV_ACTION_SYNCED: {
                 /* Devices that enumeration did not find again are gone. */
@@ -774,6 +816,9 @@ int manager_start(Manager *m) {
                  m->tune.kernel_version >> 16, (m->tune.kernel_version >> 8) & 0xff, m->config->daemon.apply_threads);
         STRV_FOREACH(f, m->config->files)
                 log_debug("Configuration file: %s", *f);
+        if (!m->opts.once && access("/run/udev/control", F_OK) < 0)
+                log_warning("systemd-udevd does not seem to run (no /run/udev/control): "
+                            "hotplugged disks will not be seen until it does.");
         return udev_watch_enumerate(m->udev);
 }
 
