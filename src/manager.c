@@ -366,10 +366,9 @@ static int device_apply(Device *d) {
                 j->dry_run = true;
                 tune_execute(j);
                 if (m->opts.json) {
-                        json_t *o = device_plan_to_json(d->info, &d->resolved, j);
-                        if (m->opts.once)
-                                json_array_append_new(m->dry_run_out, o);
-                        else {
+                        /* With --once the whole set is printed at exit. */
+                        if (!m->opts.once) {
+                                json_t *o = device_plan_to_json(d->info, &d->resolved, j);
                                 json_dumpf(o, stdout, JSON_COMPACT);
                                 fputc('\n', stdout);
                                 json_decref(o);
@@ -690,7 +689,6 @@ Manager *manager_free(Manager *m) {
         sd_event_source_disable_unref(m->sig_hup);
         sd_event_unref(m->event);
         config_free(m->config);
-        json_decref(m->dry_run_out);
         free(m->config_path);
         free(m->profile);
         free((char *) m->tune.sysfs_root);
@@ -721,8 +719,6 @@ int manager_new(Manager **ret, const ManagerOptions *opts, Config *config) {
                 if (uname(&u) < 0 || kernel_version_parse(u.release, &m->tune.kernel_version) < 0)
                         return log_error_errno(EINVAL, "Cannot determine the kernel version.");
         }
-        if (opts->json && !(m->dry_run_out = json_array()))
-                return -ENOMEM;
 
         r = sd_event_default(&m->event);
         if (r < 0)
@@ -828,8 +824,14 @@ int manager_run(Manager *m) {
         r = sd_event_loop(m->event);
         if (r < 0)
                 return log_error_errno(r, "Event loop failed: %m");
-        if (m->dry_run_out) {
-                json_t *o = json_pack("{s:O}", "devices", m->dry_run_out);
+        if (m->opts.once && m->opts.json) {
+                json_t *devs = json_array();
+                for (size_t i = 0; i < m->n_devices; i++) {
+                        Device *d = m->devices[i];
+                        if (!d->removed)
+                                json_array_append_new(devs, device_plan_to_json(d->info, &d->resolved, d->last));
+                }
+                json_t *o = json_pack("{s:o}", "devices", devs);
                 json_dumpf(o, stdout, JSON_INDENT(2));
                 fputc('\n', stdout);
                 json_decref(o);
