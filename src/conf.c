@@ -213,19 +213,26 @@ static char *parser_reader(char *str, int num, void *stream) {
         p->line++;
         while (n > 0 && (p->buf[n - 1] == '\n' || p->buf[n - 1] == '\r'))
                 p->buf[--n] = 0;
+        if (p->line == 1 && strncmp(p->buf, "\xEF\xBB\xBF", 3) == 0) {
+                memmove(p->buf, p->buf + 3, n - 2);
+                n -= 3;
+        }
         if (n > num - 2) {
                 parser_error(p, "line too long (%zd characters, at most %d)", n, num - 2);
                 str[0] = 0;
                 return str;
         }
+        /* Leading blanks are ignored, as systemd does: an indented line is
+         * never an inih continuation of the previous value. */
         s = strstrip(p->buf);
+        n = strlen(s);
         if (*s == '[') {
                 char copy[n + 1];
                 memcpy(copy, s, strlen(s) + 1);
                 if (parser_section(p, copy) == -ENOMEM)
                         parser_error(p, "out of memory");
         }
-        memcpy(str, p->buf, n + 1);
+        memcpy(str, s, n + 1);
         str[n] = '\n';
         str[n + 1] = 0;
         return str;
@@ -286,8 +293,15 @@ static int parse_match(Parser *p, Match *m, const char *key, const char *value) 
                 return set_list(p, &m->driver, value);
         if (streq(key, "MatchTransport"))
                 return set_list(p, &m->transport, value);
-        if (streq(key, "MatchModel"))
-                return set_list(p, &m->model, value);
+        if (streq(key, "MatchModel")) {
+                /* Model names contain blanks: the whole value is one glob. */
+                if (!*value) {
+                        strv_free(m->model);
+                        m->model = NULL;
+                        return 0;
+                }
+                return strv_extend(&m->model, value);
+        }
         if (streq(key, "MatchSerial"))
                 return set_list(p, &m->serial, value);
         if (streq(key, "MatchWWN"))
@@ -490,8 +504,24 @@ static int cmp_basename(const void *a, const void *b) {
         return strcmp(x ? x + 1 : *(char *const *) a, y ? y + 1 : *(char *const *) b);
 }
 
+/* Checks that need the whole configuration. */
+static int config_verify(Config *c, ConfigError *err) {
+        for (size_t i = 0; i < c->n_profiles; i++)
+                STRV_FOREACH(n, c->profiles[i].devices)
+                        if (!config_find_device(c, *n)) {
+                                snprintf(err->file, sizeof err->file, "%s", c->profiles[i].file);
+                                err->line = c->profiles[i].line;
+                                snprintf(err->message, sizeof err->message,
+                                         "[Profile %s]: Devices= names %s, but there is no [Device %s] section",
+                                         c->profiles[i].name, *n, *n);
+                                return -EINVAL;
+                        }
+        return 0;
+}
+
 int config_load(const char *main_path, Config **ret, ConfigError *err) {
-        static const char *const dirs[] = { SYSCONFDIR "/blkmqd", RUNSTATEDIR "/blkmqd", LIBDIR_CONF "/blkmqd" };
+        /* Fixed, as systemd does it, whatever the build prefix. */
+        static const char *const dirs[] = { "/etc/blkmqd", "/run/blkmqd", "/usr/lib/blkmqd" };
         _cleanup_(config_freep) Config *c = NULL;
         _cleanup_strv_free_ char **names = NULL, **paths = NULL;
         int r;
@@ -522,6 +552,8 @@ int config_load(const char *main_path, Config **ret, ConfigError *err) {
                                 return r;
                         break;
                 }
+                if (!c->files)
+                        log_warning("No blkmqd.conf in /etc/blkmqd, /run/blkmqd or /usr/lib/blkmqd.");
                 r = 0;
                 for (size_t i = 0; i < ELEMENTSOF(dirs) && r >= 0; i++) {
                         _cleanup_free_ char *d = NULL;
@@ -541,6 +573,9 @@ int config_load(const char *main_path, Config **ret, ConfigError *err) {
                 if (r < 0)
                         return r;
         }
+        r = config_verify(c, err);
+        if (r < 0)
+                return r;
         *ret = TAKE_PTR(c);
         return 0;
 }
@@ -558,6 +593,9 @@ int config_load_string(const char *text, const char *name, Config **ret, ConfigE
         if (!f)
                 return -errno;
         r = parse_stream(c, f, name, err);
+        if (r < 0)
+                return r;
+        r = config_verify(c, err);
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(c);

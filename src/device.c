@@ -180,8 +180,15 @@ int device_info_load(const char *blockdir, char *const *properties, DeviceInfo *
 
         d->backing_file = read_attr(blockdir, "loop/backing_file");
 
-        s = device_info_property(d, "ID_MODEL");
-        d->model = s ? strdup(s) : read_attr(blockdir, "device/model");
+        /* The kernel's model string keeps its blanks; udev's ID_MODEL has
+         * them as '_': prefer the former, so that one glob fits both. */
+        d->model = read_attr(blockdir, "device/model");
+        if (!d->model && (s = device_info_property(d, "ID_MODEL"))) {
+                d->model = strdup(s);
+                for (char *c = d->model; c && *c; c++)
+                        if (*c == '_')
+                                *c = ' ';
+        }
 
         s = device_info_property(d, "ID_SERIAL_SHORT");
         d->serial = s ? strdup(s) : read_attr(blockdir, "device/serial");

@@ -188,8 +188,8 @@ static void device_log_results(Device *d, const TuneJob *j) {
 
                 switch (e->outcome) {
                 case TUNE_CHANGED:
-                        log_info("%s: %s %s → %s (%s)", j->sysname, e->attr, strna(e->before), strna(e->after),
-                                 strna(e->section));
+                        log_info("%s: %s %s → %s (%s)%s%s", j->sysname, e->attr, strna(e->before), strna(e->after),
+                                 strna(e->section), e->note ? ": " : "", strempty(e->note));
                         break;
                 case TUNE_ADJUSTED:
                         log_full(repeat ? LOG_DEBUG : LOG_WARNING, "%s: %s: wrote %s, %s", j->sysname, e->attr,
@@ -273,6 +273,8 @@ static void job_done(void *data, void *userdata) {
                                                  .path = p, .before = j->nr_requests_before };
                                 if (!p || device_add_original(d, &nr) < 0)
                                         log_oom();
+                                else
+                                        device_find_original(d, "queue/nr_requests")->implied = true;
                         }
                 }
         }
@@ -352,8 +354,11 @@ static int device_apply(Device *d) {
         for (size_t i = 0; i < d->n_originals; i++) {
                 Original *o = &d->originals[i];
                 bool planned = false;
+                /* nr_requests changed only by the scheduler switch stays as
+                 * the kernel set it while that scheduler is still wanted. */
                 for (size_t k = 0; k < j->n_entries && !planned; k++)
-                        planned = streq(j->entries[k].attr, o->attr);
+                        planned = streq(j->entries[k].attr, o->attr) ||
+                                  (o->implied && j->entries[k].knob == KNOB_SCHEDULER);
                 if (planned || !o->path)
                         continue;
                 r = tune_job_add(j, o->knob, o->attr, o->path, o->value, "original", o->scheduler);
@@ -812,6 +817,8 @@ int manager_start(Manager *m) {
                  m->tune.kernel_version >> 16, (m->tune.kernel_version >> 8) & 0xff, m->config->daemon.apply_threads);
         STRV_FOREACH(f, m->config->files)
                 log_debug("Configuration file: %s", *f);
+        if (m->config->n_devices == 0)
+                log_warning("The configuration has no [Device] section: no device will be managed.");
         if (!m->opts.once && access("/run/udev/control", F_OK) < 0)
                 log_warning("systemd-udevd does not seem to run (no /run/udev/control): "
                             "hotplugged disks will not be seen until it does.");

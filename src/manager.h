@@ -25,6 +25,7 @@ typedef struct Original {
         char *path;
         char *value;
         char *scheduler; /* iosched tunables: the scheduler it belongs to */
+        bool implied;    /* changed as a side effect of the scheduler switch (nr_requests) */
 } Original;
 
 typedef struct Device {

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -224,6 +225,17 @@ int tune_plan(const TuneContext *ctx, const DeviceInfo *d, const Resolved *r, Tu
                 if (!wanted)
                         return -ENOMEM;
 
+                if (d->bio_based && (k == KNOB_SCHEDULER || k == KNOB_NR_REQUESTS || is_iosched(k))) {
+                        q = tune_job_add(j, k, ki->attribute, path, wanted, r->section[k], ki->scheduler);
+                        if (q < 0)
+                                return q;
+                        entry_skip(&j->entries[j->n_entries - 1], "bio-based queue without a blk-mq scheduler%s",
+                                   streq_ptr(d->transport, "nvme") && !d->hidden
+                                           ? " (an NVMe multipath head: its path devices carry the queue)"
+                                           : "");
+                        continue;
+                }
+
                 if (k == KNOB_SCHEDULER && zoned_guard) {
                         /* Before 6.10 (no zone write plugging) only mq-deadline
                          * keeps writes to a sequential zone in order. */
@@ -255,10 +267,6 @@ int tune_plan(const TuneContext *ctx, const DeviceInfo *d, const Resolved *r, Tu
                 q = tune_job_add(j, k, ki->attribute, path, wanted, r->section[k], ki->scheduler);
                 if (q < 0)
                         return q;
-                e = &j->entries[j->n_entries - 1];
-                if (d->bio_based && (k == KNOB_SCHEDULER || k == KNOB_NR_REQUESTS || is_iosched(k)))
-                        entry_skip(e, "bio-based queue without a blk-mq scheduler%s",
-                                   d->hidden ? "" : " (an NVMe multipath head: its path devices carry the queue)");
         }
         *ret = TAKE_PTR(j);
         return 0;
@@ -278,6 +286,30 @@ static void entry_fail(TuneEntry *e, int error, const char *what) {
         free(e->note);
         if (asprintf(&e->note, "%s: %s", what, strerror(-error)) < 0)
                 e->note = NULL;
+}
+
+/* Whether the running kernel could load scheduler name as a module: what a
+ * dry run can know without writing. */
+static bool scheduler_module_exists(const char *name) {
+        _cleanup_free_ char *dep = NULL, *a = NULL, *b = NULL;
+        _cleanup_fclose_ FILE *f = NULL;
+        char line[512];
+        struct utsname u;
+
+        if (uname(&u) < 0 || asprintf(&dep, "/lib/modules/%s/modules.dep", u.release) < 0 ||
+            asprintf(&a, "/%s.ko", name) < 0 || asprintf(&b, "/%s-iosched.ko", name) < 0)
+                return false;
+        f = fopen(dep, "re");
+        if (!f)
+                return false;
+        while (fgets(line, sizeof line, f)) {
+                char *colon = strchr(line, ':');
+                if (colon)
+                        *colon = 0;
+                if (strstr(line, a) || strstr(line, b))
+                        return true;
+        }
+        return false;
 }
 
 static void execute_scheduler(TuneJob *j, TuneEntry *e) {
@@ -309,8 +341,15 @@ static void execute_scheduler(TuneJob *j, TuneEntry *e) {
                         return;
                 }
                 if (!scheduler_available(line, *s) && !streq(*s, "none")) {
-                        if (j->dry_run)
-                                continue;
+                        if (j->dry_run) {
+                                if (!scheduler_module_exists(*s))
+                                        continue;
+                                e->outcome = TUNE_PLANNED;
+                                free(e->wanted);
+                                e->wanted = strdup(*s);
+                                (void) free_and_strdup(&e->note, "module not loaded yet: the kernel loads it on demand");
+                                return;
+                        }
                 } else if (j->dry_run) {
                         e->outcome = TUNE_PLANNED;
                         free(e->wanted);
@@ -357,8 +396,12 @@ static void execute_attr(TuneJob *j, TuneEntry *e) {
                                                  e->scheduler, strna(s));
         }
         r = sysfs_read(e->path, &cur);
-        if (r == -ENOENT)
+        if (r == -ENOENT || r == -ENODEV) {
+                _cleanup_free_ char *q = path_join(j->blockdir, "queue");
+                if (q && access(q, F_OK) < 0)
+                        return entry_fail(e, -ENODEV, "device vanished");
                 return (void) entry_skip(e, "%s does not exist on this kernel or device", e->attr);
+        }
         if (r < 0)
                 return entry_fail(e, r, "reading");
         if (!e->before) {
@@ -398,6 +441,19 @@ static void execute_attr(TuneJob *j, TuneEntry *e) {
         }
 }
 
+static bool safe_atou_dir(const char *s, unsigned *ret) {
+        long long v;
+        if (safe_atolli(s, &v) < 0 || v < 0 || v > 65535)
+                return false;
+        *ret = (unsigned) v;
+        return true;
+}
+
+static int cmp_unsigned(const void *a, const void *b) {
+        unsigned x = *(const unsigned *) a, y = *(const unsigned *) b;
+        return x < y ? -1 : x > y;
+}
+
 /* Reports which CPUs each hardware queue serves (mq/N/cpu_list is
  * read-only: the kernel decides) and which hctx serve none of CPUAffinity=. */
 static void report_hctx(TuneJob *j) {
@@ -408,9 +464,18 @@ static void report_hctx(TuneJob *j) {
         FILE *m, *n;
         cpuset_t want = {};
         struct dirent *de;
+        unsigned ids[4096];
+        size_t n_ids = 0;
 
         if (!mq || !(d = opendir(mq)))
                 return;
+        /* readdir() order is hash order: sort the hctx numerically. */
+        while ((de = readdir(d)) && n_ids < ELEMENTSOF(ids)) {
+                unsigned v;
+                if (safe_atou_dir(de->d_name, &v))
+                        ids[n_ids++] = v;
+        }
+        qsort(ids, n_ids, sizeof ids[0], cmp_unsigned);
         if (j->cpu_affinity)
                 (void) cpuset_parse(j->cpu_affinity, &want);
         m = open_memstream(&map, &maplen);
@@ -422,23 +487,23 @@ static void report_hctx(TuneJob *j) {
                         fclose(n);
                 return;
         }
-        while ((de = readdir(d))) {
+        for (size_t i = 0; i < n_ids; i++) {
                 _cleanup_free_ char *p = NULL, *v = NULL;
+                char name[16];
                 cpuset_t c;
 
-                if (de->d_name[0] == '.')
-                        continue;
-                p = path_join(mq, de->d_name, "cpu_list");
+                snprintf(name, sizeof name, "%u", ids[i]);
+                p = path_join(mq, name, "cpu_list");
                 if (!p || sysfs_read(p, &v) < 0 || cpuset_parse(v, &c) < 0)
                         continue;
                 _cleanup_free_ char *norm = cpuset_format(&c);
-                fprintf(m, "%s%s:%s", ftell(m) ? " " : "", de->d_name, strempty(norm));
+                fprintf(m, "%s%s:%s", ftell(m) ? " " : "", name, strempty(norm));
                 if (j->cpu_affinity) {
                         bool any = false;
-                        for (unsigned i = 0; i < CPU_MAX && !any; i++)
-                                any = cpuset_isset(&c, i) && cpuset_isset(&want, i);
+                        for (unsigned cpu = 0; cpu < CPU_MAX && !any; cpu++)
+                                any = cpuset_isset(&c, cpu) && cpuset_isset(&want, cpu);
                         if (!any)
-                                fprintf(n, "%s%s", ftell(n) ? "," : "", de->d_name);
+                                fprintf(n, "%s%s", ftell(n) ? "," : "", name);
                 }
         }
         fclose(m);

@@ -76,7 +76,7 @@ int tune_job_new(const char *sysname, const char *blockdir, TuneJob **ret);
 void tune_execute(TuneJob *j);
 TuneJob *tune_job_free(TuneJob *j);
 DEFINE_TRIVIAL_CLEANUP_FUNC(TuneJob *, tune_job_free)
-/* Sorts entries into apply order (knob order, stable). */
+/* Sorts entries into apply order: knob order, then attribute name. */
 void tune_job_sort(TuneJob *j);
 /* Counts entries by outcome. */
 void tune_job_count(const TuneJob *j, unsigned counts[_TUNE_OUTCOME_MAX]);

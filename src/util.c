@@ -79,6 +79,14 @@ int parse_size(const char *s, uint64_t *ret) {
 
         if (!s || !*s || !(isdigit((unsigned char) *s) || *s == '.'))
                 return -EINVAL;
+        /* Decimal digits and one point only: strtold() would also take hex,
+         * exponents, "inf" and "nan". */
+        size_t digits = strspn(s, "0123456789.");
+        const char *dot = memchr(s, '.', digits);
+        if (dot && memchr(dot + 1, '.', digits - (size_t) (dot + 1 - s)))
+                return -EINVAL;
+        if (s[digits] && !strchr("KMGTPkmgtpBb", s[digits]))
+                return -EINVAL;
         errno = 0;
         v = strtold(s, &end);
         if (errno == ERANGE || v < 0)

@@ -187,13 +187,12 @@ static size_t connection_pending_output(VarlinkConnection *c) {
 
 /* The NUL ending the next message, if it is there. */
 static char *connection_find_nul(VarlinkConnection *c) {
-        char *start = c->input + c->input_start;
         size_t avail = c->input_end - c->input_start;
         char *nul;
 
         if (avail == c->input_scanned)
                 return NULL;
-        nul = memchr(start + c->input_scanned, 0, avail - c->input_scanned);
+        nul = memchr(c->input + c->input_start + c->input_scanned, 0, avail - c->input_scanned);
         if (!nul)
                 c->input_scanned = avail;
         return nul;
@@ -335,8 +334,8 @@ static int connection_read(VarlinkConnection *c) {
  * write with the message's first byte. */
 static int connection_next_message(VarlinkConnection *c, char **ret, FdBatch *ret_fds) {
         size_t max = c->server->limits.max_message_size;
-        char *start = c->input + c->input_start, *nul;
         FdBatch fds = {};
+        char *start, *nul;
         uint64_t s, e;
         size_t len;
 
@@ -346,6 +345,7 @@ static int connection_next_message(VarlinkConnection *c, char **ret, FdBatch *re
                         return -EMSGSIZE;
                 return 0;
         }
+        start = c->input + c->input_start;
         len = nul - start;
         if (len > max)
                 return -EMSGSIZE;
@@ -438,6 +438,7 @@ static int connection_write(VarlinkConnection *c) {
 static int connection_enqueue(VarlinkConnection *c, json_t *message, int *fds, size_t n_fds) {
         _cleanup_free_ char *text = NULL;
         size_t len;
+        int r;
 
         text = json_dumps(message, JSON_COMPACT);
         if (!text) {
@@ -503,8 +504,20 @@ static int connection_enqueue(VarlinkConnection *c, json_t *message, int *fds, s
 
         memcpy(c->output + c->output_end, text, len);
         c->output_end += len;
-        (void) sd_event_source_set_io_events(c->io_source, EPOLLOUT |
-                                             (connection_wants_read(c) ? EPOLLIN : 0));
+
+        /* Write right away: a handler sending many notifications in one go
+         * must not fill the buffer while the peer reads just fine. Errors
+         * only mark the connection, it is closed from the event loop. */
+        r = connection_write(c);
+        if (r < 0) {
+                log_debug_errno(r, "Varlink peer " PID_FMT " went away: %m", c->ucred.pid);
+                c->failed = true;
+                connection_schedule(c);
+                return 0;
+        }
+        if (connection_pending_output(c) > 0)
+                (void) sd_event_source_set_io_events(c->io_source, EPOLLOUT |
+                                                     (connection_wants_read(c) ? EPOLLIN : 0));
         return 0;
 }
 
@@ -1148,10 +1161,11 @@ int varlink_server_listen_address(VarlinkServer *s, const char *path, mode_t mod
 
                 if (!S_ISSOCK(st.st_mode))
                         return log_error_errno(EEXIST, "%s exists and is not a socket.", path);
-                probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                /* Non-blocking: a full backlog (EAGAIN) means alive too. */
+                probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
                 if (probe < 0)
                         return -errno;
-                if (connect(probe, &sa.sa, sizeof sa.un) >= 0)
+                if (connect(probe, &sa.sa, sizeof sa.un) >= 0 || errno == EAGAIN)
                         return log_error_errno(EADDRINUSE, "%s is in use by a running service.", path);
                 log_debug("Removing stale varlink socket %s.", path);
                 if (unlink(path) < 0 && errno != ENOENT)

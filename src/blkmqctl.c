@@ -1,0 +1,1036 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <langinfo.h>
+#include <locale.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "blkmq/varlink.h"
+#include "cleanup.h"
+
+/* blkmqctl: the command-line client of io.blkmqd.Manager (see
+ * io.blkmqd.Manager.varlink, blkmqctl(8) and blkmqd-varlink(7)). It links
+ * libblkmq only: everything it knows about devices comes from the daemon. */
+
+#define INTERFACE "io.blkmqd.Manager"
+#define CALL_TIMEOUT_USEC (120ULL * 1000000ULL) /* Apply waits for the writes: be generous */
+#define MONITOR_TICK_USEC (200ULL * 1000ULL)    /* how often monitor looks for SIGINT/SIGTERM */
+
+/* Exit status; documented in --help and blkmqctl(8), scripts rely on them. */
+enum {
+        EXIT_OK = 0,
+        EXIT_USAGE = 1,
+        EXIT_UNREACHABLE = 2,
+        EXIT_NO_SUCH = 3,
+        EXIT_PERMISSION = 4,
+        EXIT_CONFIG = 5,
+        EXIT_SETTING_FAILED = 6,
+        EXIT_PROTOCOL = 7,
+};
+
+static const char *arg_address = NULL;
+static bool arg_json = false;
+static bool arg_legend = true;
+static bool arg_clear = false;
+
+static bool utf8 = false;
+static volatile sig_atomic_t quit = 0;
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(blkmq_varlink *, blkmq_varlink_free)
+
+_printf_(2, 3) static int fail(int status, const char *fmt, ...) {
+        va_list ap;
+
+        fflush(stdout);
+        fputs("blkmqctl: ", stderr);
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fputc('\n', stderr);
+        return status;
+}
+
+static const char *ellipsis(void) {
+        return utf8 ? "…" : "...";
+}
+
+static const char *arrow(void) {
+        return utf8 ? "→" : "->";
+}
+
+/* ---- JSON accessors: absent or null fields read as NULL / def ---- */
+
+static const char *jstr(json_t *o, const char *key) {
+        return json_string_value(json_object_get(o, key));
+}
+
+static long long jint(json_t *o, const char *key, long long def) {
+        json_t *v = json_object_get(o, key);
+        return json_is_integer(v) ? (long long) json_integer_value(v) : def;
+}
+
+static const char *jbool(json_t *o, const char *key) {
+        json_t *v = json_object_get(o, key);
+        return json_is_boolean(v) ? (json_is_true(v) ? "yes" : "no") : NULL;
+}
+
+static const char *dash(const char *s) {
+        return s && *s ? s : "-";
+}
+
+/* "a, b, c" of an array of strings; "-" when empty. Caller frees. */
+static char *join_strings(json_t *a, const char *sep) {
+        size_t len = 1, i;
+        json_t *v;
+        char *s;
+
+        json_array_foreach(a, i, v)
+                if (json_is_string(v))
+                        len += strlen(json_string_value(v)) + strlen(sep);
+        s = malloc(len + 1);
+        if (!s)
+                return NULL;
+        s[0] = 0;
+        json_array_foreach(a, i, v)
+                if (json_is_string(v)) {
+                        if (s[0])
+                                strcat(s, sep);
+                        strcat(s, json_string_value(v));
+                }
+        if (!s[0])
+                strcpy(s, "-");
+        return s;
+}
+
+/* "note (strerror)", without saying the same thing twice. */
+static const char *explain_errno(char *buf, size_t size, const char *note, int e) {
+        const char *why = e > 0 ? strerror(e) : NULL;
+
+        if (note && *note && why && !strstr(note, why))
+                snprintf(buf, size, "%s (%s)", note, why);
+        else if (note && *note)
+                snprintf(buf, size, "%s", note);
+        else
+                snprintf(buf, size, "%s", why ? why : "failed");
+        return buf;
+}
+
+static void print_json(json_t *j) {
+        size_t flags = isatty(STDOUT_FILENO) ? JSON_INDENT(2) : JSON_COMPACT;
+
+        json_dumpf(j, stdout, flags | JSON_ENCODE_ANY);
+        fputc('\n', stdout);
+}
+
+/* ---- output width ---- */
+
+static unsigned columns(void) {
+        const char *e = getenv("COLUMNS");
+        struct winsize ws = {};
+
+        /* COLUMNS= wins, as with systemd's tools, so that it can be forced. */
+        if (e) {
+                char *end;
+                unsigned long c = strtoul(e, &end, 10);
+                if (end != e && *end == 0 && c > 0 && c < 10000)
+                        return (unsigned) c;
+        }
+        if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) >= 0 && ws.ws_col > 0)
+                return ws.ws_col;
+        return 80;
+}
+
+/* Display width of UTF-8 text, one column per code point (the daemon sends
+ * sysfs values, names and paths: no wide characters to speak of). */
+static size_t text_width(const char *s) {
+        size_t w = 0;
+
+        for (; *s; s++)
+                if (((unsigned char) *s & 0xc0) != 0x80)
+                        w++;
+        return w;
+}
+
+/* Prints s in exactly width columns (padded unless last), cut with an
+ * ellipsis if it does not fit. */
+static void print_cell(const char *s, size_t width, bool right, bool last) {
+        size_t w = text_width(s);
+
+        if (w <= width) {
+                if (right)
+                        printf("%*s%s", (int) (width - w), "", s);
+                else if (last)
+                        fputs(s, stdout);
+                else
+                        printf("%s%*s", s, (int) (width - w), "");
+                return;
+        }
+
+        size_t ew = text_width(ellipsis()), keep = width > ew ? width - ew : 0, n = 0;
+        const char *p = s;
+
+        /* Copy keep code points. */
+        while (*p) {
+                if (((unsigned char) *p & 0xc0) != 0x80) {
+                        if (n == keep)
+                                break;
+                        n++;
+                }
+                p++;
+        }
+        fwrite(s, 1, p - s, stdout);
+        if (width >= ew)
+                fputs(ellipsis(), stdout);
+}
+
+/* ---- tables: sized to the terminal, the widest column gives way ---- */
+
+#define TABLE_COLUMNS_MAX 8U
+
+typedef struct Table {
+        size_t n_columns;
+        bool right[TABLE_COLUMNS_MAX];
+        char **cells; /* row-major; the first row is the header */
+        size_t n_cells, allocated;
+} Table;
+
+static Table *table_free(Table *t) {
+        if (!t)
+                return NULL;
+        for (size_t i = 0; i < t->n_cells; i++)
+                free(t->cells[i]);
+        free(t->cells);
+        free(t);
+        return NULL;
+}
+DEFINE_TRIVIAL_CLEANUP_FUNC(Table *, table_free)
+
+static int table_add(Table *t, const char *s) {
+        char *c;
+
+        if (t->n_cells == t->allocated) {
+                size_t a = t->allocated ? t->allocated * 2 : 32;
+                char **p = realloc(t->cells, a * sizeof *p);
+                if (!p)
+                        return -ENOMEM;
+                t->cells = p;
+                t->allocated = a;
+        }
+        c = strdup(dash(s));
+        if (!c)
+                return -ENOMEM;
+        /* A cell is one line. */
+        for (char *p = c; *p; p++)
+                if (*p == '\n' || *p == '\t')
+                        *p = ' ';
+        t->cells[t->n_cells++] = c;
+        return 0;
+}
+
+_printf_(2, 3) static int table_addf(Table *t, const char *fmt, ...) {
+        _cleanup_free_ char *s = NULL;
+        va_list ap;
+        int r;
+
+        va_start(ap, fmt);
+        r = vasprintf(&s, fmt, ap);
+        va_end(ap);
+        if (r < 0)
+                return -ENOMEM;
+        return table_add(t, s);
+}
+
+/* headers: n_columns names; a name starting with '>' is right-aligned. */
+static Table *table_new(size_t n_columns, const char *const *headers) {
+        _cleanup_(table_freep) Table *t = calloc(1, sizeof *t);
+
+        if (!t || n_columns > TABLE_COLUMNS_MAX)
+                return NULL;
+        t->n_columns = n_columns;
+        for (size_t i = 0; i < n_columns; i++) {
+                const char *h = headers[i];
+                if (h[0] == '>') {
+                        t->right[i] = true;
+                        h++;
+                }
+                if (table_add(t, h) < 0)
+                        return NULL;
+        }
+        return TAKE_PTR(t);
+}
+
+static size_t table_rows(const Table *t) {
+        return t->n_cells / t->n_columns - 1;
+}
+
+static void table_print(const Table *t) {
+        size_t width[TABLE_COLUMNS_MAX] = {}, n = t->n_columns, total = 0, avail = columns();
+        size_t first = arg_legend ? 0 : 1;
+
+        for (size_t row = first; row * n < t->n_cells; row++)
+                for (size_t c = 0; c < n; c++) {
+                        size_t w = text_width(t->cells[row * n + c]);
+                        if (w > width[c])
+                                width[c] = w;
+                }
+        for (size_t c = 0; c < n; c++)
+                total += width[c] + (c + 1 < n ? 2 : 0);
+
+        /* Too wide: take from the widest column, one at a time, so several
+         * long columns end up equally cut; no column goes below 6. */
+        while (total > avail) {
+                size_t widest = 0;
+                for (size_t c = 1; c < n; c++)
+                        if (width[c] > width[widest])
+                                widest = c;
+                if (width[widest] <= 6)
+                        break;
+                width[widest]--;
+                total--;
+        }
+
+        for (size_t row = first; row * n < t->n_cells; row++) {
+                for (size_t c = 0; c < n; c++) {
+                        print_cell(t->cells[row * n + c], width[c], t->right[c], c + 1 == n);
+                        if (c + 1 < n)
+                                fputs("  ", stdout);
+                }
+                fputc('\n', stdout);
+        }
+}
+
+/* ---- talking to blkmqd ---- */
+
+static int connect_daemon(blkmq_varlink **ret) {
+        blkmq_varlink *v;
+        int r;
+
+        r = blkmq_varlink_connect(&v, arg_address);
+        if (r < 0)
+                return fail(EXIT_UNREACHABLE, "cannot connect to %s: %s%s", arg_address, strerror(-r),
+                            r == -ENOENT || r == -ECONNREFUSED ? " (is blkmqd running?)"
+                            : r == -EINVAL                     ? " (not an absolute path or @abstract name)"
+                                                               : "");
+        blkmq_varlink_set_timeout(v, CALL_TIMEOUT_USEC);
+        *ret = v;
+        return EXIT_OK;
+}
+
+static int transport_error(int r) {
+        switch (r) {
+        case -ECONNRESET:
+        case -EPIPE:
+        case -ENOTCONN:
+                return fail(EXIT_UNREACHABLE, "%s: blkmqd closed the connection", arg_address);
+        case -ETIMEDOUT:
+                return fail(EXIT_PROTOCOL, "%s: no reply from blkmqd within %llu s", arg_address,
+                            CALL_TIMEOUT_USEC / 1000000ULL);
+        case -EBADMSG:
+                return fail(EXIT_PROTOCOL, "%s: malformed reply from blkmqd", arg_address);
+        default:
+                return fail(EXIT_PROTOCOL, "%s: %s", arg_address, strerror(-r));
+        }
+}
+
+/* An error reply: one line on stderr (and the error as JSON on stdout with
+ * --json); returns the exit status it maps to. */
+static int varlink_error(const char *verb, const char *error, json_t *p) {
+        const char *name = strrchr(error, '.') ? strrchr(error, '.') + 1 : error;
+
+        if (arg_json) {
+                json_t *o = json_pack("{s:s, s:O}", "error", error, "parameters", p);
+                if (o)
+                        print_json(o);
+                json_decref(o);
+        }
+
+        if (strncmp(error, INTERFACE ".", strlen(INTERFACE) + 1) == 0) {
+                if (streq(name, "NoSuchDevice"))
+                        return fail(EXIT_NO_SUCH, "%s: no such device", dash(jstr(p, "device")));
+                if (streq(name, "NoSuchProfile"))
+                        return fail(EXIT_NO_SUCH, "%s: no such profile", dash(jstr(p, "profile")));
+                if (streq(name, "ConfigInvalid")) {
+                        long long line = jint(p, "line", 0);
+                        if (line > 0)
+                                return fail(EXIT_CONFIG, "%s:%lld: %s", dash(jstr(p, "file")), line,
+                                            dash(jstr(p, "message")));
+                        return fail(EXIT_CONFIG, "%s: %s", dash(jstr(p, "file")), dash(jstr(p, "message")));
+                }
+                if (streq(name, "AttributeNotWritable")) {
+                        const char *msg = jstr(p, "message");
+                        char buf[512];
+
+                        if (msg && streq(msg, "n/a")) /* the daemon's placeholder for no note */
+                                msg = NULL;
+                        return fail(EXIT_SETTING_FAILED, "%s: %s: %s", dash(jstr(p, "device")),
+                                    dash(jstr(p, "attribute")),
+                                    explain_errno(buf, sizeof buf, msg, (int) jint(p, "errno", 0)));
+                }
+        } else if (streq(error, "org.varlink.service.PermissionDenied"))
+                return fail(EXIT_PERMISSION, "permission denied: %s needs root or the AdminGroup", verb);
+        else if (streq(error, "org.varlink.service.InvalidParameter") && streq(verb, "log-level") &&
+                 streq_ptr(jstr(p, "parameter"), "level"))
+                return fail(EXIT_USAGE, "invalid log level (emerg, alert, crit, err, warning, notice, info, debug)");
+
+        _cleanup_free_ char *text = json_object_size(p) > 0 ? json_dumps(p, JSON_COMPACT) : NULL;
+        return fail(EXIT_PROTOCOL, "%s: %s%s%s", verb, error, text ? " " : "", text ? text : "");
+}
+
+/* One call, one reply. Returns an exit status; on EXIT_OK *ret holds the
+ * reply's parameters, otherwise the problem was reported. params is
+ * borrowed (NULL: none). */
+static int call(const char *verb, const char *method, json_t *params, json_t **ret) {
+        _cleanup_(blkmq_varlink_freep) blkmq_varlink *v = NULL;
+        _cleanup_(json_decrefp) json_t *reply = NULL;
+        const char *error = NULL;
+        int r;
+
+        r = connect_daemon(&v);
+        if (r != EXIT_OK)
+                return r;
+        r = blkmq_varlink_call_sync(v, method, params, &reply, &error);
+        if (r < 0)
+                return transport_error(r);
+        if (error)
+                return varlink_error(verb, error, reply);
+        *ret = TAKE_PTR(reply);
+        return EXIT_OK;
+}
+
+static json_t *device_params(const char *device) {
+        return device ? json_pack("{s:s}", "device", device) : json_object();
+}
+
+/* ---- formatting helpers ---- */
+
+static void format_timestamp(char *buf, size_t size, long long usec, bool millis) {
+        time_t t = (time_t) (usec / 1000000);
+        struct tm tm;
+        size_t n;
+
+        if (!localtime_r(&t, &tm) || (n = strftime(buf, size, "%Y-%m-%d %H:%M:%S", &tm)) == 0) {
+                snprintf(buf, size, "@%lld", usec / 1000000);
+                return;
+        }
+        if (millis)
+                snprintf(buf + n, size - n, ".%03lld", (usec / 1000) % 1000);
+        else
+                strftime(buf + n, size - n, " %Z", &tm);
+}
+
+static void format_duration(char *buf, size_t size, long long usec) {
+        long long s = usec / 1000000;
+
+        if (s >= 86400)
+                snprintf(buf, size, "%lldd %lldh %lldmin", s / 86400, s % 86400 / 3600, s % 3600 / 60);
+        else if (s >= 3600)
+                snprintf(buf, size, "%lldh %lldmin %llds", s / 3600, s % 3600 / 60, s % 60);
+        else if (s >= 60)
+                snprintf(buf, size, "%lldmin %llds", s / 60, s % 60);
+        else
+                snprintf(buf, size, "%lld.%03llds", s, usec / 1000 % 1000);
+}
+
+static void format_bytes(char *buf, size_t size, long long bytes) {
+        static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
+        double v = (double) bytes;
+        size_t u = 0;
+
+        while (v >= 1024.0 && u + 1 < ELEMENTSOF(units)) {
+                v /= 1024.0;
+                u++;
+        }
+        if (u == 0)
+                snprintf(buf, size, "%lld B", bytes);
+        else
+                snprintf(buf, size, "%.1f %s", v, units[u]);
+}
+
+static void field(const char *label, const char *value) {
+        printf("%12s: %s\n", label, dash(value));
+}
+
+/* ---- results of Apply/Restore/Reload/SetProfile/ClearProfile ---- */
+
+static int print_results(const char *verb, json_t *reply) {
+        json_t *results = json_object_get(reply, "results"), *res;
+        _cleanup_(table_freep) Table *t = NULL;
+        int status = EXIT_OK;
+        size_t i;
+
+        if (arg_json)
+                print_json(reply);
+        else {
+                static const char *const h[] = { "DEVICE", ">CHANGED", ">UNCHANGED", ">ADJUSTED", ">SKIPPED",
+                                                 ">FAILED" };
+                t = table_new(ELEMENTSOF(h), h);
+                if (!t)
+                        return fail(EXIT_PROTOCOL, "out of memory");
+                json_array_foreach(results, i, res)
+                        if (table_add(t, jstr(res, "device")) < 0 ||
+                            table_addf(t, "%lld", jint(res, "changed", 0)) < 0 ||
+                            table_addf(t, "%lld", jint(res, "unchanged", 0)) < 0 ||
+                            table_addf(t, "%lld", jint(res, "adjusted", 0)) < 0 ||
+                            table_addf(t, "%lld", jint(res, "skipped", 0)) < 0 ||
+                            table_addf(t, "%lld", jint(res, "failed", 0)) < 0)
+                                return fail(EXIT_PROTOCOL, "out of memory");
+                if (table_rows(t) > 0)
+                        table_print(t);
+                if (arg_legend)
+                        printf("%s%zu managed device%s.\n", table_rows(t) > 0 ? "\n" : "", table_rows(t),
+                               table_rows(t) == 1 ? "" : "s");
+        }
+
+        json_array_foreach(results, i, res) {
+                long long failed = jint(res, "failed", 0);
+                if (failed > 0)
+                        status = fail(EXIT_SETTING_FAILED, "%s: %s: %lld setting%s failed (see blkmqctl show %s)",
+                                      verb, dash(jstr(res, "device")), failed, failed == 1 ? "" : "s",
+                                      dash(jstr(res, "device")));
+        }
+        return status;
+}
+
+/* ---- verbs ---- */
+
+static int verb_status(int argc, char **argv) {
+        _cleanup_(json_decrefp) json_t *s = NULL;
+        char buf[64];
+        size_t i;
+        json_t *f;
+        int r;
+
+        r = call("status", INTERFACE ".GetStatus", NULL, &s);
+        if (r != EXIT_OK)
+                return r;
+        if (arg_json) {
+                print_json(s);
+                return EXIT_OK;
+        }
+
+        field("Version", jstr(s, "version"));
+        field("State", jstr(s, "state"));
+        format_duration(buf, sizeof buf, jint(s, "uptimeUsec", 0));
+        field("Uptime", buf);
+        field("Kernel", jstr(s, "kernel"));
+        field("Address", arg_address);
+        field("Profile", jstr(s, "profile") ? jstr(s, "profile") : "none");
+        snprintf(buf, sizeof buf, "%lld known, %lld managed", jint(s, "devices", 0), jint(s, "managed", 0));
+        field("Devices", buf);
+        snprintf(buf, sizeof buf, "%lld changed, %lld failed", jint(s, "changed", 0), jint(s, "failed", 0));
+        field("Settings", buf);
+        json_array_foreach(json_object_get(s, "configFiles"), i, f)
+                printf("%12s%s %s\n", i == 0 ? "Config" : "", i == 0 ? ":" : " ", dash(json_string_value(f)));
+        return EXIT_OK;
+}
+
+static int verb_devices(int argc, char **argv) {
+        _cleanup_(blkmq_varlink_freep) blkmq_varlink *v = NULL;
+        _cleanup_(json_decrefp) json_t *list = json_array();
+        _cleanup_(table_freep) Table *t = NULL;
+        unsigned flags;
+        json_t *d;
+        size_t i;
+        int r;
+
+        if (!list)
+                return fail(EXIT_PROTOCOL, "out of memory");
+        r = connect_daemon(&v);
+        if (r != EXIT_OK)
+                return r;
+        r = blkmq_varlink_call(v, INTERFACE ".ListDevices", NULL, BLKMQ_VARLINK_MORE, NULL, 0);
+        if (r < 0)
+                return transport_error(r);
+        do {
+                _cleanup_(json_decrefp) json_t *p = NULL;
+                const char *error = NULL;
+
+                r = blkmq_varlink_read_reply(v, &p, &error, &flags);
+                if (r < 0)
+                        return transport_error(r);
+                if (error)
+                        return varlink_error("devices", error, p);
+                d = json_object_get(p, "device");
+                if (json_is_object(d))
+                        json_array_append(list, d);
+        } while (flags & BLKMQ_VARLINK_REPLY_CONTINUES);
+
+        if (arg_json) {
+                print_json(list);
+                return EXIT_OK;
+        }
+
+        static const char *const h[] = { "DEVICE", "TRANSPORT", "ZONED", "MANAGED", "SCHEDULER",
+                                         ">CHANGED", ">FAILED", "MATCHED" };
+        t = table_new(ELEMENTSOF(h), h);
+        if (!t)
+                return fail(EXIT_PROTOCOL, "out of memory");
+        json_array_foreach(list, i, d) {
+                _cleanup_free_ char *matched = join_strings(json_object_get(d, "matched"), ",");
+                if (table_add(t, jstr(d, "device")) < 0 || table_add(t, jstr(d, "transport")) < 0 ||
+                    table_add(t, jstr(d, "zoned")) < 0 || table_add(t, jbool(d, "managed")) < 0 ||
+                    table_add(t, jstr(d, "scheduler")) < 0 || table_addf(t, "%lld", jint(d, "changed", 0)) < 0 ||
+                    table_addf(t, "%lld", jint(d, "failed", 0)) < 0 || table_add(t, matched) < 0)
+                        return fail(EXIT_PROTOCOL, "out of memory");
+        }
+        if (table_rows(t) > 0)
+                table_print(t);
+        if (arg_legend)
+                printf("%s%zu device%s listed.\n", table_rows(t) > 0 ? "\n" : "", table_rows(t),
+                       table_rows(t) == 1 ? "" : "s");
+        return EXIT_OK;
+}
+
+static void print_hctx_map(const char *map, const char *note) {
+        _cleanup_free_ char *copy = map ? strdup(map) : NULL;
+        char *save = NULL, *tok;
+        bool first = true;
+
+        if (!map && !note)
+                return;
+        printf("\nHardware queues %s CPUs (read-only):\n", arrow());
+        if (copy)
+                for (tok = strtok_r(copy, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+                        char *colon = strchr(tok, ':');
+                        if (colon) {
+                                *colon = 0;
+                                printf("  hctx%s %s %s\n", tok, arrow(), *colon + 1 ? colon + 1 : "(no CPU)");
+                        } else
+                                printf("  %s\n", tok);
+                        first = false;
+                }
+        if (note)
+                printf("  %s%s\n", first ? "" : "note: ", note);
+}
+
+static int verb_show(int argc, char **argv) {
+        _cleanup_(json_decrefp) json_t *params = device_params(argv[1]), *reply = NULL;
+        _cleanup_(table_freep) Table *t = NULL;
+        _cleanup_free_ char *matched = NULL;
+        json_t *d, *knobs, *k;
+        char buf[512];
+        bool notes = false;
+        size_t i;
+        int r;
+
+        r = call("show", INTERFACE ".GetDevice", params, &reply);
+        if (r != EXIT_OK)
+                return r;
+        if (arg_json) {
+                print_json(reply);
+                return EXIT_OK;
+        }
+        d = json_object_get(reply, "device");
+
+        if (jstr(d, "devnode"))
+                snprintf(buf, sizeof buf, "%s (%s)", dash(jstr(d, "device")), jstr(d, "devnode"));
+        else
+                snprintf(buf, sizeof buf, "%s", dash(jstr(d, "device")));
+        field("Device", buf);
+        field("Id", jstr(d, "id"));
+        field("Transport", jstr(d, "transport"));
+        field("Driver", jstr(d, "driver"));
+        field("Model", jstr(d, "model"));
+        field("Serial", jstr(d, "serial"));
+        field("WWN", jstr(d, "wwn"));
+        if (jint(d, "nsid", 0) > 0) {
+                snprintf(buf, sizeof buf, "%lld", jint(d, "nsid", 0));
+                field("NSID", buf);
+        }
+        field("Zoned", jstr(d, "zoned"));
+        field("Rotational", jbool(d, "rotational"));
+        format_bytes(buf, sizeof buf, jint(d, "sizeBytes", 0));
+        field("Size", buf);
+        if (jstr(d, "backingFile"))
+                field("Backing file", jstr(d, "backingFile"));
+        if (json_is_true(json_object_get(d, "hidden")) || json_is_true(json_object_get(d, "bioBased")))
+                field("Queue", json_is_true(json_object_get(d, "hidden")) ? "hidden (multipath path device)"
+                                                                         : "bio-based (no scheduler)");
+        field("Managed", jbool(d, "managed"));
+        matched = join_strings(json_object_get(d, "matched"), ", ");
+        field("Matched", matched);
+        field("Profile", jstr(d, "profile"));
+        if (jint(d, "lastAppliedUsec", 0) > 0) {
+                format_timestamp(buf, sizeof buf, jint(d, "lastAppliedUsec", 0), false);
+                field("Last applied", buf);
+        }
+        snprintf(buf, sizeof buf, "%lld (%lld failed)", jint(d, "jobs", 0), jint(d, "failedJobs", 0));
+        field("Jobs", buf);
+
+        knobs = json_object_get(d, "knobs");
+        static const char *const h[] = { "ATTRIBUTE", "ORIGINAL", "WANTED", "CURRENT", "OUTCOME", "SECTION" };
+        t = table_new(ELEMENTSOF(h), h);
+        if (!t)
+                return fail(EXIT_PROTOCOL, "out of memory");
+        json_array_foreach(knobs, i, k)
+                if (table_add(t, jstr(k, "attribute")) < 0 || table_add(t, jstr(k, "original")) < 0 ||
+                    table_add(t, jstr(k, "wanted")) < 0 || table_add(t, jstr(k, "current")) < 0 ||
+                    table_add(t, jstr(k, "outcome")) < 0 || table_add(t, jstr(k, "section")) < 0)
+                        return fail(EXIT_PROTOCOL, "out of memory");
+        fputc('\n', stdout);
+        if (table_rows(t) > 0)
+                table_print(t);
+        else
+                printf("No settings.\n");
+
+        json_array_foreach(knobs, i, k) {
+                const char *note = jstr(k, "note");
+                long long e = jint(k, "errno", 0);
+
+                if (!note && e <= 0)
+                        continue;
+                if (!notes)
+                        printf("\nNotes:\n");
+                notes = true;
+                printf("  %s: %s\n", dash(jstr(k, "attribute")), explain_errno(buf, sizeof buf, note, (int) e));
+        }
+        print_hctx_map(jstr(d, "hctxCpus"), jstr(d, "affinityNote"));
+        return EXIT_OK;
+}
+
+static int verb_explain(int argc, char **argv) {
+        _cleanup_(json_decrefp) json_t *params = device_params(argv[1]), *e = NULL;
+        _cleanup_(table_freep) Table *t = NULL;
+        _cleanup_free_ char *matched = NULL;
+        json_t *s, *v;
+        size_t i;
+        int r;
+
+        r = call("explain", INTERFACE ".Explain", params, &e);
+        if (r != EXIT_OK)
+                return r;
+        if (arg_json) {
+                print_json(e);
+                return EXIT_OK;
+        }
+
+        matched = join_strings(json_object_get(e, "matched"), ", ");
+        field("Device", jstr(e, "device"));
+        field("Managed", jbool(e, "managed"));
+        field("Matched", matched);
+        field("Profile", jstr(e, "profile"));
+
+        printf("\nSections:\n");
+        json_array_foreach(json_object_get(e, "sections"), i, s)
+                printf("  %s\n", dash(json_string_value(s)));
+        if (json_array_size(json_object_get(e, "sections")) == 0)
+                printf("  (no [Device] sections)\n");
+
+        static const char *const h[] = { "KEY", "VALUE", "SECTION", "ORIGIN" };
+        t = table_new(ELEMENTSOF(h), h);
+        if (!t)
+                return fail(EXIT_PROTOCOL, "out of memory");
+        json_array_foreach(json_object_get(e, "values"), i, v)
+                if (table_add(t, jstr(v, "key")) < 0 || table_add(t, jstr(v, "value")) < 0 ||
+                    table_add(t, jstr(v, "section")) < 0 || table_add(t, jstr(v, "origin")) < 0)
+                        return fail(EXIT_PROTOCOL, "out of memory");
+        printf("\nValues:\n");
+        if (table_rows(t) > 0)
+                table_print(t);
+        else
+                printf("  (none: no section sets anything for this device)\n");
+        return EXIT_OK;
+}
+
+static int verb_apply(int argc, char **argv) {
+        _cleanup_(json_decrefp) json_t *params = device_params(argc > 1 ? argv[1] : NULL), *reply = NULL;
+        bool restore = streq(argv[0], "restore");
+        int r;
+
+        r = call(argv[0], restore ? INTERFACE ".Restore" : INTERFACE ".Apply", params, &reply);
+        if (r != EXIT_OK)
+                return r;
+        return print_results(argv[0], reply);
+}
+
+static int verb_reload(int argc, char **argv) {
+        _cleanup_(json_decrefp) json_t *reply = NULL;
+        int r;
+
+        r = call("reload", INTERFACE ".Reload", NULL, &reply);
+        if (r != EXIT_OK)
+                return r;
+        return print_results("reload", reply);
+}
+
+static int verb_profile(int argc, char **argv) {
+        _cleanup_(json_decrefp) json_t *params = NULL, *reply = NULL;
+        int r;
+
+        if (arg_clear == (argc > 1))
+                return fail(EXIT_USAGE, "profile: give either a profile NAME or --clear");
+        if (arg_clear)
+                r = call("profile", INTERFACE ".ClearProfile", NULL, &reply);
+        else {
+                params = json_pack("{s:s}", "profile", argv[1]);
+                if (!params)
+                        return fail(EXIT_PROTOCOL, "out of memory");
+                r = call("profile", INTERFACE ".SetProfile", params, &reply);
+        }
+        if (r != EXIT_OK)
+                return r;
+        return print_results("profile", reply);
+}
+
+static bool log_level_valid(const char *l) {
+        static const char *const names[] = { "emerg", "alert", "crit",   "err",  "warning",
+                                             "notice", "info", "debug", "error" };
+
+        for (size_t i = 0; i < ELEMENTSOF(names); i++)
+                if (streq(l, names[i]))
+                        return true;
+        return l[0] >= '0' && l[0] <= '7' && l[1] == 0;
+}
+
+static int verb_log_level(int argc, char **argv) {
+        _cleanup_(json_decrefp) json_t *params = json_pack("{s:s}", "level", argv[1]), *reply = NULL;
+        int r;
+
+        /* The daemon checks too; this names the culprit. */
+        if (!log_level_valid(argv[1]))
+                return fail(EXIT_USAGE, "%s: invalid log level (emerg, alert, crit, err, warning, notice, info, debug)",
+                            argv[1]);
+        if (!params)
+                return fail(EXIT_PROTOCOL, "out of memory");
+        r = call("log-level", INTERFACE ".SetLogLevel", params, &reply);
+        if (r != EXIT_OK)
+                return r;
+        if (arg_json)
+                print_json(reply);
+        return EXIT_OK;
+}
+
+static void on_quit(int sig) {
+        quit = 1;
+}
+
+static void print_event(json_t *p) {
+        const char *event = dash(jstr(p, "event")), *device = jstr(p, "device");
+        json_t *res = json_object_get(p, "result");
+        struct timespec ts;
+        char when[64];
+
+        if (streq(event, "subscribed"))
+                return;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        format_timestamp(when, sizeof when, (long long) ts.tv_sec * 1000000 + ts.tv_nsec / 1000, true);
+        printf("%s %-10s %-12s", when, event, dash(device));
+        if (json_is_object(res))
+                printf(" changed %lld, unchanged %lld, adjusted %lld, skipped %lld, failed %lld",
+                       jint(res, "changed", 0), jint(res, "unchanged", 0), jint(res, "adjusted", 0),
+                       jint(res, "skipped", 0), jint(res, "failed", 0));
+        if (json_is_string(json_object_get(p, "profile"))) {
+                const char *profile = jstr(p, "profile");
+                printf(" %s", *profile ? profile : "(cleared)");
+        }
+        fputc('\n', stdout);
+}
+
+static int verb_monitor(int argc, char **argv) {
+        _cleanup_(blkmq_varlink_freep) blkmq_varlink *v = NULL;
+        struct sigaction sa = { .sa_handler = on_quit };
+        unsigned flags;
+        int r;
+
+        /* No SA_RESTART: a signal ends the wait; the library comes back
+         * within MONITOR_TICK_USEC either way. */
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+
+        r = connect_daemon(&v);
+        if (r != EXIT_OK)
+                return r;
+        r = blkmq_varlink_call(v, INTERFACE ".Monitor", NULL, BLKMQ_VARLINK_MORE, NULL, 0);
+        if (r < 0)
+                return transport_error(r);
+        blkmq_varlink_set_timeout(v, MONITOR_TICK_USEC);
+
+        for (;;) {
+                _cleanup_(json_decrefp) json_t *p = NULL;
+                const char *error = NULL;
+
+                if (quit)
+                        return EXIT_OK;
+                r = blkmq_varlink_read_reply(v, &p, &error, &flags);
+                if (r == -ETIMEDOUT)
+                        continue;
+                if (r < 0)
+                        return transport_error(r);
+                if (error)
+                        return varlink_error("monitor", error, p);
+                if (arg_json)
+                        print_json(p);
+                else
+                        print_event(p);
+                fflush(stdout);
+                if (!(flags & BLKMQ_VARLINK_REPLY_CONTINUES))
+                        return EXIT_OK; /* the daemon ended the stream */
+        }
+}
+
+typedef struct Verb {
+        const char *name;
+        unsigned min_args, max_args; /* including the verb itself */
+        int (*fn)(int argc, char **argv);
+} Verb;
+
+static const Verb verbs[] = {
+        { "status", 1, 1, verb_status },
+        { "devices", 1, 1, verb_devices },
+        { "show", 2, 2, verb_show },
+        { "explain", 2, 2, verb_explain },
+        { "apply", 1, 2, verb_apply },
+        { "restore", 1, 2, verb_apply },
+        { "reload", 1, 1, verb_reload },
+        { "profile", 1, 2, verb_profile },
+        { "monitor", 1, 1, verb_monitor },
+        { "log-level", 2, 2, verb_log_level },
+};
+
+static void help(void) {
+        printf("Usage: blkmqctl [OPTIONS] COMMAND [ARG]\n\n"
+               "Query and steer blkmqd, the block-layer tuning daemon.\n\n"
+               "Commands:\n"
+               "  status               show the daemon's state (the default)\n"
+               "  devices              list the devices blkmqd knows\n"
+               "  show DEVICE          identity, every setting (original, wanted, current,\n"
+               "                       outcome, section), notes, hardware queue map\n"
+               "  explain DEVICE       which sections match and why; where each value comes from\n"
+               "  apply [DEVICE]       apply the policy again (every device without DEVICE)\n"
+               "  restore [DEVICE]     put back the values blkmqd replaced\n"
+               "  reload               reload the configuration (a broken one is refused)\n"
+               "  profile NAME         activate [Profile NAME]\n"
+               "  profile --clear      deactivate the active profile\n"
+               "  monitor              print events as they happen, until Ctrl-C\n"
+               "  log-level LEVEL      set the daemon's log level (emerg ... debug)\n\n"
+               "Options:\n"
+               "      --address=PATH   the daemon's socket (default: $BLKMQD_ADDRESS, else\n"
+               "                       " VARLINK_ADDRESS ")\n"
+               "      --json           print the replies as JSON (monitor: one object a line)\n"
+               "      --no-legend      no table headers and footers\n"
+               "      --clear          with profile: clear the active profile\n"
+               "  -h, --help           show this help\n"
+               "      --version        show the version\n\n"
+               "Exit status:\n"
+               "  0 success                      4 permission denied (needs root or AdminGroup=)\n"
+               "  1 usage error                  5 configuration invalid (reload)\n"
+               "  2 blkmqd not reachable         6 a setting failed\n"
+               "  3 no such device or profile    7 other varlink or protocol error\n\n"
+               "apply, restore, reload, profile and log-level need root or the AdminGroup=\n"
+               "of blkmqd.conf.\n"
+               "See blkmqctl(8) and blkmqd-varlink(7).\n");
+}
+
+/* Returns < 0 on a usage error, 0 to exit successfully, > 0 to go on. */
+static int parse_argv(int argc, char **argv) {
+        enum {
+                ARG_VERSION = 0x100,
+                ARG_ADDRESS,
+                ARG_JSON,
+                ARG_NO_LEGEND,
+                ARG_CLEAR,
+        };
+        static const struct option options[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "version", no_argument, NULL, ARG_VERSION },
+                { "address", required_argument, NULL, ARG_ADDRESS },
+                { "json", no_argument, NULL, ARG_JSON },
+                { "no-legend", no_argument, NULL, ARG_NO_LEGEND },
+                { "clear", no_argument, NULL, ARG_CLEAR },
+                {}
+        };
+        int c;
+
+        opterr = 0; /* reported below, as "blkmqctl: …" */
+        while ((c = getopt_long(argc, argv, ":h", options, NULL)) >= 0)
+                switch (c) {
+                case 'h':
+                        help();
+                        return 0;
+                case ARG_VERSION:
+                        printf("blkmqctl %s\n", PACKAGE_VERSION);
+                        return 0;
+                case ARG_ADDRESS:
+                        if (!*optarg)
+                                return -(fail(EXIT_USAGE, "--address: empty path"));
+                        arg_address = optarg;
+                        break;
+                case ARG_JSON:
+                        arg_json = true;
+                        break;
+                case ARG_NO_LEGEND:
+                        arg_legend = false;
+                        break;
+                case ARG_CLEAR:
+                        arg_clear = true;
+                        break;
+                case ':':
+                        return -(fail(EXIT_USAGE, "%s: missing argument (see blkmqctl --help)", argv[optind - 1]));
+                case '?':
+                        if (optopt >= 0x100)
+                                return -(fail(EXIT_USAGE, "%s: takes no argument", argv[optind - 1]));
+                        if (optopt > 0)
+                                return -(fail(EXIT_USAGE, "-%c: unknown option (see blkmqctl --help)", optopt));
+                        return -(fail(EXIT_USAGE, "%s: unknown option (see blkmqctl --help)", argv[optind - 1]));
+                default:
+                        return -(fail(EXIT_USAGE, "unhandled option"));
+                }
+        return 1;
+}
+
+static int dispatch_verb(int argc, char **argv) {
+        static char *default_argv[] = { (char *) "status", NULL };
+        const Verb *verb = NULL;
+        unsigned n;
+
+        if (argc <= 0) {
+                argc = 1;
+                argv = default_argv;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(verbs); i++)
+                if (streq(argv[0], verbs[i].name))
+                        verb = &verbs[i];
+        if (!verb)
+                return fail(EXIT_USAGE, "%s: unknown command (see blkmqctl --help)", argv[0]);
+        n = (unsigned) argc;
+        if (n < verb->min_args)
+                return fail(EXIT_USAGE, "%s: missing argument (see blkmqctl --help)", verb->name);
+        if (n > verb->max_args)
+                return fail(EXIT_USAGE, "%s: too many arguments (see blkmqctl --help)", verb->name);
+        if (arg_clear && !streq(verb->name, "profile"))
+                return fail(EXIT_USAGE, "--clear goes with profile");
+        return verb->fn(argc, argv);
+}
+
+int main(int argc, char **argv) {
+        int r;
+
+        setlocale(LC_ALL, "");
+        utf8 = streq(nl_langinfo(CODESET), "UTF-8");
+
+        r = parse_argv(argc, argv);
+        if (r <= 0)
+                return -r;
+        if (!arg_address) {
+                const char *e = getenv("BLKMQD_ADDRESS");
+                arg_address = e && *e ? e : VARLINK_ADDRESS;
+        }
+
+        r = dispatch_verb(argc - optind, argv + optind);
+        if (fflush(stdout) != 0 || ferror(stdout))
+                return r != EXIT_OK ? r : fail(EXIT_PROTOCOL, "writing output: %s", strerror(errno));
+        return r;
+}
