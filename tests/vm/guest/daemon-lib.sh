@@ -1,0 +1,59 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# Guest helpers shared by daemon-zns.sh and daemon-multipath.sh (copied to
+# /vm/daemon-lib.sh by test-vm-daemon.sh). busybox sh; /vm/lib.sh is sourced.
+
+BLKMQD_LOG=/tmp/blkmqd.log
+BLKMQD_RC=/tmp/blkmqd.rc
+# Explicit -c: the built-in search path follows the build prefix
+# (/usr/local/etc by default), the test wants the copy at /etc.
+BLKMQD_CONF=/etc/blkmqd/blkmqd.conf
+DROPIN=$BLKMQD_CONF.d
+DPID=
+
+# sched DEV: the active scheduler ("none" for a bio-based queue).
+sched() {
+        _s=$(cat /sys/block/$1/queue/scheduler 2>/dev/null)
+        case $_s in
+        *\[*) _s=${_s#*\[}; echo "${_s%%\]*}" ;;
+        *) echo "$_s" ;;
+        esac
+}
+qattr() { cat /sys/block/$1/queue/$2 2>/dev/null; }
+# qstate DEV: the three values the tests tune, one line.
+qstate() { echo "sched=$(sched $1) nr=$(qattr $1 nr_requests) ra=$(qattr $1 read_ahead_kb)"; }
+# qsnap DEV: every readable queue/ attribute (iosched/ included), sorted;
+# of queue/scheduler only the active one (the list grows as modules load).
+qsnap() {
+        grep -r . /sys/block/$1/queue/ 2>/dev/null | sed -e "s|^/sys/block/$1/||" \
+                -e 's|^\(queue/scheduler:\).*\[\(.*\)\].*|\1\2|' | sort
+}
+attr_is() { [ "$(qattr $1 $2)" = "$3" ]; }
+sched_is() { [ "$(sched $1)" = "$2" ]; }
+
+log_has() { grep -q -- "$1" $BLKMQD_LOG; }
+log_count() { grep -c -- "$1" $BLKMQD_LOG; }
+log_count_gt() { [ "$(log_count "$1")" -gt "$2" ]; }
+# log_show: the daemon's log on the console, for the record.
+log_show() { sed 's/^/# blkmqd| /' $BLKMQD_LOG; }
+
+# daemon_start ARGS...: blkmqd in the background, its exit code to $BLKMQD_RC.
+daemon_start() {
+        rm -f $BLKMQD_RC
+        : > $BLKMQD_LOG
+        ( blkmqd "$@" >>$BLKMQD_LOG 2>&1; echo $? >$BLKMQD_RC ) &
+        vm_wait_for 5 pidof blkmqd >/dev/null
+        DPID=$(pidof blkmqd)
+}
+daemon_alive() { [ ! -e $BLKMQD_RC ] && [ -n "$DPID" ] && kill -0 $DPID 2>/dev/null; }
+# daemon_reload: SIGHUP, wait for "Configuration reloaded and applied."
+daemon_reload() {
+        _n=$(log_count "Configuration reloaded and applied")
+        kill -HUP $DPID && vm_wait_for 20 log_count_gt "Configuration reloaded and applied" $_n
+}
+# daemon_stop: SIGTERM, wait for the exit; prints the exit code (or "hung").
+daemon_stop() {
+        kill -TERM $DPID 2>/dev/null
+        if vm_wait_for 30 test -s $BLKMQD_RC; then cat $BLKMQD_RC; else echo hung; fi
+}
+# same_snap DEV FILE: qsnap DEV equals FILE
+same_snap() { qsnap $1 | cmp -s - $2; }
