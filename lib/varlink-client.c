@@ -373,10 +373,12 @@ int blkmq_varlink_read_reply(blkmq_varlink *v, json_t **ret_parameters, const ch
         for (;;) {
                 size_t avail = v->input_end - v->input_start;
 
-                start = v->input + v->input_start;
-                nul = avail > v->input_scanned ? memchr(start + v->input_scanned, 0, avail - v->input_scanned) : NULL;
-                if (nul)
-                        break;
+                if (avail > v->input_scanned) {
+                        start = v->input + v->input_start;
+                        nul = memchr(start + v->input_scanned, 0, avail - v->input_scanned);
+                        if (nul)
+                                break;
+                }
                 v->input_scanned = avail;
                 if (avail > BLKMQ_VARLINK_MESSAGE_SIZE_MAX) {
                         v->broken = true;

@@ -128,7 +128,7 @@ static void monitors_send(ApiManager *a, const char *event, Device *d, const cha
                 json_t *o = json_pack("{s:s}", "event", event);
                 if (d) {
                         json_object_set_new(o, "device", json_string(d->sysname));
-                        if (streq(event, "applied"))
+                        if (streq(event, "applied") || streq(event, "restored"))
                                 json_object_set_new(o, "result", result_json(d));
                 }
                 if (profile)
@@ -148,13 +148,13 @@ void api_manager_event(Manager *m, ManagerEventType type, Device *d, void *userd
                 monitors_send(a, "removed", d, NULL);
                 break;
         case MANAGER_EVENT_DEVICE_APPLIED:
-                monitors_send(a, "applied", d, NULL);
+                monitors_send(a, d->last && d->last->restore ? "restored" : "applied", d, NULL);
                 break;
         case MANAGER_EVENT_RELOADED:
                 monitors_send(a, "reloaded", NULL, NULL);
                 break;
         case MANAGER_EVENT_PROFILE:
-                monitors_send(a, "profile", NULL, m->profile ? m->profile : "");
+                monitors_send(a, "profile", NULL, m->profile); /* absent: cleared */
                 break;
         case MANAGER_EVENT_IDLE:
                 waiters_flush(a);

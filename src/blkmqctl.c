@@ -289,13 +289,14 @@ static void table_print(const Table *t) {
                 total += width[c] + (c + 1 < n ? 2 : 0);
 
         /* Too wide: take from the widest column, one at a time, so several
-         * long columns end up equally cut; no column goes below 6. */
+         * long columns end up equally cut; no column goes below 4 (a
+         * character and an ellipsis). */
         while (total > avail) {
                 size_t widest = 0;
                 for (size_t c = 1; c < n; c++)
                         if (width[c] > width[widest])
                                 widest = c;
-                if (width[widest] <= 6)
+                if (width[widest] <= 4)
                         break;
                 width[widest]--;
                 total--;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "conf.h"
 #include "log.h"
@@ -140,6 +141,19 @@ static int parse_args(int argc, char **argv, Args *a) {
         return 1;
 }
 
+/* The varlink server allows 4096 connections; the soft fd limit systemd
+ * and shells hand out is 1024. Raise it to the hard limit (epoll has no
+ * FD_SETSIZE problem), as systemd's own daemons do. */
+static void bump_nofile(void) {
+        struct rlimit rl;
+
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max)
+                return;
+        rl.rlim_cur = rl.rlim_max > 65536 ? 65536 : rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+                log_debug_errno(errno, "Failed to raise RLIMIT_NOFILE, ignoring: %m");
+}
+
 int main(int argc, char **argv) {
         _cleanup_(manager_freep) Manager *m = NULL;
         Config *config = NULL;
@@ -150,6 +164,7 @@ int main(int argc, char **argv) {
         r = parse_args(argc, argv, &a);
         if (r <= 0)
                 return r < 0 ? 1 : 0;
+        bump_nofile();
 
         r = config_load(a.config_path, &config, &err);
         if (r < 0) {

@@ -132,8 +132,15 @@ static void manager_update_status(Manager *m) {
         m->n_failed = failed;
         if (m->opts.dry_run || m->opts.once)
                 return;
-        sd_notifyf(false, "STATUS=Managing %u of %zu block devices, %u values changed, %u failed%s%s", managed,
-                   m->n_devices, changed, failed, m->profile ? ", profile " : "", strempty(m->profile));
+        /* sd_notify() blocks when the manager's queue is full: send only
+         * what changed, not one datagram per event. */
+        char status[256];
+        snprintf(status, sizeof status, "STATUS=Managing %u of %zu block devices, %u values changed, %u failed%s%s",
+                 managed, m->n_devices, changed, failed, m->profile ? ", profile " : "", strempty(m->profile));
+        if (streq(status, m->last_status))
+                return;
+        snprintf(m->last_status, sizeof m->last_status, "%s", status);
+        sd_notify(false, status);
 }
 
 static void manager_check_progress(Manager *m) {
@@ -147,11 +154,10 @@ static void manager_check_progress(Manager *m) {
                         (void) sd_event_exit(m->event, m->n_failed > 0 ? 2 : 0);
                         return;
                 }
-                if (!m->opts.dry_run) {
+                if (!m->opts.dry_run)
                         log_info("Tuned %zu block devices in %.1f ms; ready.", m->n_devices,
                                  (now_usec(CLOCK_MONOTONIC) - m->start_usec) / 1000.0);
-                        sd_notify(false, "READY=1");
-                }
+                sd_notify(false, "READY=1");
                 m->state = MANAGER_RUNNING;
                 break;
         case MANAGER_RELOADING:

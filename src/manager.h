@@ -88,6 +88,7 @@ struct Manager {
         uint64_t sync_generation;
         uint64_t start_usec;
         unsigned n_failed; /* devices whose last job had failures (for --once) */
+        char last_status[256];
         manager_event_cb_t event_cb;
         void *event_userdata;
         struct VarlinkServer *varlink;

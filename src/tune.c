@@ -331,6 +331,7 @@ static void execute_scheduler(TuneJob *j, TuneEntry *e) {
         /* The first candidate the kernel offers wins. One it does not list
          * may still be a module the kernel loads on demand when written. */
         r = -ENOENT;
+        int last_error = 0;
         STRV_FOREACH(s, l) {
                 if (streq(*s, active)) {
                         e->outcome = TUNE_UNCHANGED;
@@ -359,6 +360,7 @@ static void execute_scheduler(TuneJob *j, TuneEntry *e) {
                 r = sysfs_write(e->path, *s);
                 if (r < 0) {
                         log_debug_errno(r, "%s: scheduler %s not accepted: %m", j->sysname, *s);
+                        last_error = r;
                         continue;
                 }
                 free(e->wanted);
@@ -370,7 +372,8 @@ static void execute_scheduler(TuneJob *j, TuneEntry *e) {
                         return (void) entry_skip(e, "none of \"%s\" is offered by this kernel (%s)", e->wanted, line);
                 entry_fail(e, r, "no scheduler of the list was accepted");
                 free(e->note);
-                if (asprintf(&e->note, "none of \"%s\" was accepted by the kernel (offers: %s)", e->wanted, line) < 0)
+                if (asprintf(&e->note, "none of \"%s\" was accepted by the kernel (offers: %s; last error: %s)",
+                             e->wanted, line, strerror(-(last_error ? last_error : r))) < 0)
                         e->note = NULL;
                 return;
         }
@@ -560,6 +563,15 @@ void tune_execute(TuneJob *j) {
                         execute_attr(j, e);
                 if (e->outcome == TUNE_FAILED && e->error == -ENODEV)
                         j->device_error = -ENODEV;
+        }
+        /* A device removed under our feet fails its writes with whatever
+         * errno the kernel had at hand (EBUSY, ENOENT, EINVAL): say what
+         * really happened, once. */
+        if (qdir && access(qdir, F_OK) < 0) {
+                j->device_error = -ENODEV;
+                for (size_t i = 0; i < j->n_entries; i++)
+                        if (j->entries[i].outcome == TUNE_FAILED || j->entries[i].outcome == TUNE_SKIPPED)
+                                entry_fail(&j->entries[i], -ENODEV, "device vanished");
         }
         if (j->cpu_affinity || !j->restore)
                 report_hctx(j);
