@@ -226,7 +226,9 @@ mount -t devtmpfs devtmpfs /dev 2>/dev/null
 mkdir -p /dev/pts /dev/shm
 mount -t devpts devpts /dev/pts
 mount -t tmpfs -o mode=755 tmpfs /run
-mount -t tmpfs -o mode=1777 tmpfs /tmp
+# No tmpfs over /tmp: the initramfs is writable already, and bundled
+# binaries keep their host paths, which may be below /tmp (a CI clone).
+chmod 1777 /tmp
 grep -qw configfs /proc/filesystems && mount -t configfs configfs /sys/kernel/config
 grep -qw debugfs /proc/filesystems && mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
 ln -sf /proc/self/fd /dev/fd 2>/dev/null
