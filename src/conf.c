@@ -567,7 +567,8 @@ int config_load(const char *main_path, Config **ret, ConfigError *err) {
                 snprintf(err->message, sizeof err->message, "cannot list drop-ins: %s", strerror(-r));
                 return r;
         }
-        qsort(paths, strv_length(paths), sizeof(char *), cmp_basename);
+        if (paths)
+                qsort(paths, strv_length(paths), sizeof(char *), cmp_basename);
         STRV_FOREACH(pth, paths) {
                 r = parse_file(c, *pth, err);
                 if (r < 0)
