@@ -89,6 +89,7 @@ Config *config_free(Config *c) {
         }
         free(c->profiles);
         free(c->daemon.admin_group);
+        free(c->daemon.metrics_textfile);
         strv_free(c->files);
         free(c);
         return NULL;
@@ -101,6 +102,8 @@ static Config *config_new(void) {
         c->daemon.restore_on_exit = true;
         c->daemon.log_level = -1;
         c->daemon.apply_threads = CONFIG_DEFAULT_APPLY_THREADS;
+        c->daemon.probe_interval_usec = CONFIG_DEFAULT_PROBE_INTERVAL_USEC;
+        c->daemon.probe_threads = CONFIG_DEFAULT_PROBE_THREADS;
         return c;
 }
 
@@ -398,6 +401,26 @@ static int parse_daemon(Parser *p, const char *key, const char *value) {
                         return parser_error(p, "ApplyThreads=: expected a number from 1 to 256, got \"%s\"", value);
                 d->apply_threads = n;
                 return 0;
+        }
+        if (streq(key, "ProbeIntervalSec")) {
+                uint64_t us;
+                if (parse_seconds(value, &us) < 0 || (us != 0 && us < 10000))
+                        return parser_error(p, "ProbeIntervalSec=: expected seconds (0 turns probes off, else at least 0.01), got \"%s\"", value);
+                d->probe_interval_usec = us;
+                return 0;
+        }
+        if (streq(key, "ProbeThreads")) {
+                int n;
+                if (safe_atoi(value, &n) < 0 || n < 1 || n > 64)
+                        return parser_error(p, "ProbeThreads=: expected a number from 1 to 64, got \"%s\"", value);
+                d->probe_threads = n;
+                return 0;
+        }
+        if (streq(key, "MetricsTextfile")) {
+                size_t n = strlen(value);
+                if (*value && (value[0] != '/' || n < 6 || !streq(value + n - 5, ".prom")))
+                        return parser_error(p, "MetricsTextfile=: expected an absolute path ending in .prom (node_exporter's textfile collector), got \"%s\"", value);
+                return free_and_strdup(&d->metrics_textfile, *value ? value : NULL);
         }
         if (streq(key, "AdminGroup")) {
                 if (*value && !section_name_valid(value))

@@ -52,6 +52,9 @@ typedef struct DaemonConfig {
         int log_level; /* -1 unset */
         unsigned apply_threads;
         char *admin_group;
+        uint64_t probe_interval_usec; /* default for [Device] ProbeIntervalSec=; 0: no probes */
+        unsigned probe_threads;
+        char *metrics_textfile;
 } DaemonConfig;
 
 typedef struct Config {
@@ -70,6 +73,8 @@ typedef struct ConfigError {
 } ConfigError;
 
 #define CONFIG_DEFAULT_APPLY_THREADS 16u
+#define CONFIG_DEFAULT_PROBE_INTERVAL_USEC (10 * UINT64_C(1000000))
+#define CONFIG_DEFAULT_PROBE_THREADS 1u
 
 /* Loads main_path (or the default search when NULL: the first of
  * /etc/blkmqd/blkmqd.conf, /run/blkmqd/blkmqd.conf, /usr/lib/blkmqd/blkmqd.conf)

@@ -27,6 +27,13 @@ static const KnobInfo knobs[_KNOB_MAX] = {
         [KNOB_ZONED_QD1_WRITES] = { "ZonedQD1Writes", "queue/zoned_qd1_writes", KNOB_TYPE_BOOL, 0, 1, NULL, NULL },
         [KNOB_CPU_AFFINITY] = { "CPUAffinity", NULL, KNOB_TYPE_CPUSET, 0, 0, NULL, "CPU list" },
         [KNOB_SCHEDULER_FORCE] = { "SchedulerForce", NULL, KNOB_TYPE_BOOL, 0, 1, NULL, NULL },
+        [KNOB_PROBE] = { "Probe", NULL, KNOB_TYPE_BOOL, 0, 1, NULL, NULL },
+        [KNOB_PROBE_INTERVAL] = { "ProbeIntervalSec", NULL, KNOB_TYPE_SECONDS, 10000, 86400000000LL, NULL, "s" },
+        [KNOB_PROBE_JITTER] = { "ProbeJitterSec", NULL, KNOB_TYPE_SECONDS, 0, 86400000000LL, NULL, "s" },
+        [KNOB_PROBE_SIZE] = { "ProbeSizeKB", NULL, KNOB_TYPE_INT, 1, 1024, NULL, "KiB" },
+        [KNOB_PROBE_POLLED] = { "ProbePolled", NULL, KNOB_TYPE_BOOL, 0, 1, NULL, NULL },
+        [KNOB_ALERT_READ_LAT] = { "AlertReadLatUsec", NULL, KNOB_TYPE_INT, 1, 3600000000LL, NULL, "µs" },
+        [KNOB_ALERT_WRITE_LAT] = { "AlertWriteLatUsec", NULL, KNOB_TYPE_INT, 1, 3600000000LL, NULL, "µs" },
 };
 
 const KnobInfo *knob_info(Knob k) {
@@ -96,6 +103,17 @@ int knob_parse_value(Knob k, const char *value, char **ret, const char **ret_mes
                 }
                 snprintf(buf, sizeof buf, "%d", r);
                 break;
+        case KNOB_TYPE_SECONDS: {
+                uint64_t us;
+
+                r = parse_seconds(value, &us);
+                if (r < 0 || (long long) us < ki->min || (long long) us > ki->max) {
+                        *ret_message = r < 0 ? "expected seconds, like 10 or 0.5" : "value out of range";
+                        return -EINVAL;
+                }
+                snprintf(buf, sizeof buf, "%llu", (unsigned long long) us);
+                break;
+        }
         case KNOB_TYPE_CPUSET: {
                 cpuset_t c;
 
@@ -125,6 +143,7 @@ bool knob_value_equal(Knob k, const char *current, const char *wanted) {
                 return streq(a ? a : current, wanted);
         }
         case KNOB_TYPE_INT:
+        case KNOB_TYPE_SECONDS:
         case KNOB_TYPE_BOOL: {
                 long long a, b;
                 if (safe_atolli(current, &a) < 0 || safe_atolli(wanted, &b) < 0)
@@ -139,6 +158,35 @@ bool knob_value_equal(Knob k, const char *current, const char *wanted) {
         }
         }
         return false;
+}
+
+int parse_seconds(const char *s, uint64_t *ret_usec) {
+        uint64_t whole = 0, frac = 0, scale = 1000000;
+        const char *p = s;
+
+        if (!s || !*s)
+                return -EINVAL;
+        if (!isdigit((unsigned char) *p) && *p != '.')
+                return -EINVAL;
+        for (; isdigit((unsigned char) *p); p++) {
+                whole = whole * 10 + (uint64_t) (*p - '0');
+                if (whole > 86400)
+                        return -ERANGE;
+        }
+        if (*p == '.') {
+                p++;
+                if (!isdigit((unsigned char) *p))
+                        return -EINVAL;
+                for (; isdigit((unsigned char) *p); p++)
+                        if (scale > 1) {
+                                scale /= 10;
+                                frac += (uint64_t) (*p - '0') * scale;
+                        }
+        }
+        if (*p)
+                return -EINVAL;
+        *ret_usec = whole * 1000000 + frac;
+        return 0;
 }
 
 char *scheduler_active(const char *line) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stdint.h>
 
 /* The table of settings a [Device] or [Profile] section can hold, in the
  * order they are applied. The order is the kernel's: the scheduler first
@@ -26,7 +27,14 @@ typedef enum Knob {
         KNOB_DL_ASYNC_DEPTH,
         KNOB_ZONED_QD1_WRITES,
         KNOB_CPU_AFFINITY,
-        KNOB_SCHEDULER_FORCE, /* policy only: no attribute */
+        KNOB_SCHEDULER_FORCE, /* policy only from here on: no attribute */
+        KNOB_PROBE,
+        KNOB_PROBE_INTERVAL,
+        KNOB_PROBE_JITTER,
+        KNOB_PROBE_SIZE,
+        KNOB_PROBE_POLLED,
+        KNOB_ALERT_READ_LAT,
+        KNOB_ALERT_WRITE_LAT,
         _KNOB_MAX,
 } Knob;
 
@@ -35,6 +43,7 @@ typedef enum KnobType {
         KNOB_TYPE_INT,        /* integer within [min, max] */
         KNOB_TYPE_BOOL,       /* written as 1/0 */
         KNOB_TYPE_CPUSET,     /* "0-3,8" */
+        KNOB_TYPE_SECONDS,    /* "10", "0.25": canonical in µs */
 } KnobType;
 
 typedef struct KnobInfo {
@@ -55,6 +64,9 @@ int knob_parse_value(Knob k, const char *value, char **ret, const char **ret_mes
 /* Compares a value read from sysfs with a wanted canonical value, as the
  * kernel formats it (scheduler brackets, cpu lists, numbers). */
 bool knob_value_equal(Knob k, const char *current, const char *wanted);
+
+/* Decimal seconds ("10", "0.25") → µs, within [0, 1 day]. */
+int parse_seconds(const char *s, uint64_t *ret_usec);
 
 /* "[none] mq-deadline kyber" → "none"; NULL if no bracket (bio-based queue
  * prints plain "none"). */

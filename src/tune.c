@@ -99,7 +99,8 @@ static int entry_cmp(const void *a, const void *b) {
 }
 
 void tune_job_sort(TuneJob *j) {
-        qsort(j->entries, j->n_entries, sizeof *j->entries, entry_cmp);
+        if (j->n_entries > 1) /* qsort(NULL, 0) is undefined */
+                qsort(j->entries, j->n_entries, sizeof *j->entries, entry_cmp);
 }
 
 void tune_job_count(const TuneJob *j, unsigned counts[_TUNE_OUTCOME_MAX]) {
@@ -187,7 +188,8 @@ int tune_plan(const TuneContext *ctx, const DeviceInfo *d, const Resolved *r, Tu
                 _cleanup_free_ char *path = NULL, *wanted = NULL;
                 TuneEntry *e;
 
-                if (!r->value[k] || k == KNOB_SCHEDULER_FORCE)
+                /* Policy-only keys (SchedulerForce, probes, alerts) write nothing. */
+                if (!r->value[k] || (!ki->attribute && k != KNOB_CPU_AFFINITY))
                         continue;
 
                 if (k == KNOB_CPU_AFFINITY) {
