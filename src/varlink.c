@@ -21,6 +21,8 @@
 #define READ_SIZE 65536U
 /* Buffers above this are freed once they run empty. */
 #define BUFFER_KEEP_MAX (256U * 1024U)
+/* Output past this is written at once instead of at the end of the round. */
+#define OUTPUT_EAGER_BYTES (64U * 1024U)
 /* Batches of fds received but not yet matched to a message. */
 #define FD_BATCHES_MAX 16U
 
@@ -74,6 +76,7 @@ struct VarlinkConnection {
         FdBatch *fd_batches;
         size_t n_fd_batches;
         bool read_eof;
+        bool processing; /* inside connection_process(): it writes at the end */
 
         char *output;
         size_t output_allocated, output_start, output_end;
@@ -505,17 +508,22 @@ static int connection_enqueue(VarlinkConnection *c, json_t *message, int *fds, s
         memcpy(c->output + c->output_end, text, len);
         c->output_end += len;
 
-        /* Write right away: a handler sending many notifications in one go
-         * must not fill the buffer while the peer reads just fine. Errors
-         * only mark the connection, it is closed from the event loop. */
-        r = connection_write(c);
-        if (r < 0) {
-                log_debug_errno(r, "Varlink peer " PID_FMT " went away: %m", c->ucred.pid);
-                c->failed = true;
-                connection_schedule(c);
-                return 0;
+        /* Replies are written in batches: once per round of processing
+         * (connection_process), or by the EPOLLOUT handler for replies sent
+         * later. Past 64 KiB they go out right away, so that a handler
+         * sending many notifications in one go does not fill the buffer
+         * while the peer reads just fine. Errors only mark the connection,
+         * it is closed from the event loop. */
+        if (connection_pending_output(c) >= OUTPUT_EAGER_BYTES) {
+                r = connection_write(c);
+                if (r < 0) {
+                        log_debug_errno(r, "Varlink peer " PID_FMT " went away: %m", c->ucred.pid);
+                        c->failed = true;
+                        connection_schedule(c);
+                        return 0;
+                }
         }
-        if (connection_pending_output(c) > 0)
+        if (connection_pending_output(c) > 0 && !c->processing)
                 (void) sd_event_source_set_io_events(c->io_source, EPOLLOUT |
                                                      (connection_wants_read(c) ? EPOLLIN : 0));
         return 0;
@@ -679,10 +687,14 @@ static int call_send(VarlinkCall *c, json_t *message, bool final) {
         return r;
 }
 
+/* Replies are checked against the IDL at debug log level (the tests run
+ * there): the check costs about an eighth of a GetDevice call. */
 static void call_check_reply(VarlinkCall *c, json_t *params) {
 #ifndef NDEBUG
         _cleanup_free_ char *path = NULL;
 
+        if (log_get_max_level() < LOG_DEBUG)
+                return;
         if (!c->connection->server || !c->member || !c->member->output)
                 return;
         if (varlink_idl_validate(c->member->output, params, &path) == -EINVAL)
@@ -902,6 +914,7 @@ static void connection_process(VarlinkConnection *c) {
         int r;
 
         connection_ref(c);
+        c->processing = true;
         while (c->server && !c->failed && !c->current) {
                 FdBatch fds = {};
                 char *text;
@@ -925,6 +938,15 @@ static void connection_process(VarlinkConnection *c) {
                 if (r < 0) {
                         connection_disconnect(c);
                         break;
+                }
+        }
+        c->processing = false;
+        /* One write for all the replies of this round. */
+        if (c->server && !c->failed && connection_pending_output(c) > 0) {
+                r = connection_write(c);
+                if (r < 0) {
+                        log_debug_errno(r, "Varlink peer " PID_FMT " went away: %m", c->ucred.pid);
+                        c->failed = true;
                 }
         }
         connection_update(c);

@@ -23,7 +23,8 @@ import select
 import socket
 import time
 
-from blkmqtest import (Env, Runner, diag, log, main_guard, need_all, udevd, wait_for)
+from blkmqtest import (Env, Runner, log, main_guard, need_all, udevd, wait_for)
+from blkmqtest import run as bt_run
 
 M = "io.blkmqd.Manager."
 S = "org.varlink.service."
@@ -144,6 +145,7 @@ def main():
     with udevd(), Env("vlbad") as env:
         os.chmod(env.tmp, 0o711)   # uid 65534 must reach the socket (mode 0666)
         a = env.attach(prefix="bad")
+        bt_run(["udevadm", "settle", "--timeout=10"], check=False)
         cfg = env.config(f"""\
 # varlink bad-input test: only this test's loop device matches.
 [Device vlbad]
@@ -176,7 +178,17 @@ ReadAheadKB=768
                 "sysfs": a.snapshot(),
             }
 
+        # The attach's uevents may still reach the daemon after READY=1 and
+        # re-apply (jobs += 1): the baseline is taken once that settled.
+        bt_run(["udevadm", "settle", "--timeout=10"], check=False)
         base = state()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            time.sleep(0.3)
+            again = state()
+            if again == base:
+                break
+            base = again
         if not (base["status"]["state"] == "running" and base["status"]["managed"] == 1 and
                 base["device"]["jobs"] and a.attr("read_ahead_kb") == "768"):
             r.ok(False, "baseline: daemon running, loop device managed and tuned", base, d)

@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 
-from blkmqtest import (CI, Env, Runner, main_guard, need_all, skip, udevd, wait_for, log)
+from blkmqtest import (Env, Runner, main_guard, need_all, skip, udevd, wait_for, log)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC_IDL = os.path.join(HERE, "..", "..", "src", "io.blkmqd.Manager.varlink")
