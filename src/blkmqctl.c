@@ -20,13 +20,16 @@
 #include "blkmq/varlink.h"
 #include "cleanup.h"
 
-/* blkmqctl: the command-line client of io.blkmqd.Manager (see
- * io.blkmqd.Manager.varlink, blkmqctl(8) and blkmqd-varlink(7)). It links
- * libblkmq only: everything it knows about devices comes from the daemon. */
+/* blkmqctl: the command-line client of io.blkmqd.Manager and
+ * io.blkmqd.Metrics (see io.blkmqd.*.varlink, blkmqctl(8) and
+ * blkmqd-varlink(7)). It links libblkmq only: everything it knows about
+ * devices comes from the daemon. */
 
 #define INTERFACE "io.blkmqd.Manager"
+#define METRICS_INTERFACE "io.blkmqd.Metrics"
 #define CALL_TIMEOUT_USEC (120ULL * 1000000ULL) /* Apply waits for the writes: be generous */
 #define MONITOR_TICK_USEC (200ULL * 1000ULL)    /* how often monitor looks for SIGINT/SIGTERM */
+#define HIST_BAR_WIDTH 40                       /* latency: biolatency's bars */
 
 /* Exit status; documented in --help and blkmqctl(8), scripts rely on them. */
 enum {
@@ -44,6 +47,10 @@ static const char *arg_address = NULL;
 static bool arg_json = false;
 static bool arg_legend = true;
 static bool arg_clear = false;
+static const char *arg_window = NULL;      /* latency; NULL: the daemon's default, 10m */
+static uint64_t arg_interval_usec = 1000000; /* top */
+static unsigned long arg_count = 0;        /* top; 0: until Ctrl-C */
+static bool arg_interval_set = false, arg_count_set = false;
 
 static bool utf8 = false;
 static volatile sig_atomic_t quit = 0;
@@ -197,11 +204,12 @@ static void print_cell(const char *s, size_t width, bool right, bool last) {
 
 /* ---- tables: sized to the terminal, the widest column gives way ---- */
 
-#define TABLE_COLUMNS_MAX 8U
+#define TABLE_COLUMNS_MAX 12U
 
 typedef struct Table {
         size_t n_columns;
         bool right[TABLE_COLUMNS_MAX];
+        bool full_width; /* never cut to the terminal (top: figures, not text) */
         char **cells; /* row-major; the first row is the header */
         size_t n_cells, allocated;
 } Table;
@@ -291,7 +299,7 @@ static void table_print(const Table *t) {
         /* Too wide: take from the widest column, one at a time, so several
          * long columns end up equally cut; no column goes below 4 (a
          * character and an ellipsis). */
-        while (total > avail) {
+        while (!t->full_width && total > avail) {
                 size_t widest = 0;
                 for (size_t c = 1; c < n; c++)
                         if (width[c] > width[widest])
@@ -379,28 +387,30 @@ static int varlink_error(const char *verb, const char *error, json_t *p) {
                                     dash(jstr(p, "attribute")),
                                     explain_errno(buf, sizeof buf, msg, (int) jint(p, "errno", 0)));
                 }
+        } else if (strncmp(error, METRICS_INTERFACE ".", strlen(METRICS_INTERFACE) + 1) == 0) {
+                if (streq(name, "NoSuchDevice"))
+                        return fail(EXIT_NO_SUCH, "%s: no such device, or not probed", dash(jstr(p, "device")));
         } else if (streq(error, "org.varlink.service.PermissionDenied"))
                 return fail(EXIT_PERMISSION, "permission denied: %s needs root or the AdminGroup", verb);
         else if (streq(error, "org.varlink.service.InvalidParameter") && streq(verb, "log-level") &&
                  streq_ptr(jstr(p, "parameter"), "level"))
                 return fail(EXIT_USAGE, "invalid log level (emerg, alert, crit, err, warning, notice, info, debug)");
+        else if (streq(error, "org.varlink.service.InvalidParameter") && streq(verb, "latency") &&
+                 streq_ptr(jstr(p, "parameter"), "window"))
+                return fail(EXIT_USAGE, "invalid window (1m, 10m, total)");
 
         _cleanup_free_ char *text = json_object_size(p) > 0 ? json_dumps(p, JSON_COMPACT) : NULL;
         return fail(EXIT_PROTOCOL, "%s: %s%s%s", verb, error, text ? " " : "", text ? text : "");
 }
 
-/* One call, one reply. Returns an exit status; on EXIT_OK *ret holds the
- * reply's parameters, otherwise the problem was reported. params is
- * borrowed (NULL: none). */
-static int call(const char *verb, const char *method, json_t *params, json_t **ret) {
-        _cleanup_(blkmq_varlink_freep) blkmq_varlink *v = NULL;
+/* One call, one reply, on an open connection. Returns an exit status; on
+ * EXIT_OK *ret holds the reply's parameters, otherwise the problem was
+ * reported. params is borrowed (NULL: none). */
+static int call_on(blkmq_varlink *v, const char *verb, const char *method, json_t *params, json_t **ret) {
         _cleanup_(json_decrefp) json_t *reply = NULL;
         const char *error = NULL;
         int r;
 
-        r = connect_daemon(&v);
-        if (r != EXIT_OK)
-                return r;
         r = blkmq_varlink_call_sync(v, method, params, &reply, &error);
         if (r < 0)
                 return transport_error(r);
@@ -408,6 +418,17 @@ static int call(const char *verb, const char *method, json_t *params, json_t **r
                 return varlink_error(verb, error, reply);
         *ret = TAKE_PTR(reply);
         return EXIT_OK;
+}
+
+/* The same on a connection of its own. */
+static int call(const char *verb, const char *method, json_t *params, json_t **ret) {
+        _cleanup_(blkmq_varlink_freep) blkmq_varlink *v = NULL;
+        int r;
+
+        r = connect_daemon(&v);
+        if (r != EXIT_OK)
+                return r;
+        return call_on(v, verb, method, params, ret);
 }
 
 static json_t *device_params(const char *device) {
@@ -537,20 +558,13 @@ static int verb_status(int argc, char **argv) {
         return EXIT_OK;
 }
 
-static int verb_devices(int argc, char **argv) {
-        _cleanup_(blkmq_varlink_freep) blkmq_varlink *v = NULL;
-        _cleanup_(json_decrefp) json_t *list = json_array();
-        _cleanup_(table_freep) Table *t = NULL;
+/* ListDevices on an open connection: appends each DeviceSummary to list.
+ * Returns an exit status. */
+static int list_devices_on(blkmq_varlink *v, const char *verb, json_t *list) {
         unsigned flags;
         json_t *d;
-        size_t i;
         int r;
 
-        if (!list)
-                return fail(EXIT_PROTOCOL, "out of memory");
-        r = connect_daemon(&v);
-        if (r != EXIT_OK)
-                return r;
         r = blkmq_varlink_call(v, INTERFACE ".ListDevices", NULL, BLKMQ_VARLINK_MORE, NULL, 0);
         if (r < 0)
                 return transport_error(r);
@@ -562,11 +576,30 @@ static int verb_devices(int argc, char **argv) {
                 if (r < 0)
                         return transport_error(r);
                 if (error)
-                        return varlink_error("devices", error, p);
+                        return varlink_error(verb, error, p);
                 d = json_object_get(p, "device");
                 if (json_is_object(d))
                         json_array_append(list, d);
         } while (flags & BLKMQ_VARLINK_REPLY_CONTINUES);
+        return EXIT_OK;
+}
+
+static int verb_devices(int argc, char **argv) {
+        _cleanup_(blkmq_varlink_freep) blkmq_varlink *v = NULL;
+        _cleanup_(json_decrefp) json_t *list = json_array();
+        _cleanup_(table_freep) Table *t = NULL;
+        json_t *d;
+        size_t i;
+        int r;
+
+        if (!list)
+                return fail(EXIT_PROTOCOL, "out of memory");
+        r = connect_daemon(&v);
+        if (r != EXIT_OK)
+                return r;
+        r = list_devices_on(v, "devices", list);
+        if (r != EXIT_OK)
+                return r;
 
         if (arg_json) {
                 print_json(list);
@@ -882,6 +915,313 @@ static int verb_monitor(int argc, char **argv) {
         }
 }
 
+/* ---- latency and top: io.blkmqd.Metrics ---- */
+
+static bool window_valid(const char *w) {
+        return streq(w, "1m") || streq(w, "10m") || streq(w, "total");
+}
+
+static const char *window_text(const char *w) {
+        if (streq(w, "1m"))
+                return "in the last minute";
+        if (streq(w, "10m"))
+                return "in the last 10 minutes";
+        if (streq(w, "total"))
+                return "since probing started";
+        return "";
+}
+
+/* A latency in ns for people, three significant digits: "850ns", "41.2µs",
+ * "1.21ms", "2.50s"; "-" for none (< 0). */
+static void format_latency(char *buf, size_t size, long long ns) {
+        static const struct {
+                long long ns;
+                const char *unit, *ascii;
+        } units[] = {
+                { 1000000000LL, "s", "s" },
+                { 1000000LL, "ms", "ms" },
+                { 1000LL, "µs", "us" },
+        };
+
+        if (ns < 0) {
+                snprintf(buf, size, "-");
+                return;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(units); i++)
+                if (ns >= units[i].ns) {
+                        double v = (double) ns / (double) units[i].ns;
+                        snprintf(buf, size, "%.*f%s", v < 9.995 ? 2 : v < 99.95 ? 1 : 0, v,
+                                 utf8 ? units[i].unit : units[i].ascii);
+                        return;
+                }
+        snprintf(buf, size, "%lldns", ns);
+}
+
+/* biolatency's histogram (BCC's print_log2_hist()) of a log2Usec array:
+ * slots[0] counts [0, 2) µs, slots[k] [2^k, 2^(k+1)) µs. One line per slot
+ * from the first to the last non-empty one, the bars scaled to the largest
+ * count. Prints nothing when all are empty. */
+static void print_log2_hist(json_t *slots) {
+        static const char bar[HIST_BAR_WIDTH + 1] = "****************************************";
+        size_t first = SIZE_MAX, last = 0, i;
+        long long max = 0;
+        json_t *v;
+
+        json_array_foreach(slots, i, v) {
+                long long c = json_is_integer(v) ? (long long) json_integer_value(v) : 0;
+                if (c <= 0 || i >= 63)
+                        continue;
+                if (first == SIZE_MAX)
+                        first = i;
+                last = i;
+                if (c > max)
+                        max = c;
+        }
+        if (first == SIZE_MAX)
+                return;
+
+        if (arg_legend)
+                printf("     %-19s : count     distribution\n", "usecs");
+        for (i = first; i <= last; i++) {
+                json_t *e = json_array_get(slots, i);
+                long long c = json_is_integer(e) ? (long long) json_integer_value(e) : 0;
+                unsigned long long low = i == 0 ? 0 : 1ULL << i, high = (1ULL << (i + 1)) - 1;
+                int stars = c > 0 ? (int) ((double) c * HIST_BAR_WIDTH / (double) max) : 0;
+
+                printf("%10llu -> %-10llu : %-8lld |%-*.*s|\n", low, high, c < 0 ? 0 : c, HIST_BAR_WIDTH, stars, bar);
+        }
+}
+
+static json_t *find_window(json_t *device, const char *window) {
+        json_t *w;
+        size_t i;
+
+        json_array_foreach(json_object_get(device, "windows"), i, w)
+                if (streq_ptr(jstr(w, "window"), window))
+                        return w;
+        return NULL;
+}
+
+static void print_probe_state(json_t *d) {
+        json_t *alerts = json_object_get(d, "alerts");
+        long long errors = jint(d, "errors", 0), e = jint(d, "lastErrno", 0);
+        char buf[64];
+
+        if (jstr(d, "note"))
+                printf("Probes paused: %s\n", jstr(d, "note"));
+        if (errors > 0)
+                printf("%lld probe read%s failed%s%s\n", errors, errors == 1 ? "" : "s", e > 0 ? ", the last with: " : "",
+                       e > 0 ? strerror((int) e) : "");
+        for (int k = 0; k < 2; k++) {
+                const char *which = k == 0 ? "read" : "write";
+                json_t *a = json_object_get(alerts, which);
+
+                if (!json_is_true(json_object_get(a, "active")))
+                        continue;
+                format_latency(buf, sizeof buf, jint(a, "thresholdUsec", -1) < 0 ? -1 : jint(a, "thresholdUsec", 0) * 1000);
+                printf("Alert: %s latency above %s\n", which, buf);
+        }
+}
+
+static int verb_latency(int argc, char **argv) {
+        _cleanup_(blkmq_varlink_freep) blkmq_varlink *v = NULL;
+        _cleanup_(json_decrefp) json_t *hparams = json_pack("{s:s}", "device", argv[1]),
+                                       *gparams = device_params(argv[1]), *h = NULL, *g = NULL;
+        const char *window;
+        long long count;
+        json_t *d, *w;
+        char buf[64], size[32], interval[32];
+        int r;
+
+        if (!hparams || !gparams || (arg_window && json_object_set_new(hparams, "window", json_string(arg_window)) < 0))
+                return fail(EXIT_PROTOCOL, "out of memory");
+        r = connect_daemon(&v);
+        if (r != EXIT_OK)
+                return r;
+        r = call_on(v, "latency", METRICS_INTERFACE ".Histogram", hparams, &h);
+        if (r != EXIT_OK)
+                return r;
+        r = call_on(v, "latency", METRICS_INTERFACE ".Get", gparams, &g);
+        if (r != EXIT_OK)
+                return r;
+        d = json_array_get(json_object_get(g, "devices"), 0);
+        if (arg_json) {
+                _cleanup_(json_decrefp) json_t *o = json_pack("{s:O, s:O?}", "histogram", h, "metrics", d);
+                if (!o)
+                        return fail(EXIT_PROTOCOL, "out of memory");
+                print_json(o);
+                return EXIT_OK;
+        }
+
+        window = dash(jstr(h, "window"));
+        w = find_window(d, window);
+        count = jint(h, "count", 0);
+        if (arg_legend) {
+                format_bytes(size, sizeof size, jint(d, "sizeBytes", 0));
+                format_duration(interval, sizeof interval, jint(d, "intervalUsec", 0));
+                printf("%s: %lld probe read%s %s (%s every %s%s)\n", dash(jstr(h, "device")), count,
+                       count == 1 ? "" : "s", window_text(window), size, interval,
+                       json_is_true(json_object_get(d, "polled")) ? ", polled" : "");
+        }
+        if (count > 0) {
+                static const struct {
+                        const char *label, *key;
+                } pcts[] = {
+                        { "p50", "p50Ns" }, { "p90", "p90Ns" }, { "p99", "p99Ns" }, { "p99.9", "p999Ns" }, { "max", "maxNs" },
+                };
+
+                print_log2_hist(json_object_get(h, "log2Usec"));
+                fputc('\n', stdout);
+                for (size_t i = 0; i < ELEMENTSOF(pcts); i++) {
+                        format_latency(buf, sizeof buf, jint(w, pcts[i].key, -1));
+                        printf("%s%s %s", i > 0 ? "  " : "", pcts[i].label, buf);
+                }
+                fputc('\n', stdout);
+        }
+        print_probe_state(d);
+        return EXIT_OK;
+}
+
+static const char *scheduler_of(json_t *list, const char *device) {
+        json_t *d;
+        size_t i;
+
+        json_array_foreach(list, i, d)
+                if (streq_ptr(jstr(d, "device"), device))
+                        return jstr(d, "scheduler");
+        return NULL;
+}
+
+/* A number field divided by div, as "%.Nf"; "-" when absent. */
+static int table_add_float(Table *t, json_t *o, const char *key, int decimals, double div) {
+        json_t *v = json_object_get(o, key);
+
+        if (!json_is_number(v))
+                return table_add(t, NULL);
+        return table_addf(t, "%.*f", decimals, json_number_value(v) / div);
+}
+
+static int top_table(json_t *devices, json_t *list) {
+        static const char *const h[] = { "DEVICE", "SCHED",   ">r/s",   ">w/s",   ">rkB/s",   ">wkB/s",
+                                         ">r_await", ">w_await", ">aqu-sz", ">%util", ">p99(1m)", "ALERT" };
+        _cleanup_(table_freep) Table *t = table_new(ELEMENTSOF(h), h);
+        json_t *d;
+        size_t i;
+
+        if (!t)
+                return fail(EXIT_PROTOCOL, "out of memory");
+        t->full_width = true; /* like iostat -x: a cut figure is worse than a long line */
+        json_array_foreach(devices, i, d) {
+                json_t *s = json_object_get(d, "stats"), *alerts = json_object_get(d, "alerts");
+                bool ar = json_is_true(json_object_get(json_object_get(alerts, "read"), "active")),
+                     aw = json_is_true(json_object_get(json_object_get(alerts, "write"), "active"));
+                char p99[32];
+
+                format_latency(p99, sizeof p99, jint(find_window(d, "1m"), "p99Ns", -1));
+                if (table_add(t, jstr(d, "device")) < 0 || table_add(t, scheduler_of(list, jstr(d, "device"))) < 0 ||
+                    table_add_float(t, s, "readIops", 1, 1) < 0 || table_add_float(t, s, "writeIops", 1, 1) < 0 ||
+                    table_add_float(t, s, "readBytesPerSec", 1, 1024) < 0 ||
+                    table_add_float(t, s, "writeBytesPerSec", 1, 1024) < 0 ||
+                    table_add_float(t, s, "readAwaitUsec", 2, 1000) < 0 ||
+                    table_add_float(t, s, "writeAwaitUsec", 2, 1000) < 0 || table_add_float(t, s, "aquSz", 2, 1) < 0 ||
+                    table_add_float(t, s, "utilPercent", 1, 1) < 0 || table_add(t, p99) < 0 ||
+                    table_add(t, ar && aw ? "read,write" : ar ? "read" : aw ? "write" : NULL) < 0)
+                        return fail(EXIT_PROTOCOL, "out of memory");
+        }
+        if (table_rows(t) > 0)
+                table_print(t);
+        else
+                printf("No probed devices.\n");
+        return EXIT_OK;
+}
+
+static int top_iteration(blkmq_varlink *v, unsigned long n) {
+        _cleanup_(json_decrefp) json_t *g = NULL, *list = json_array();
+        json_t *devices, *d;
+        struct timespec ts;
+        size_t i;
+        int r;
+
+        if (!list)
+                return fail(EXIT_PROTOCOL, "out of memory");
+        r = call_on(v, "top", METRICS_INTERFACE ".Get", NULL, &g);
+        if (r != EXIT_OK)
+                return r;
+        r = list_devices_on(v, "top", list);
+        if (r != EXIT_OK)
+                return r;
+        devices = json_object_get(g, "devices");
+        clock_gettime(CLOCK_REALTIME, &ts);
+
+        if (arg_json) {
+                /* One object a line, also on a terminal: a stream for jq -c and friends. */
+                _cleanup_(json_decrefp) json_t *o = NULL;
+
+                json_array_foreach(devices, i, d)
+                        if (scheduler_of(list, jstr(d, "device")))
+                                json_object_set_new(d, "scheduler", json_string(scheduler_of(list, jstr(d, "device"))));
+                o = json_pack("{s:I, s:O}", "timeUsec", (json_int_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000, "devices",
+                              devices);
+                if (!o)
+                        return fail(EXIT_PROTOCOL, "out of memory");
+                json_dumpf(o, stdout, JSON_COMPACT);
+                fputc('\n', stdout);
+                return EXIT_OK;
+        }
+
+        if (isatty(STDOUT_FILENO))
+                fputs("\033[H\033[2J", stdout); /* home, clear screen */
+        else if (n > 0)
+                fputc('\n', stdout);
+        if (arg_legend) {
+                char when[64], every[32];
+                size_t k = json_array_size(devices);
+
+                format_timestamp(when, sizeof when, (long long) ts.tv_sec * 1000000 + ts.tv_nsec / 1000, false);
+                format_duration(every, sizeof every, (long long) arg_interval_usec);
+                printf("%s: %zu probed device%s, every %s\n\n", when, k, k == 1 ? "" : "s", every);
+        }
+        return top_table(devices, list);
+}
+
+static int verb_top(int argc, char **argv) {
+        _cleanup_(blkmq_varlink_freep) blkmq_varlink *v = NULL;
+        struct sigaction sa = { .sa_handler = on_quit };
+        struct timespec next;
+        int r;
+
+        /* No SA_RESTART: a signal ends the sleep between refreshes. */
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+
+        r = connect_daemon(&v);
+        if (r != EXIT_OK)
+                return r;
+        clock_gettime(CLOCK_MONOTONIC, &next);
+        for (unsigned long n = 0; !quit && (arg_count == 0 || n < arg_count); n++) {
+                if (n > 0) {
+                        /* Absolute deadlines: the refreshes do not drift by the time each takes. */
+                        next.tv_sec += (time_t) (arg_interval_usec / 1000000);
+                        next.tv_nsec += (long) (arg_interval_usec % 1000000) * 1000;
+                        if (next.tv_nsec >= 1000000000L) {
+                                next.tv_sec++;
+                                next.tv_nsec -= 1000000000L;
+                        }
+                        while (!quit && clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL) == EINTR)
+                                ;
+                        if (quit)
+                                break;
+                }
+                r = top_iteration(v, n);
+                if (r != EXIT_OK)
+                        return r;
+                if (fflush(stdout) != 0)
+                        return fail(EXIT_PROTOCOL, "writing output: %s", strerror(errno));
+        }
+        return EXIT_OK;
+}
+
 typedef struct Verb {
         const char *name;
         unsigned min_args, max_args; /* including the verb itself */
@@ -899,6 +1239,8 @@ static const Verb verbs[] = {
         { "profile", 1, 2, verb_profile },
         { "monitor", 1, 1, verb_monitor },
         { "log-level", 2, 2, verb_log_level },
+        { "latency", 2, 2, verb_latency },
+        { "top", 1, 1, verb_top },
 };
 
 static void help(void) {
@@ -916,13 +1258,19 @@ static void help(void) {
                "  profile NAME         activate [Profile NAME]\n"
                "  profile --clear      deactivate the active profile\n"
                "  monitor              print events as they happen, until Ctrl-C\n"
-               "  log-level LEVEL      set the daemon's log level (emerg ... debug)\n\n"
+               "  log-level LEVEL      set the daemon's log level (emerg ... debug)\n"
+               "  latency DEVICE       probe latency histogram and percentiles of a device\n"
+               "  top                  iostat-like figures and probe latency of the probed\n"
+               "                       devices, refreshed until Ctrl-C\n\n"
                "Options:\n"
                "      --address=PATH   the daemon's socket (default: $BLKMQD_ADDRESS, else\n"
                "                       " VARLINK_ADDRESS ")\n"
-               "      --json           print the replies as JSON (monitor: one object a line)\n"
+               "      --json           print the replies as JSON (monitor, top: one object a line)\n"
                "      --no-legend      no table headers and footers\n"
                "      --clear          with profile: clear the active profile\n"
+               "      --window=WINDOW  with latency: 1m, 10m (default) or total\n"
+               "      --interval=SEC   with top: seconds between refreshes (default 1)\n"
+               "      --count=N        with top: stop after N refreshes\n"
                "  -h, --help           show this help\n"
                "      --version        show the version\n\n"
                "Exit status:\n"
@@ -943,6 +1291,9 @@ static int parse_argv(int argc, char **argv) {
                 ARG_JSON,
                 ARG_NO_LEGEND,
                 ARG_CLEAR,
+                ARG_WINDOW,
+                ARG_INTERVAL,
+                ARG_COUNT,
         };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
@@ -951,6 +1302,9 @@ static int parse_argv(int argc, char **argv) {
                 { "json", no_argument, NULL, ARG_JSON },
                 { "no-legend", no_argument, NULL, ARG_NO_LEGEND },
                 { "clear", no_argument, NULL, ARG_CLEAR },
+                { "window", required_argument, NULL, ARG_WINDOW },
+                { "interval", required_argument, NULL, ARG_INTERVAL },
+                { "count", required_argument, NULL, ARG_COUNT },
                 {}
         };
         int c;
@@ -978,6 +1332,34 @@ static int parse_argv(int argc, char **argv) {
                 case ARG_CLEAR:
                         arg_clear = true;
                         break;
+                case ARG_WINDOW:
+                        if (!window_valid(optarg))
+                                return -(fail(EXIT_USAGE, "--window=%s: invalid window (1m, 10m, total)", optarg));
+                        arg_window = optarg;
+                        break;
+                case ARG_INTERVAL: {
+                        char *end;
+                        double sec;
+
+                        errno = 0;
+                        sec = strtod(optarg, &end);
+                        if (errno != 0 || end == optarg || *end != 0 || !(sec >= 0.1 && sec <= 86400))
+                                return -(fail(EXIT_USAGE, "--interval=%s: not a number of seconds from 0.1 to 86400",
+                                              optarg));
+                        arg_interval_usec = (uint64_t) (sec * 1e6 + 0.5);
+                        arg_interval_set = true;
+                        break;
+                }
+                case ARG_COUNT: {
+                        char *end;
+
+                        errno = 0;
+                        arg_count = strtoul(optarg, &end, 10);
+                        if (errno != 0 || end == optarg || *end != 0 || optarg[0] == '-' || arg_count == 0)
+                                return -(fail(EXIT_USAGE, "--count=%s: not a positive number", optarg));
+                        arg_count_set = true;
+                        break;
+                }
                 case ':':
                         return -(fail(EXIT_USAGE, "%s: missing argument (see blkmqctl --help)", argv[optind - 1]));
                 case '?':
@@ -1013,6 +1395,10 @@ static int dispatch_verb(int argc, char **argv) {
                 return fail(EXIT_USAGE, "%s: too many arguments (see blkmqctl --help)", verb->name);
         if (arg_clear && !streq(verb->name, "profile"))
                 return fail(EXIT_USAGE, "--clear goes with profile");
+        if (arg_window && !streq(verb->name, "latency"))
+                return fail(EXIT_USAGE, "--window goes with latency");
+        if ((arg_interval_set || arg_count_set) && !streq(verb->name, "top"))
+                return fail(EXIT_USAGE, "--%s goes with top", arg_interval_set ? "interval" : "count");
         return verb->fn(argc, argv);
 }
 

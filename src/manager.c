@@ -16,6 +16,12 @@
 #include <systemd/sd-daemon.h>
 
 #include "api-manager.h"
+#include "api-metrics.h"
+#include "metrics.h"
+#include "probe.h"
+#if HAVE_LIBURING
+#include "uring-pool.h"
+#endif
 #include "log.h"
 #include "manager.h"
 #include "varlink.h"
@@ -310,6 +316,7 @@ static void job_done(void *data, void *userdata) {
         d->last = j;
         d->last_usec = now_usec(CLOCK_REALTIME);
         manager_emit(m, MANAGER_EVENT_DEVICE_APPLIED, d);
+        metrics_schedule_write(m);
 
         if (d->dirty) {
                 d->dirty = false;
@@ -336,6 +343,34 @@ static int device_submit(Device *d, TuneJob *j) {
         return 0;
 }
 
+static uint64_t resolved_u64(const Resolved *r, Knob k, uint64_t def) {
+        long long v;
+        if (!r->value[k] || safe_atolli(r->value[k], &v) < 0 || v < 0)
+                return def;
+        return (uint64_t) v;
+}
+
+/* The probe settings of a device, from its resolved policy. */
+static void device_update_probe(Device *d) {
+        Manager *m = d->manager;
+        const Resolved *r = &d->resolved;
+        ProbeConfig c = {};
+
+        if (!m->prober)
+                return;
+        c.enabled = resolved_managed(r) && resolved_u64(r, KNOB_PROBE, 1) && d->info->devnode;
+        c.interval_usec = resolved_u64(r, KNOB_PROBE_INTERVAL, m->config->daemon.probe_interval_usec);
+        c.enabled = c.enabled && c.interval_usec > 0;
+        c.jitter_usec = resolved_u64(r, KNOB_PROBE_JITTER, c.interval_usec / 10);
+        c.size = (uint32_t) resolved_u64(r, KNOB_PROBE_SIZE, 4) * 1024;
+        c.polled = resolved_u64(r, KNOB_PROBE_POLLED, 0);
+        c.alert_read_usec = resolved_u64(r, KNOB_ALERT_READ_LAT, 0);
+        c.alert_write_usec = resolved_u64(r, KNOB_ALERT_WRITE_LAT, 0);
+        if (prober_update(m->prober, d->sysname, d->info->devnode, d->info->blockdir,
+                          !streq_ptr(d->info->zoned, "none"), &c) < 0)
+                log_oom();
+}
+
 /* Resolves the policy, plans, and runs the plan (dry run: inline, reads only). */
 static int device_apply(Device *d) {
         Manager *m = d->manager;
@@ -350,6 +385,8 @@ static int device_apply(Device *d) {
         r = policy_resolve(m->config, d->info, m->profile, &d->resolved);
         if (r < 0)
                 return log_oom();
+
+        device_update_probe(d);
 
         r = tune_plan(&m->tune, d->info, &d->resolved, &j);
         if (r < 0)
@@ -560,6 +597,9 @@ static void manager_device_removed(Manager *m, const char *sysname) {
                         continue;
                 log_info("%s: removed%s.", sysname, d->n_originals ? ", forgetting its original values" : "");
                 manager_emit(m, MANAGER_EVENT_DEVICE_REMOVED, d);
+                if (m->prober)
+                        prober_remove(m->prober, sysname);
+                metrics_schedule_write(m);
                 if (d->busy) {
                         d->removed = true; /* freed when its job is back */
                         return;
@@ -690,6 +730,14 @@ Manager *manager_free(Manager *m) {
         m->udev = udev_watch_free(m->udev);
         m->pool = work_pool_free(m->pool); /* delivers outstanding done callbacks */
         m->event_cb = NULL;
+        if (m->prober)
+                prober_set_event_cb(m->prober, NULL, NULL);
+        m->api_metrics = api_metrics_free(m->api_metrics);
+        m->prober = prober_free(m->prober); /* before the pool: its cancelled requests find no target */
+#if HAVE_LIBURING
+        m->uring = uring_pool_free(m->uring);
+#endif
+        sd_event_source_disable_unref(m->metrics_timer);
         m->api = api_manager_free(m->api);
         m->varlink = varlink_server_free(m->varlink);
         for (size_t i = 0; i < m->n_devices; i++)
@@ -755,9 +803,32 @@ int manager_new(Manager **ret, const ManagerOptions *opts, Config *config) {
         if (r < 0)
                 return log_error_errno(r, "Failed to start worker threads: %m");
 
+        if (!opts->dry_run && !opts->once && config->daemon.probe_interval_usec > 0) {
+#if HAVE_LIBURING
+                r = uring_pool_new(&m->uring, m->event, config->daemon.probe_threads, NULL, 1024 * 1024);
+                if (r < 0)
+                        log_warning_errno(r, "Failed to set up io_uring, latency probes are off: %m");
+                else {
+                        r = prober_new(&m->prober, m->event, m->uring);
+                        if (r < 0)
+                                return log_error_errno(r, "Failed to set up latency probes: %m");
+                }
+#else
+                log_notice("Built without liburing: latency probes are off.");
+#endif
+        }
+
         m->config = config; /* owned from here on */
         *ret = TAKE_PTR(m);
         return 0;
+}
+
+static void manager_probe_event(Prober *p, ProbeEventType type, ProbeTarget *t, const char *detail, void *userdata) {
+        Manager *m = userdata;
+
+        if (m->api_metrics)
+                api_metrics_probe_event(p, type, t, detail, m->api_metrics);
+        metrics_schedule_write(m);
 }
 
 static int manager_setup_varlink(Manager *m) {
@@ -781,6 +852,12 @@ static int manager_setup_varlink(Manager *m) {
                 return log_error_errno(r, "Failed to set up io.blkmqd.Manager: %m");
         m->event_cb = api_manager_event;
         m->event_userdata = m->api;
+        if (m->prober) {
+                r = api_metrics_new(&m->api_metrics, m->prober, m->varlink);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to set up io.blkmqd.Metrics: %m");
+                prober_set_event_cb(m->prober, manager_probe_event, m);
+        }
 
         /* Socket activation first (blkmqd.socket, FileDescriptorName=varlink). */
         n = m->opts.varlink_address ? 0 : sd_listen_fds_with_names(true, &names);

@@ -93,6 +93,12 @@ struct Manager {
         void *event_userdata;
         struct VarlinkServer *varlink;
         struct ApiManager *api;
+        struct ApiMetrics *api_metrics;
+        struct UringPool *uring;
+        struct Prober *prober; /* NULL when probes are off (ProbeIntervalSec=0, --once, --dry-run) */
+        sd_event_source *metrics_timer;
+        uint64_t metrics_last_usec;
+        int metrics_last_error;
         sd_event_source *sig_term, *sig_int, *sig_hup;
 };
 

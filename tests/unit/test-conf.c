@@ -166,6 +166,9 @@ static const char good_conf[] =
         "LogLevel=debug\n"
         "ApplyThreads=4\n"
         "AdminGroup=disk\n"
+        "ProbeIntervalSec=2.5\n"
+        "ProbeThreads=2\n"
+        "MetricsTextfile=/var/lib/node_exporter/blkmqd.prom\n"
         "\n"
         "[Device nvme]\n"
         "MatchKernel=nvme*n*  nvme0c0n1\n"
@@ -197,6 +200,13 @@ static const char good_conf[] =
         "ZonedQD1Writes=true\n"
         "CPUAffinity=8, 3,0-2\n"
         "SchedulerForce=No\n"
+        "Probe=yes\n"
+        "ProbeIntervalSec=0.25\n"
+        "ProbeJitterSec=0.05\n"
+        "ProbeSizeKB=8\n"
+        "ProbePolled=on\n"
+        "AlertReadLatUsec=300\n"
+        "AlertWriteLatUsec=1500\n"
         "\n"
         "[Device loop]\n"
         "MatchSize=-512M\n"
@@ -238,6 +248,13 @@ static void test_good_file(void **state) {
                 { KNOB_ZONED_QD1_WRITES, "ZonedQD1Writes=", "1" },
                 { KNOB_CPU_AFFINITY, "CPUAffinity=", "0-3,8" },
                 { KNOB_SCHEDULER_FORCE, "SchedulerForce=", "0" },
+                { KNOB_PROBE, "Probe=", "1" },
+                { KNOB_PROBE_INTERVAL, "ProbeIntervalSec=0.25", "250000" },
+                { KNOB_PROBE_JITTER, "ProbeJitterSec=", "50000" },
+                { KNOB_PROBE_SIZE, "ProbeSizeKB=", "8" },
+                { KNOB_PROBE_POLLED, "ProbePolled=", "1" },
+                { KNOB_ALERT_READ_LAT, "AlertReadLatUsec=", "300" },
+                { KNOB_ALERT_WRITE_LAT, "AlertWriteLatUsec=", "1500" },
         };
 
         if (config_load_string(good_conf, "good.conf", &c, &err) < 0)
@@ -247,6 +264,9 @@ static void test_good_file(void **state) {
         assert_int_equal(c->daemon.log_level, LOG_DEBUG);
         assert_int_equal(c->daemon.apply_threads, 4);
         assert_string_equal(c->daemon.admin_group, "disk");
+        assert_int_equal(c->daemon.probe_interval_usec, 2500000);
+        assert_int_equal(c->daemon.probe_threads, 2);
+        assert_string_equal(c->daemon.metrics_textfile, "/var/lib/node_exporter/blkmqd.prom");
         assert_int_equal(strv_length(c->files), 1);
         assert_string_equal(c->files[0], "good.conf");
 
@@ -374,6 +394,12 @@ static const struct {
         { "[Device a]\nMatchKernel=sda\nFoo=1\n", 3, "unknown key Foo=" },
         { "[Device a]\nIOPoll=maybe\n", 2, "IOPoll=: expected a boolean (yes/no), got \"maybe\"" },
         { "[Device a]\nSchedulerForce=2\n", 2, "SchedulerForce=: expected a boolean" },
+        { "[Device a]\nProbeIntervalSec=1e3\n", 2, "ProbeIntervalSec=: expected seconds" },
+        { "[Device a]\nProbeIntervalSec=0.001\n", 2, "ProbeIntervalSec=: value out of range" },
+        { "[Device a]\nProbeSizeKB=2048\n", 2, "ProbeSizeKB=: value out of range" },
+        { "[Daemon]\nMetricsTextfile=/tmp/m.txt\n", 2, "MetricsTextfile=: expected an absolute path ending in .prom" },
+        { "[Daemon]\nProbeIntervalSec=0.001\n", 2, "ProbeIntervalSec=: expected seconds" },
+        { "[Daemon]\nProbeThreads=0\n", 2, "ProbeThreads=: expected a number from 1 to 64" },
         { "[Device a]\n\n\nRqAffinity=3\n", 4, "RqAffinity=: value out of range, got \"3\"" },
         { "[Device a]\nNrRequests=0\n", 2, "NrRequests=: value out of range" },
         { "[Device a]\nNrRequests=64 # comment\n", 2, "NrRequests=: expected an integer" },

@@ -1,0 +1,205 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <stddef.h>
+#include <math.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "log.h"
+#include "metrics-text.h"
+#include "metrics.h"
+#include "probe.h"
+#include "util.h"
+
+static const struct {
+        enum hist_window_span span;
+        const char *name;
+} windows[] = {
+        { HIST_WINDOW_1MIN, "1m" },
+        { HIST_WINDOW_10MIN, "10m" },
+        { HIST_WINDOW_TOTAL, "total" },
+};
+
+static const double quantiles[] = { 0.5, 0.9, 0.99, 0.999 };
+
+#define LBL(n, v) { .name = (n), .value = (v) }
+
+static void gauge_if_finite(strbuf_t *sb, const char *name, const char *dev, double v) {
+        struct metric_label l[] = { LBL("device", dev) };
+        if (isfinite(v))
+                metrics_text_gauge(sb, name, l, 1, v);
+}
+
+int metrics_render(Manager *m, strbuf_t *sb) {
+        uint64_t now = now_usec(CLOCK_MONOTONIC);
+        Prober *p = m->prober;
+        size_t n = prober_count(p);
+
+        metrics_text_family(sb, "blkmqd_device_managed", METRIC_GAUGE,
+                            "1 for each block device a [Device] section matches.");
+        for (size_t i = 0; i < m->n_devices; i++) {
+                Device *d = m->devices[i];
+                struct metric_label l[] = { LBL("device", d->sysname), LBL("id", d->info->id) };
+                if (!d->removed)
+                        metrics_text_gauge(sb, "blkmqd_device_managed", l, 2, resolved_managed(&d->resolved));
+        }
+        metrics_text_family(sb, "blkmqd_device_setting", METRIC_GAUGE,
+                            "Numeric value of a block-layer setting as read back after blkmqd applied it.");
+        metrics_text_family(sb, "blkmqd_device_scheduler_info", METRIC_GAUGE, "The active I/O scheduler (value 1).");
+        for (size_t i = 0; i < m->n_devices; i++) {
+                Device *d = m->devices[i];
+                if (d->removed || !d->last)
+                        continue;
+                for (size_t k = 0; k < d->last->n_entries; k++) {
+                        const TuneEntry *e = &d->last->entries[k];
+                        const char *v = e->after ? e->after : e->before;
+                        long long x;
+                        if (!v)
+                                continue;
+                        if (e->knob == KNOB_SCHEDULER) {
+                                struct metric_label l[] = { LBL("device", d->sysname), LBL("scheduler", v) };
+                                metrics_text_gauge(sb, "blkmqd_device_scheduler_info", l, 2, 1);
+                        } else if (safe_atolli(v, &x) >= 0) {
+                                struct metric_label l[] = { LBL("device", d->sysname), LBL("key", knob_info(e->knob)->key),
+                                                            LBL("attribute", e->attr) };
+                                metrics_text_gauge(sb, "blkmqd_device_setting", l, 3, (double) x);
+                        }
+                }
+        }
+        metrics_text_family(sb, "blkmqd_device_settings_failed", METRIC_GAUGE,
+                            "Settings whose last write failed, per device.");
+        for (size_t i = 0; i < m->n_devices; i++) {
+                Device *d = m->devices[i];
+                unsigned c[_TUNE_OUTCOME_MAX] = {};
+                struct metric_label l[] = { LBL("device", d->sysname) };
+                if (d->removed || !resolved_managed(&d->resolved))
+                        continue;
+                if (d->last)
+                        tune_job_count(d->last, c);
+                metrics_text_gauge(sb, "blkmqd_device_settings_failed", l, 1, c[TUNE_FAILED]);
+        }
+
+        if (n == 0)
+                return strbuf_error(sb);
+
+        metrics_text_family(sb, "blkmqd_probe_latency_seconds", METRIC_HISTOGRAM,
+                            "Latency of blkmqd's read probes (O_DIRECT, QD1) since start.");
+        for (size_t i = 0; i < n; i++) {
+                ProbeTarget *t = prober_get(p, i);
+                struct metric_label l[] = { LBL("device", t->sysname) };
+                hist_t h;
+                hist_window_get(t->lat, HIST_WINDOW_TOTAL, now, &h);
+                metrics_text_histogram(sb, "blkmqd_probe_latency_seconds", l, 1, &h);
+        }
+        metrics_text_family(sb, "blkmqd_probe_latency_quantile_seconds", METRIC_GAUGE,
+                            "Probe latency quantiles over a sliding window (1m, 10m) or since start (total).");
+        for (size_t i = 0; i < n; i++) {
+                ProbeTarget *t = prober_get(p, i);
+                for (size_t w = 0; w < ELEMENTSOF(windows); w++) {
+                        hist_t h;
+                        hist_window_get(t->lat, windows[w].span, now, &h);
+                        for (size_t q = 0; q < ELEMENTSOF(quantiles); q++) {
+                                char qs[16];
+                                uint64_t v;
+                                if (hist_percentile(&h, quantiles[q] * 100, &v) < 0)
+                                        continue;
+                                snprintf(qs, sizeof qs, "%g", quantiles[q]);
+                                struct metric_label l[] = { LBL("device", t->sysname), LBL("window", windows[w].name),
+                                                            LBL("quantile", qs) };
+                                metrics_text_gauge(sb, "blkmqd_probe_latency_quantile_seconds", l, 3, v / 1e9);
+                        }
+                }
+        }
+        metrics_text_family(sb, "blkmqd_probes_total", METRIC_COUNTER, "Probe reads completed.");
+        for (size_t i = 0; i < n; i++) {
+                ProbeTarget *t = prober_get(p, i);
+                struct metric_label l[] = { LBL("device", t->sysname) };
+                metrics_text_counter(sb, "blkmqd_probes_total", l, 1, t->n_probes);
+        }
+        metrics_text_family(sb, "blkmqd_probe_errors_total", METRIC_COUNTER, "Probe reads that failed.");
+        for (size_t i = 0; i < n; i++) {
+                ProbeTarget *t = prober_get(p, i);
+                struct metric_label l[] = { LBL("device", t->sysname) };
+                metrics_text_counter(sb, "blkmqd_probe_errors_total", l, 1, t->n_errors);
+        }
+
+        static const struct {
+                const char *name, *help;
+                size_t off;
+                double scale;
+        } g[] = {
+                { "blkmqd_device_reads_per_second", "Completed reads per second (iostat r/s).", offsetof(ProbeStats, read_iops), 1 },
+                { "blkmqd_device_writes_per_second", "Completed writes per second (iostat w/s).", offsetof(ProbeStats, write_iops), 1 },
+                { "blkmqd_device_read_bytes_per_second", "Bytes read per second.", offsetof(ProbeStats, read_bytes_per_sec), 1 },
+                { "blkmqd_device_write_bytes_per_second", "Bytes written per second.", offsetof(ProbeStats, write_bytes_per_sec), 1 },
+                { "blkmqd_device_read_await_seconds", "Average read time in the device and queue (iostat r_await).", offsetof(ProbeStats, read_await_usec), 1e-6 },
+                { "blkmqd_device_write_await_seconds", "Average write time in the device and queue (iostat w_await).", offsetof(ProbeStats, write_await_usec), 1e-6 },
+                { "blkmqd_device_utilization_ratio", "Time the device was busy, 0..1 (iostat %util / 100).", offsetof(ProbeStats, util_percent), 0.01 },
+                { "blkmqd_device_queue_size", "Average number of requests in flight (iostat aqu-sz).", offsetof(ProbeStats, aqu_sz), 1 },
+        };
+        for (size_t k = 0; k < ELEMENTSOF(g); k++) {
+                metrics_text_family(sb, g[k].name, METRIC_GAUGE, g[k].help);
+                for (size_t i = 0; i < n; i++) {
+                        ProbeTarget *t = prober_get(p, i);
+                        if (t->stats.interval_usec == 0)
+                                continue;
+                        double v = *(const double *) ((const char *) &t->stats + g[k].off);
+                        gauge_if_finite(sb, g[k].name, t->sysname, v * g[k].scale);
+                }
+        }
+
+        metrics_text_family(sb, "blkmqd_latency_alerts_total", METRIC_COUNTER,
+                            "Latency alert episodes raised (AlertReadLatUsec=, AlertWriteLatUsec=).");
+        metrics_text_family(sb, "blkmqd_latency_alert_active", METRIC_GAUGE, "1 while a latency alert is raised.");
+        for (size_t i = 0; i < n; i++) {
+                ProbeTarget *t = prober_get(p, i);
+                if (t->config.alert_read_usec) {
+                        struct metric_label l[] = { LBL("device", t->sysname), LBL("kind", "read") };
+                        metrics_text_counter(sb, "blkmqd_latency_alerts_total", l, 2, t->read_alert.episodes);
+                        metrics_text_gauge(sb, "blkmqd_latency_alert_active", l, 2, alert_is_active(&t->read_alert));
+                }
+                if (t->config.alert_write_usec) {
+                        struct metric_label l[] = { LBL("device", t->sysname), LBL("kind", "write") };
+                        metrics_text_counter(sb, "blkmqd_latency_alerts_total", l, 2, t->write_alert.episodes);
+                        metrics_text_gauge(sb, "blkmqd_latency_alert_active", l, 2, alert_is_active(&t->write_alert));
+                }
+        }
+        return strbuf_error(sb);
+}
+
+static int on_metrics_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+        strbuf_t sb = {};
+        int r;
+
+        m->metrics_last_usec = now_usec(CLOCK_MONOTONIC);
+        r = metrics_render(m, &sb);
+        if (r >= 0)
+                r = metrics_write_textfile_atomic(m->config->daemon.metrics_textfile, strbuf_str(&sb));
+        if (r < 0 && r != m->metrics_last_error)
+                log_warning_errno(r, "Failed to write %s: %m", m->config->daemon.metrics_textfile);
+        m->metrics_last_error = r < 0 ? r : 0;
+        strbuf_done(&sb);
+        return 0;
+}
+
+void metrics_schedule_write(Manager *m) {
+        uint64_t when;
+        int r, enabled = SD_EVENT_OFF;
+
+        if (!m->config->daemon.metrics_textfile || m->opts.dry_run || m->opts.once)
+                return;
+        if (!m->metrics_timer) {
+                r = sd_event_add_time(m->event, &m->metrics_timer, CLOCK_MONOTONIC, UINT64_MAX, 10000,
+                                      on_metrics_timer, m);
+                if (r < 0) {
+                        log_warning_errno(r, "Failed to set up the metrics timer: %m");
+                        return;
+                }
+                (void) sd_event_source_set_description(m->metrics_timer, "metrics-textfile");
+        } else if (sd_event_source_get_enabled(m->metrics_timer, &enabled) >= 0 && enabled != SD_EVENT_OFF)
+                return; /* a write is pending already */
+        when = m->metrics_last_usec + 1000000;
+        sd_event_source_set_time(m->metrics_timer, when);
+        sd_event_source_set_enabled(m->metrics_timer, SD_EVENT_ONESHOT);
+}

@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stdint.h>
+#include <systemd/sd-event.h>
+
+#include "util.h"
+
+/* The io_uring worker pool: N threads, each pinned to one CPU and owning its
+ * own ring(s), run reads and writes for the event loop thread (zone appends,
+ * verify reads, latency probes). Requests are caller-owned structs; the done
+ * callback runs on the event loop thread, which owns all state. Workers touch
+ * nothing but the requests handed to them.
+ *
+ * Everything below is for the loop thread only. */
+
+typedef struct UringPool UringPool;
+typedef struct UringReq UringReq;
+typedef void (*uring_done_fn_t)(UringReq *req, void *userdata); /* loop thread */
+
+enum {
+        URING_OP_READ = 0,
+        URING_OP_WRITE = 1,
+};
+
+enum {
+        /* Submit on the worker's IORING_SETUP_IOPOLL ring: the fd must be
+         * O_DIRECT, ideally on a queue with poll queues (io_poll_queues). */
+        URING_REQ_POLLED = 1 << 0,
+};
+
+/* Registered (fixed) buffers per worker, each fixed_buf_size bytes, 4096-aligned.
+ * buf == NULL requests wait for one of these, in submission order. */
+#define URING_POOL_FIXED_BUFS 4U
+
+struct UringReq {
+        /* in */
+        int fd;
+        int op;              /* URING_OP_* */
+        unsigned flags;      /* URING_REQ_* */
+        uint64_t offset;
+        uint32_t len;
+        /* Caller-owned, valid until done. NULL: one of the pool's registered
+         * buffers (len <= fixed_buf_size); data read is discarded, data
+         * written is whatever that buffer last held. */
+        void *buf;
+        int cpu;             /* preferred CPU for the worker, -1 any */
+        uring_done_fn_t done;
+        void *userdata;
+
+        /* out (valid in done) */
+        int res;             /* bytes or -errno; -EOPNOTSUPP: polled I/O impossible on this fd;
+                              * -ECANCELED: the pool was freed first */
+        uint64_t latency_ns; /* CLOCK_MONOTONIC on the worker, just before io_uring_submit()
+                              * to the completion being reaped; 0 if never submitted */
+        int worker_cpu;      /* sched_getcpu() of the worker when it submitted, -1 if never */
+
+        /* private to the pool */
+        UringReq *_next;
+        uint64_t _t_submit;
+        int _buf_idx;
+};
+
+/* n_workers >= 1; worker i is pinned to the i-th CPU of cpus (NULL: the CPUs
+ * this process may run on), round-robin. Where pinning is forbidden
+ * (sched_setaffinity filtered by the unit's SystemCallFilter=~@resources)
+ * workers run unpinned, logged once. fixed_buf_size: bytes per registered
+ * buffer (rounded up to 4096), 0 for none. Returns once every worker has its
+ * ring; -errno if any could not get one. */
+int uring_pool_new(UringPool **ret, sd_event *e, unsigned n_workers, const cpuset_t *cpus,
+                   uint32_t fixed_buf_size);
+/* req must stay alive and untouched until its done callback. Goes to a worker
+ * pinned on req->cpu if there is one, else round-robin. Done callbacks may
+ * submit again (a request may be resubmitted from its own callback).
+ * -EINVAL for a bad op, or buf == NULL without fixed buffers or with a len
+ * above fixed_buf_size; -ESHUTDOWN while the pool is being freed. I/O errors
+ * come back in req->res, never here. */
+int uring_pool_submit(UringPool *p, UringReq *req);
+unsigned uring_pool_pending(UringPool *p); /* submitted, done callback not yet run */
+/* Joins the workers. Requests not yet submitted to the kernel, and in-flight
+ * ones the kernel can cancel (e.g. a read on a pipe), complete with
+ * -ECANCELED; in-flight disk I/O is waited for and keeps its result. All done
+ * callbacks run before this returns (they must not submit). NULL ok. */
+UringPool *uring_pool_free(UringPool *p);
+DEFINE_TRIVIAL_CLEANUP_FUNC(UringPool *, uring_pool_free)
+#define _cleanup_uring_pool_free_ _cleanup_(uring_pool_freep)
