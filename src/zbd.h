@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Zoned block device backends behind one ops table, in the manner of fio's
+ * zbd: the kernel's zoned block ioctls, NVMe ZNS passthrough, and zones
+ * emulated over a regular file. All offsets and sizes are in bytes.
+ *
+ * Control operations (report, reset, open, close, finish) block and run on
+ * a worker thread, never on the event loop. Data goes through the io_uring
+ * pool: prep_append() fills a UringReq the caller submits. */
+
+typedef enum ZoneType {
+        ZONE_TYPE_CONVENTIONAL = 1,
+        ZONE_TYPE_SEQWRITE_REQ = 2,
+        ZONE_TYPE_SEQWRITE_PREF = 3,
+} ZoneType;
+
+/* Values as in linux/blkzoned.h. */
+typedef enum ZoneCond {
+        ZONE_COND_NOT_WP = 0x0,
+        ZONE_COND_EMPTY = 0x1,
+        ZONE_COND_IMP_OPEN = 0x2,
+        ZONE_COND_EXP_OPEN = 0x3,
+        ZONE_COND_CLOSED = 0x4,
+        ZONE_COND_READONLY = 0xD,
+        ZONE_COND_FULL = 0xE,
+        ZONE_COND_OFFLINE = 0xF,
+} ZoneCond;
+
+typedef struct Zone {
+        uint64_t start;    /* bytes */
+        uint64_t len;      /* zone size */
+        uint64_t capacity; /* writable bytes, <= len */
+        uint64_t wp;       /* write pointer (absolute bytes); start + capacity when full */
+        ZoneType type;
+        ZoneCond cond;
+} Zone;
+
+#define zone_is_empty(z) ((z)->cond == ZONE_COND_EMPTY)
+#define zone_is_full(z) ((z)->cond == ZONE_COND_FULL)
+#define zone_is_open(z) ((z)->cond == ZONE_COND_IMP_OPEN || (z)->cond == ZONE_COND_EXP_OPEN)
+/* Open or closed: holds one of the device's active resources. */
+#define zone_is_active(z) (zone_is_open(z) || (z)->cond == ZONE_COND_CLOSED)
+#define zone_is_seq(z) ((z)->type != ZONE_TYPE_CONVENTIONAL)
+#define zone_is_usable(z) ((z)->cond != ZONE_COND_OFFLINE && (z)->cond != ZONE_COND_READONLY)
+static inline uint64_t zone_remaining(const Zone *z) {
+        uint64_t end = z->start + z->capacity;
+        return z->wp >= end ? 0 : end - z->wp;
+}
+static inline uint64_t zone_written(const Zone *z) {
+        return z->wp > z->start ? z->wp - z->start : 0;
+}
+
+typedef struct ZbdLimits {
+        uint64_t nr_zones;
+        uint64_t zone_size;
+        uint32_t max_open;   /* 0: no limit */
+        uint32_t max_active; /* 0: no limit */
+        uint32_t zone_append_max; /* bytes per append command; 0: no zone append */
+        uint32_t max_write;  /* bytes per regular write (max_sectors_kb) */
+        uint32_t block_size; /* logical block size: writes are multiples of it */
+} ZbdLimits;
+
+typedef struct Zbd Zbd;
+struct UringReq;
+
+typedef struct ZbdOps {
+        const char *name; /* "kernel", "nvme", "emulated" */
+        /* Fills *zones (at most *n) from the zone containing offset on;
+         * *n becomes the number filled (0 past the end). */
+        int (*report)(Zbd *z, uint64_t offset, Zone *zones, size_t *n);
+        int (*reset)(Zbd *z, uint64_t zone_start);
+        int (*open_zone)(Zbd *z, uint64_t zone_start);
+        int (*close_zone)(Zbd *z, uint64_t zone_start);
+        int (*finish)(Zbd *z, uint64_t zone_start);
+        /* Prepares one write of len bytes (<= the backend's chunk limit,
+         * a multiple of block_size) into the zone at zone_start, at the
+         * write pointer wp the caller tracks (kernel, emulated: a regular
+         * write at wp, one in flight per zone; nvme: a zone append, several
+         * in flight, the device picks the offset). */
+        int (*prep_append)(Zbd *z, uint64_t zone_start, uint64_t wp, const void *buf, uint32_t len,
+                           struct UringReq *req);
+        /* After the request completed: the offset the data landed at. */
+        int (*append_result)(Zbd *z, const struct UringReq *req, uint64_t *ret_offset);
+        /* Blocking read for verification. */
+        int (*read)(Zbd *z, uint64_t offset, void *buf, size_t len);
+        void (*free)(Zbd *z);
+} ZbdOps;
+
+struct Zbd {
+        const ZbdOps *ops;
+        ZbdLimits limits;
+        char *path;       /* /dev/nvme0n1, the emulation file */
+        int fd;           /* O_RDWR | O_DIRECT while writing; see zbd_*_open() */
+        void *backend;    /* backend private */
+};
+
+/* Writes of one append: the backend's largest command. */
+static inline uint32_t zbd_chunk_max(const Zbd *z) {
+        if (z->limits.zone_append_max && z->ops && z->ops->name[0] == 'n')
+                return z->limits.zone_append_max;
+        return z->limits.max_write;
+}
+
+int zbd_kernel_open(const char *devnode, const char *blockdir, Zbd **ret);
+int zbd_emu_open(const char *path, uint64_t zone_size, uint64_t zone_capacity, uint32_t nr_zones,
+                 uint32_t max_open, uint32_t max_active, Zbd **ret);
+int zbd_nvme_open(const char *devnode, const char *blockdir, Zbd **ret);
+void zbd_free(Zbd *z);
