@@ -12,6 +12,7 @@
 #include "log.h"
 #include "plan-print.h"
 #include "util.h"
+#include "varlink-subscribers.h"
 
 typedef struct Waiter {
         struct Waiter *next;
@@ -19,15 +20,10 @@ typedef struct Waiter {
         char *device; /* NULL: all devices */
 } Waiter;
 
-typedef struct Monitor {
-        struct Monitor *next;
-        VarlinkCall *call;
-} Monitor;
-
 struct ApiManager {
         Manager *manager;
         Waiter *waiters;
-        Monitor *monitors;
+        VarlinkSubscribers monitors;
 };
 
 static json_t *result_json(const Device *d) {
@@ -110,31 +106,22 @@ static int wait_for_jobs(ApiManager *a, VarlinkCall *call, const char *device) {
         return 0;
 }
 
-static void monitor_disconnected(VarlinkCall *call, void *userdata) {
-        ApiManager *a = userdata;
-
-        for (Monitor **p = &a->monitors; *p; p = &(*p)->next)
-                if ((*p)->call == call) {
-                        Monitor *mon = *p;
-                        *p = mon->next;
-                        varlink_call_unref(mon->call);
-                        free(mon);
-                        return;
-                }
-}
-
 static void monitors_send(ApiManager *a, const char *event, Device *d, const char *profile) {
-        for (Monitor *mon = a->monitors; mon; mon = mon->next) {
-                json_t *o = json_pack("{s:s}", "event", event);
-                if (d) {
-                        json_object_set_new(o, "device", json_string(d->sysname));
-                        if (streq(event, "applied") || streq(event, "restored"))
-                                json_object_set_new(o, "result", result_json(d));
-                }
-                if (profile)
-                        json_object_set_new(o, "profile", json_string(profile));
-                varlink_call_notify(mon->call, o);
+        json_t *o;
+
+        if (varlink_subscribers_empty(&a->monitors))
+                return;
+        o = json_pack("{s:s}", "event", event);
+        if (!o)
+                return;
+        if (d) {
+                json_object_set_new(o, "device", json_string(d->sysname));
+                if (streq(event, "applied") || streq(event, "restored"))
+                        json_object_set_new(o, "result", result_json(d));
         }
+        if (profile)
+                json_object_set_new(o, "profile", json_string(profile));
+        varlink_subscribers_notify(&a->monitors, o);
 }
 
 void api_manager_event(Manager *m, ManagerEventType type, Device *d, void *userdata) {
@@ -402,14 +389,11 @@ static int method_set_log_level(VarlinkCall *call, json_t *params, void *userdat
 
 static int method_monitor(VarlinkCall *call, json_t *params, void *userdata) {
         ApiManager *a = userdata;
-        Monitor *mon = calloc(1, sizeof *mon);
+        int r;
 
-        if (!mon)
-                return -ENOMEM;
-        mon->call = varlink_call_ref(call);
-        mon->next = a->monitors;
-        a->monitors = mon;
-        varlink_call_set_disconnect_callback(call, monitor_disconnected, a);
+        r = varlink_subscribers_add(&a->monitors, call);
+        if (r < 0)
+                return r;
         return varlink_call_notify(call, json_pack("{s:s}", "event", "subscribed"));
 }
 
@@ -446,13 +430,7 @@ int api_manager_new(ApiManager **ret, Manager *m, VarlinkServer *server) {
 ApiManager *api_manager_free(ApiManager *a) {
         if (!a)
                 return NULL;
-        while (a->monitors) {
-                Monitor *mon = a->monitors;
-                a->monitors = mon->next;
-                varlink_call_set_disconnect_callback(mon->call, NULL, NULL);
-                varlink_call_unref(mon->call);
-                free(mon);
-        }
+        varlink_subscribers_clear(&a->monitors);
         while (a->waiters) {
                 Waiter *w = a->waiters;
                 a->waiters = w->next;

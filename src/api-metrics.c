@@ -9,16 +9,12 @@
 #include <time.h>
 
 #include "api-metrics.h"
+#include "varlink-subscribers.h"
 #include "io.blkmqd.Metrics.varlink.h"
 #include "log.h"
 #include "util.h"
 
 #define SAMPLE_EVENT_INTERVAL_USEC (UINT64_C(1) * 1000000) /* Monitor: sample events per device */
-
-typedef struct Monitor {
-        struct Monitor *next;
-        VarlinkCall *call;
-} Monitor;
 
 /* What the previous sample event of a device saw, to tell the latency of the
  * probe that just completed and to throttle sample events. */
@@ -33,7 +29,7 @@ typedef struct SampleState {
 
 struct ApiMetrics {
         Prober *prober;
-        Monitor *monitors;
+        VarlinkSubscribers monitors;
         SampleState *samples;
 };
 
@@ -331,49 +327,28 @@ static int method_histogram(VarlinkCall *call, json_t *params, void *userdata) {
         return varlink_call_reply(call, o);
 }
 
-static void monitor_disconnected(VarlinkCall *call, void *userdata) {
-        ApiMetrics *a = userdata;
-
-        for (Monitor **p = &a->monitors; *p; p = &(*p)->next)
-                if ((*p)->call == call) {
-                        Monitor *mon = *p;
-                        *p = mon->next;
-                        varlink_call_unref(mon->call);
-                        free(mon);
-                        return;
-                }
-}
-
 static int method_monitor(VarlinkCall *call, json_t *params, void *userdata) {
         ApiMetrics *a = userdata;
-        Monitor *mon = calloc(1, sizeof *mon);
+        int r;
 
-        if (!mon)
-                return -ENOMEM;
-        mon->call = varlink_call_ref(call);
-        mon->next = a->monitors;
-        a->monitors = mon;
-        varlink_call_set_disconnect_callback(call, monitor_disconnected, a);
+        r = varlink_subscribers_add(&a->monitors, call);
+        if (r < 0)
+                return r;
         return varlink_call_notify(call, json_pack("{s:s}", "event", "subscribed"));
 }
 
 /* latency_ns < 0: none. */
 static void monitors_send(ApiMetrics *a, const char *event, const ProbeTarget *t, int64_t latency_ns,
                           const char *detail) {
-        for (Monitor *mon = a->monitors, *next; mon; mon = next) {
-                json_t *o = json_pack("{s:s, s:s}", "event", event, "device", t->sysname);
+        json_t *o = json_pack("{s:s, s:s}", "event", event, "device", t->sysname);
 
-                /* A failed notify drops the connection; its disconnect
-                 * callback may run from here and free mon. */
-                next = mon->next;
-                if (!o)
-                        continue;
-                if (latency_ns >= 0)
-                        json_object_set_new(o, "latencyNs", json_integer(latency_ns));
-                if (detail)
-                        json_object_set_new(o, "detail", json_string(detail));
-                varlink_call_notify(mon->call, o);
-        }
+        if (!o)
+                return;
+        if (latency_ns >= 0)
+                json_object_set_new(o, "latencyNs", json_integer(latency_ns));
+        if (detail)
+                json_object_set_new(o, "detail", json_string(detail));
+        varlink_subscribers_notify(&a->monitors, o);
 }
 
 static void sample_state_free(SampleState *s) {
@@ -439,7 +414,7 @@ static void sample_event(ApiMetrics *a, ProbeTarget *t, const char *detail) {
         s->sum = sum;
         s->errors = t->n_errors;
 
-        if (!a->monitors)
+        if (varlink_subscribers_empty(&a->monitors))
                 return;
         now = now_usec(CLOCK_MONOTONIC);
         if (s->sent_usec > 0 && now - s->sent_usec < SAMPLE_EVENT_INTERVAL_USEC)
@@ -505,13 +480,7 @@ int api_metrics_new(ApiMetrics **ret, Prober *prober, VarlinkServer *server) {
 ApiMetrics *api_metrics_free(ApiMetrics *a) {
         if (!a)
                 return NULL;
-        while (a->monitors) {
-                Monitor *mon = a->monitors;
-                a->monitors = mon->next;
-                varlink_call_set_disconnect_callback(mon->call, NULL, NULL);
-                varlink_call_unref(mon->call);
-                free(mon);
-        }
+        varlink_subscribers_clear(&a->monitors);
         while (a->samples) {
                 SampleState *s = a->samples;
                 a->samples = s->next;

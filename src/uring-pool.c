@@ -25,8 +25,8 @@
  *
  * Waking a worker: the loop thread appends to the worker's queue and, if the
  * queue was empty, writes the worker's eventfd, which sits as a multishot
- * POLL_ADD on the worker's own ring; one io_uring_wait_cqe() then covers both
- * new work and I/O completions. The worker reads the eventfd before it takes
+ * POLL_ADD on the worker's own ring; one wait for a CQE then covers both new
+ * work and I/O completions. The worker reads the eventfd before it takes
  * the queue, so a write it consumed always belongs to an entry it will take,
  * and a later write posts a new CQE. */
 
@@ -411,29 +411,26 @@ static void worker_reap(UringWorker *w, struct io_uring *ring, bool polled, uint
 static void worker_wait(UringWorker *w, ReqList *done) {
         struct io_uring_cqe *cqe;
         uint64_t t;
-        int r;
+        int r = 0;
 
         if (w->pinflight > 0)
                 /* IOPOLL completions are found only by polling: this spins in
                  * the kernel until one is there. Main-ring completions and new
                  * work wait for it, which is microseconds on a polled queue. */
                 r = io_uring_wait_cqe(&w->pring, &cqe);
-        else if (io_uring_sq_ready(&w->ring) > 0) {
-                /* Something was not submitted: do not sleep on it. */
-                struct __kernel_timespec ts = { .tv_nsec = 1000 * 1000 };
-                r = io_uring_wait_cqe_timeout(&w->ring, &cqe, &ts);
-        } else {
-                /* Sleep in poll(2) on the ring fd (readable while completions
-                 * are queued) rather than in io_uring_enter(2): the same
-                 * wait, but one valgrind knows blocks, so it does not hold
-                 * its big lock across it and stall every other thread. */
+        else if (io_uring_cq_ready(&w->ring) == 0) {
+                /* Sleep in poll(2) on the ring fd rather than in
+                 * io_uring_wait_cqe(): same wakeup (a CQE, the eventfd's
+                 * included), but valgrind (3.19) does not know that
+                 * io_uring_enter() blocks and would hang every thread of the
+                 * process behind this one. If something could not be
+                 * submitted, retry soon rather than sleep on it. */
                 struct pollfd pfd = { .fd = w->ring.ring_fd, .events = POLLIN };
-                r = 0;
-                if (io_uring_cq_ready(&w->ring) == 0 && poll(&pfd, 1, -1) < 0)
+
+                if (poll(&pfd, 1, io_uring_sq_ready(&w->ring) > 0 ? 1 : -1) < 0)
                         r = -errno;
         }
-        (void) cqe;
-        if (r < 0 && r != -EINTR && r != -ETIME && r != -EAGAIN)
+        if (r < 0 && r != -EINTR && r != -EAGAIN)
                 log_debug_errno(r, "Waiting for io_uring completions failed, retrying: %m");
 
         /* Reaped now: one timestamp for the whole batch. */
