@@ -20,6 +20,7 @@
 typedef enum SectionKind {
         SECTION_NONE,
         SECTION_DAEMON,
+        SECTION_ZONES,
         SECTION_DEVICE,
         SECTION_PROFILE,
 } SectionKind;
@@ -90,6 +91,8 @@ Config *config_free(Config *c) {
         free(c->profiles);
         free(c->daemon.admin_group);
         free(c->daemon.metrics_textfile);
+        free(c->zones.emulate);
+        free(c->zones.database);
         strv_free(c->files);
         free(c);
         return NULL;
@@ -104,6 +107,12 @@ static Config *config_new(void) {
         c->daemon.apply_threads = CONFIG_DEFAULT_APPLY_THREADS;
         c->daemon.probe_interval_usec = CONFIG_DEFAULT_PROBE_INTERVAL_USEC;
         c->daemon.probe_threads = CONFIG_DEFAULT_PROBE_THREADS;
+        c->zones.zone_size = 64 * UINT64_C(1024 * 1024);
+        c->zones.zone_count = 16;
+        c->zones.reset_batch = 4;
+        c->zones.database = strdup("/var/lib/blkmqd/zones.db");
+        if (!c->zones.database)
+                return mfree(c);
         return c;
 }
 
@@ -154,6 +163,10 @@ static int parser_section(Parser *p, char *hdr) {
                 p->kind = SECTION_DAEMON;
                 return 0;
         }
+        if (streq(name, "Zones")) {
+                p->kind = SECTION_ZONES;
+                return 0;
+        }
         if (strncmp(name, "Device", 6) == 0 && isspace((unsigned char) name[6])) {
                 const char *n = name + 7;
                 while (isspace((unsigned char) *n))
@@ -202,7 +215,7 @@ static int parser_section(Parser *p, char *hdr) {
                 return t->name && t->file ? 0 : -ENOMEM;
         }
         p->kind = SECTION_NONE;
-        return parser_error(p, "unknown section [%s] (expected [Daemon], [Device NAME] or [Profile NAME])", name);
+        return parser_error(p, "unknown section [%s] (expected [Daemon], [Zones], [Device NAME] or [Profile NAME])", name);
 }
 
 static char *parser_reader(char *str, int num, void *stream) {
@@ -430,6 +443,39 @@ static int parse_daemon(Parser *p, const char *key, const char *value) {
         return -ENOENT;
 }
 
+static int parse_zones(Parser *p, const char *key, const char *value) {
+        ZonesConfig *z = &p->config->zones;
+        long long v;
+
+        if (streq(key, "Emulate") || streq(key, "Database")) {
+                if (*value && value[0] != '/')
+                        return parser_error(p, "%s=: expected an absolute path, got \"%s\"", key, value);
+                return free_and_strdup(streq(key, "Emulate") ? &z->emulate : &z->database, *value ? value : NULL);
+        }
+        if (streq(key, "ZoneSizeMB") || streq(key, "ZoneCapacityMB")) {
+                if (safe_atolli(value, &v) < 0 || v < 1 || v > 65536)
+                        return parser_error(p, "%s=: expected MiB from 1 to 65536, got \"%s\"", key, value);
+                *(streq(key, "ZoneSizeMB") ? &z->zone_size : &z->zone_capacity) = (uint64_t) v << 20;
+                return 0;
+        }
+        if (streq(key, "ZoneCount") || streq(key, "MaxOpen") || streq(key, "MaxActive") || streq(key, "ResetBatch")) {
+                bool count = streq(key, "ZoneCount") || streq(key, "ResetBatch");
+                if (safe_atolli(value, &v) < 0 || v < (count ? 1 : 0) || v > 1000000)
+                        return parser_error(p, "%s=: expected a number from %d to 1000000, got \"%s\"", key,
+                                            count ? 1 : 0, value);
+                if (streq(key, "ZoneCount"))
+                        z->zone_count = (uint32_t) v;
+                else if (streq(key, "MaxOpen"))
+                        z->max_open = (uint32_t) v;
+                else if (streq(key, "MaxActive"))
+                        z->max_active = (uint32_t) v;
+                else
+                        z->reset_batch = (unsigned) v;
+                return 0;
+        }
+        return -ENOENT;
+}
+
 static int parser_handler(void *user, const char *section, const char *key, const char *value) {
         Parser *p = user;
         int r = -ENOENT;
@@ -443,6 +489,9 @@ static int parser_handler(void *user, const char *section, const char *key, cons
                 return 1;
         case SECTION_DAEMON:
                 r = parse_daemon(p, key, value);
+                break;
+        case SECTION_ZONES:
+                r = parse_zones(p, key, value);
                 break;
         case SECTION_DEVICE: {
                 DeviceSection *d = &p->config->devices[p->index];
@@ -529,6 +578,12 @@ static int cmp_basename(const void *a, const void *b) {
 
 /* Checks that need the whole configuration. */
 static int config_verify(Config *c, ConfigError *err) {
+        if (c->zones.zone_capacity > c->zones.zone_size) {
+                snprintf(err->file, sizeof err->file, "%s", c->files && c->files[0] ? c->files[0] : "blkmqd.conf");
+                err->line = 0;
+                snprintf(err->message, sizeof err->message, "[Zones] ZoneCapacityMB= exceeds ZoneSizeMB=");
+                return -EINVAL;
+        }
         for (size_t i = 0; i < c->n_profiles; i++)
                 STRV_FOREACH(n, c->profiles[i].devices)
                         if (!config_find_device(c, *n)) {

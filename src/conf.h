@@ -57,8 +57,19 @@ typedef struct DaemonConfig {
         char *metrics_textfile;
 } DaemonConfig;
 
+typedef struct ZonesConfig {
+        char *emulate;          /* file to emulate zones over, or NULL */
+        uint64_t zone_size;     /* bytes */
+        uint64_t zone_capacity; /* bytes, 0: = zone_size */
+        uint32_t zone_count;
+        uint32_t max_open, max_active; /* 0: no limit */
+        unsigned reset_batch;
+        char *database;
+} ZonesConfig;
+
 typedef struct Config {
         DaemonConfig daemon;
+        ZonesConfig zones;
         DeviceSection *devices;
         size_t n_devices;
         ProfileSection *profiles;

@@ -34,6 +34,7 @@ static const KnobInfo knobs[_KNOB_MAX] = {
         [KNOB_PROBE_POLLED] = { "ProbePolled", NULL, KNOB_TYPE_BOOL, 0, 1, NULL, NULL },
         [KNOB_ALERT_READ_LAT] = { "AlertReadLatUsec", NULL, KNOB_TYPE_INT, 1, 3600000000LL, NULL, "µs" },
         [KNOB_ALERT_WRITE_LAT] = { "AlertWriteLatUsec", NULL, KNOB_TYPE_INT, 1, 3600000000LL, NULL, "µs" },
+        [KNOB_ZONE_ALLOCATOR] = { "ZoneAllocator", NULL, KNOB_TYPE_BOOL, 0, 1, NULL, NULL },
 };
 
 const KnobInfo *knob_info(Knob k) {

@@ -35,6 +35,7 @@ typedef enum Knob {
         KNOB_PROBE_POLLED,
         KNOB_ALERT_READ_LAT,
         KNOB_ALERT_WRITE_LAT,
+        KNOB_ZONE_ALLOCATOR,
         _KNOB_MAX,
 } Knob;
 

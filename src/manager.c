@@ -17,11 +17,10 @@
 
 #include "api-manager.h"
 #include "api-metrics.h"
+#include "api-zones.h"
 #include "metrics.h"
 #include "probe.h"
-#if HAVE_LIBURING
 #include "uring-pool.h"
-#endif
 #include "log.h"
 #include "manager.h"
 #include "varlink.h"
@@ -387,6 +386,10 @@ static int device_apply(Device *d) {
                 return log_oom();
 
         device_update_probe(d);
+        if (m->zones && streq_ptr(d->resolved.value[KNOB_ZONE_ALLOCATOR], "1") && resolved_managed(&d->resolved) &&
+            !streq_ptr(d->info->zoned, "none") && d->info->devnode)
+                (void) zone_service_add_kernel(m->zones, d->info->id, d->sysname, d->info->devnode,
+                                               d->info->blockdir);
 
         r = tune_plan(&m->tune, d->info, &d->resolved, &j);
         if (r < 0)
@@ -599,6 +602,7 @@ static void manager_device_removed(Manager *m, const char *sysname) {
                 manager_emit(m, MANAGER_EVENT_DEVICE_REMOVED, d);
                 if (m->prober)
                         prober_remove(m->prober, sysname);
+                zone_service_device_gone(m->zones, sysname);
                 metrics_schedule_write(m);
                 if (d->busy) {
                         d->removed = true; /* freed when its job is back */
@@ -728,15 +732,20 @@ Manager *manager_free(Manager *m) {
         if (!m)
                 return NULL;
         m->udev = udev_watch_free(m->udev);
-        m->pool = work_pool_free(m->pool); /* delivers outstanding done callbacks */
-        m->event_cb = NULL;
+        /* Teardown order: whatever a pool's outstanding callbacks touch
+         * must outlive that pool. Probes go first (their cancelled reads
+         * find no target), then the io_uring pool (zone appends finish
+         * into the zone service), then the work pool (tune jobs into the
+         * devices and api-manager, seals and resets into the zone
+         * service), then the services. */
         if (m->prober)
                 prober_set_event_cb(m->prober, NULL, NULL);
         m->api_metrics = api_metrics_free(m->api_metrics);
-        m->prober = prober_free(m->prober); /* before the pool: its cancelled requests find no target */
-#if HAVE_LIBURING
+        m->prober = prober_free(m->prober);
         m->uring = uring_pool_free(m->uring);
-#endif
+        m->pool = work_pool_free(m->pool);
+        m->event_cb = NULL;
+        m->zones = zone_service_free(m->zones);
         sd_event_source_disable_unref(m->metrics_timer);
         m->api = api_manager_free(m->api);
         m->varlink = varlink_server_free(m->varlink);
@@ -803,19 +812,16 @@ int manager_new(Manager **ret, const ManagerOptions *opts, Config *config) {
         if (r < 0)
                 return log_error_errno(r, "Failed to start worker threads: %m");
 
-        if (!opts->dry_run && !opts->once && config->daemon.probe_interval_usec > 0) {
-#if HAVE_LIBURING
+        if (!opts->dry_run && !opts->once) {
+                /* The io_uring pool serves probes and zone appends. */
                 r = uring_pool_new(&m->uring, m->event, config->daemon.probe_threads, NULL, 1024 * 1024);
                 if (r < 0)
-                        log_warning_errno(r, "Failed to set up io_uring, latency probes are off: %m");
-                else {
+                        log_warning_errno(r, "Failed to set up io_uring, latency probes and zone leases are off: %m");
+                else if (config->daemon.probe_interval_usec > 0) {
                         r = prober_new(&m->prober, m->event, m->uring);
                         if (r < 0)
                                 return log_error_errno(r, "Failed to set up latency probes: %m");
                 }
-#else
-                log_notice("Built without liburing: latency probes are off.");
-#endif
         }
 
         m->config = config; /* owned from here on */
@@ -829,6 +835,20 @@ static void manager_probe_event(Prober *p, ProbeEventType type, ProbeTarget *t, 
         if (m->api_metrics)
                 api_metrics_probe_event(p, type, t, detail, m->api_metrics);
         metrics_schedule_write(m);
+}
+
+/* The allocator runs when it has something to serve: emulated zones, or a
+ * [Device] section offering devices (ZoneAllocator=yes). */
+static bool config_wants_zones(const Config *c) {
+        if (c->zones.emulate)
+                return true;
+        for (size_t i = 0; i < c->n_devices; i++)
+                if (streq_ptr(c->devices[i].settings.value[KNOB_ZONE_ALLOCATOR], "1"))
+                        return true;
+        for (size_t i = 0; i < c->n_profiles; i++)
+                if (streq_ptr(c->profiles[i].settings.value[KNOB_ZONE_ALLOCATOR], "1"))
+                        return true;
+        return false;
 }
 
 static int manager_setup_varlink(Manager *m) {
@@ -857,6 +877,11 @@ static int manager_setup_varlink(Manager *m) {
                 if (r < 0)
                         return log_error_errno(r, "Failed to set up io.blkmqd.Metrics: %m");
                 prober_set_event_cb(m->prober, manager_probe_event, m);
+        }
+        if (m->uring && config_wants_zones(m->config)) {
+                r = zone_service_new(&m->zones, m->event, &m->config->zones, m->uring, m->pool, m->varlink);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to set up the zone allocator: %m");
         }
 
         /* Socket activation first (blkmqd.socket, FileDescriptorName=varlink). */
@@ -900,7 +925,7 @@ int manager_start(Manager *m) {
                  m->tune.kernel_version >> 16, (m->tune.kernel_version >> 8) & 0xff, m->config->daemon.apply_threads);
         STRV_FOREACH(f, m->config->files)
                 log_debug("Configuration file: %s", *f);
-        if (m->config->n_devices == 0)
+        if (m->config->n_devices == 0 && !m->config->zones.emulate)
                 log_warning("The configuration has no [Device] section: no device will be managed.");
         if (!m->opts.once && access("/run/udev/control", F_OK) < 0)
                 log_warning("systemd-udevd does not seem to run (no /run/udev/control): "

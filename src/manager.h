@@ -96,6 +96,7 @@ struct Manager {
         struct ApiMetrics *api_metrics;
         struct UringPool *uring;
         struct Prober *prober; /* NULL when probes are off (ProbeIntervalSec=0, --once, --dry-run) */
+        struct ZoneService *zones; /* NULL without [Zones] Emulate= or ZoneAllocator=yes */
         sd_event_source *metrics_timer;
         uint64_t metrics_last_usec;
         int metrics_last_error;

@@ -111,3 +111,29 @@ int zbd_emu_open(const char *path, uint64_t zone_size, uint64_t zone_capacity, u
                  uint32_t max_open, uint32_t max_active, Zbd **ret);
 int zbd_nvme_open(const char *devnode, const char *blockdir, Zbd **ret);
 void zbd_free(Zbd *z);
+
+/* --- Added by the zbd backends (zbd.c, zbd-emu.c) ------------------------
+ * Generic report helpers over ops->report, and the emulation's full
+ * configuration: zbd_emu_open() has no way to ask for conventional zones or
+ * a write size, which the emulation offers.
+ * Backends normalize Zone.wp: start + capacity for FULL, READONLY and
+ * OFFLINE zones (the NVMe driver reports start + len for full zones),
+ * start for conventional zones. prep_append() sets fd, op, flags (0),
+ * offset, len and buf of the request; cpu, done, userdata are the caller's. */
+
+/* The zone containing offset; -ENXIO past the end. */
+int zbd_report_zone(Zbd *z, uint64_t offset, Zone *ret);
+/* All zones, as a malloc'd array of limits.nr_zones entries (fewer if the
+ * device reports fewer). */
+int zbd_report_all(Zbd *z, Zone **ret, size_t *ret_n);
+
+typedef struct ZbdEmuConfig {
+        uint64_t zone_size;     /* bytes, multiple of 4096; 0 on reopen: as stored */
+        uint64_t zone_capacity; /* <= zone_size, multiple of 4096; 0 on reopen: as stored */
+        uint32_t nr_zones;      /* 0 on reopen: as stored */
+        uint32_t nr_conv;       /* the first nr_conv zones are conventional; 0 on reopen: as stored */
+        uint32_t max_open;      /* 0: no limit; always taken from here, never from the file */
+        uint32_t max_active;    /* 0: no limit; likewise */
+        uint32_t max_write;     /* bytes per write (limits.max_write); 0: 512 KiB */
+} ZbdEmuConfig;
+int zbd_emu_open_config(const char *path, const ZbdEmuConfig *c, Zbd **ret);

@@ -207,6 +207,17 @@ static const char good_conf[] =
         "ProbePolled=on\n"
         "AlertReadLatUsec=300\n"
         "AlertWriteLatUsec=1500\n"
+        "ZoneAllocator=yes\n"
+        "\n"
+        "[Zones]\n"
+        "Emulate=/var/lib/blkmqd/zones.img\n"
+        "ZoneSizeMB=64\n"
+        "ZoneCapacityMB=60\n"
+        "ZoneCount=32\n"
+        "MaxOpen=14\n"
+        "MaxActive=12\n"
+        "ResetBatch=8\n"
+        "Database=/var/lib/blkmqd/z.db\n"
         "\n"
         "[Device loop]\n"
         "MatchSize=-512M\n"
@@ -255,6 +266,7 @@ static void test_good_file(void **state) {
                 { KNOB_PROBE_POLLED, "ProbePolled=", "1" },
                 { KNOB_ALERT_READ_LAT, "AlertReadLatUsec=", "300" },
                 { KNOB_ALERT_WRITE_LAT, "AlertWriteLatUsec=", "1500" },
+                { KNOB_ZONE_ALLOCATOR, "ZoneAllocator=", "1" },
         };
 
         if (config_load_string(good_conf, "good.conf", &c, &err) < 0)
@@ -267,6 +279,14 @@ static void test_good_file(void **state) {
         assert_int_equal(c->daemon.probe_interval_usec, 2500000);
         assert_int_equal(c->daemon.probe_threads, 2);
         assert_string_equal(c->daemon.metrics_textfile, "/var/lib/node_exporter/blkmqd.prom");
+        assert_string_equal(c->zones.emulate, "/var/lib/blkmqd/zones.img");
+        assert_int_equal(c->zones.zone_size, UINT64_C(64) << 20);
+        assert_int_equal(c->zones.zone_capacity, UINT64_C(60) << 20);
+        assert_int_equal(c->zones.zone_count, 32);
+        assert_int_equal(c->zones.max_open, 14);
+        assert_int_equal(c->zones.max_active, 12);
+        assert_int_equal(c->zones.reset_batch, 8);
+        assert_string_equal(c->zones.database, "/var/lib/blkmqd/z.db");
         assert_int_equal(strv_length(c->files), 1);
         assert_string_equal(c->files[0], "good.conf");
 
@@ -400,6 +420,11 @@ static const struct {
         { "[Daemon]\nMetricsTextfile=/tmp/m.txt\n", 2, "MetricsTextfile=: expected an absolute path ending in .prom" },
         { "[Daemon]\nProbeIntervalSec=0.001\n", 2, "ProbeIntervalSec=: expected seconds" },
         { "[Daemon]\nProbeThreads=0\n", 2, "ProbeThreads=: expected a number from 1 to 64" },
+        { "[Zones]\nEmulate=zones.img\n", 2, "Emulate=: expected an absolute path" },
+        { "[Zones]\nZoneSizeMB=0\n", 2, "ZoneSizeMB=: expected MiB from 1 to 65536" },
+        { "[Zones]\nZoneCount=0\n", 2, "ZoneCount=: expected a number from 1 to 1000000" },
+        { "[Zones]\nMaxActive=-1\n", 2, "MaxActive=: expected a number from 0 to 1000000" },
+        { "[Zones]\nZoneAllocator=yes\n", 2, "unknown key ZoneAllocator= in this section" },
         { "[Device a]\n\n\nRqAffinity=3\n", 4, "RqAffinity=: value out of range, got \"3\"" },
         { "[Device a]\nNrRequests=0\n", 2, "NrRequests=: value out of range" },
         { "[Device a]\nNrRequests=64 # comment\n", 2, "NrRequests=: expected an integer" },

@@ -1,0 +1,1272 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/param.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api-zones.h"
+#include "io.blkmqd.Zones.varlink.h"
+#include "log.h"
+#include "sha256.h"
+#include "uring-pool.h"
+#include "util.h"
+#include "work-pool.h"
+#include "zbd.h"
+#include "zone-db.h"
+#include "zones.h"
+
+/* Largest inline chunk a client may send in one Append call. */
+#define INLINE_MAX (1024 * 1024)
+
+typedef struct ZDev ZDev;
+typedef struct AppendOp AppendOp;
+typedef struct SealJob SealJob;
+
+typedef struct ZSlotExtra {
+        char *lease;
+        uint32_t owner_uid;
+        char *label;
+        char *sha256;
+        uint64_t allocated_usec, sealed_usec;
+        char *note;
+        AppendOp *append; /* in flight */
+        bool busy;        /* sealing */
+        /* The last partial block of what was appended so far: zones are
+         * written in whole blocks, so it waits for more data or the seal. */
+        uint8_t *tail;
+        uint32_t tail_len;
+} ZSlotExtra;
+
+struct ZDev {
+        ZoneService *service;
+        char *id;
+        char *sysname; /* NULL while gone */
+        const char *backend;
+        Zbd *zbd;
+        ZoneSlot *slots;
+        ZSlotExtra *extra;
+        size_t n;
+        bool resetting;
+};
+
+typedef struct PendingAlloc {
+        struct PendingAlloc *next;
+        VarlinkCall *call;
+        json_t *params;
+} PendingAlloc;
+
+struct ZoneService {
+        sd_event *event;
+        ZonesConfig config;
+        UringPool *uring;
+        WorkPool *work;
+        ZoneDb *db;
+        ZDev **devs;
+        size_t n_devs;
+        PendingAlloc *pending;
+};
+
+struct AppendOp {
+        ZDev *dev;
+        uint32_t zone;
+        VarlinkCall *call;
+        int src_fd;        /* -1: inline */
+        uint8_t *inline_data;
+        size_t inline_len, inline_pos;
+        uint8_t *buf;      /* aligned, chunk bytes */
+        uint32_t chunk;
+        size_t fill;       /* bytes of data in buf, the carried tail first */
+        uint32_t padded;   /* bytes being written */
+        bool eof;
+        bool final;        /* the seal's flush: the tail goes out padded */
+        SealJob *seal;     /* continue with it once flushed */
+        uint64_t appended; /* new bytes taken by this call */
+        uint64_t last_progress;
+        UringReq req;
+        bool writing;
+};
+
+/* ---- helpers ---- */
+
+static const char *cond_name(ZoneCond c) {
+        switch (c) {
+        case ZONE_COND_NOT_WP:
+                return "notWritePointer";
+        case ZONE_COND_EMPTY:
+                return "empty";
+        case ZONE_COND_IMP_OPEN:
+                return "implicitOpen";
+        case ZONE_COND_EXP_OPEN:
+                return "explicitOpen";
+        case ZONE_COND_CLOSED:
+                return "closed";
+        case ZONE_COND_READONLY:
+                return "readOnly";
+        case ZONE_COND_FULL:
+                return "full";
+        case ZONE_COND_OFFLINE:
+                return "offline";
+        }
+        return "unknown";
+}
+
+static int b64_value(int c) {
+        if (c >= 'A' && c <= 'Z')
+                return c - 'A';
+        if (c >= 'a' && c <= 'z')
+                return c - 'a' + 26;
+        if (c >= '0' && c <= '9')
+                return c - '0' + 52;
+        if (c == '+')
+                return 62;
+        if (c == '/')
+                return 63;
+        return -1;
+}
+
+/* Strict base64 (RFC 4648, padding required). */
+static int base64_decode(const char *in, uint8_t **ret, size_t *ret_len) {
+        size_t n = strlen(in), o = 0;
+        uint8_t *out;
+
+        if (n % 4)
+                return -EINVAL;
+        out = malloc(n / 4 * 3 + 1);
+        if (!out)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i += 4) {
+                int v[4];
+                for (int k = 0; k < 4; k++) {
+                        v[k] = in[i + k] == '=' ? -2 : b64_value((unsigned char) in[i + k]);
+                        if (v[k] == -1 || (v[k] == -2 && (i + 4 != n || k < 2))) {
+                                free(out);
+                                return -EINVAL;
+                        }
+                }
+                if (v[2] == -2 && v[3] != -2) {
+                        free(out);
+                        return -EINVAL;
+                }
+                out[o++] = (uint8_t) (v[0] << 2 | v[1] >> 4);
+                if (v[2] >= 0)
+                        out[o++] = (uint8_t) ((v[1] & 15) << 4 | v[2] >> 2);
+                if (v[3] >= 0)
+                        out[o++] = (uint8_t) ((v[2] & 3) << 6 | v[3]);
+        }
+        *ret = out;
+        *ret_len = o;
+        return 0;
+}
+
+static void make_lease(char out[37]) {
+        uint8_t b[16];
+
+        if (getrandom(b, sizeof b, 0) != sizeof b)
+                for (size_t i = 0; i < sizeof b; i++)
+                        b[i] = (uint8_t) (now_usec(CLOCK_MONOTONIC) >> (i % 8));
+        b[6] = (b[6] & 0x0f) | 0x40;
+        b[8] = (b[8] & 0x3f) | 0x80;
+        snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2],
+                 b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+}
+
+static json_t *zone_json(const ZDev *d, uint32_t i) {
+        const ZoneSlot *s = &d->slots[i];
+        const ZSlotExtra *x = &d->extra[i];
+        json_t *o = json_pack("{s:s, s:i, s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:I, s:i}", "deviceId", d->id,
+                              "zoneIndex", (int) i, "startLba", (json_int_t) (s->zone.start / 512), "start",
+                              (json_int_t) s->zone.start, "size", (json_int_t) s->zone.len, "capacity",
+                              (json_int_t) s->zone.capacity, "writePointer", (json_int_t) s->zone.wp, "condition",
+                              cond_name(s->zone.cond), "state", zone_state_to_string(s->state), "bytesWritten",
+                              (json_int_t) s->bytes_written, "resetCount", (int) s->reset_count);
+        if (d->sysname)
+                json_object_set_new(o, "device", json_string(d->sysname));
+        if (x->lease)
+                json_object_set_new(o, "lease", json_string(x->lease));
+        if (x->owner_uid != ZONE_DB_UID_INVALID)
+                json_object_set_new(o, "ownerUid", json_integer(x->owner_uid));
+        if (x->label)
+                json_object_set_new(o, "label", json_string(x->label));
+        if (x->sha256)
+                json_object_set_new(o, "sha256", json_string(x->sha256));
+        if (x->note)
+                json_object_set_new(o, "note", json_string(x->note));
+        return o;
+}
+
+typedef struct PutDone {
+        VarlinkCall *call; /* reply once durable, or NULL */
+        json_t *reply;
+        const char *error;
+        json_t *error_params;
+} PutDone;
+
+static void put_done(int r, void *userdata) {
+        PutDone *p = userdata;
+
+        if (p->call) {
+                if (r < 0)
+                        varlink_call_error(p->call, "io.blkmqd.Zones.IOError",
+                                           json_pack("{s:i, s:s}", "errno", -r, "message",
+                                                     "the zone record could not be made durable"));
+                else if (p->error)
+                        varlink_call_error(p->call, p->error, TAKE_PTR(p->error_params));
+                else
+                        varlink_call_reply(p->call, TAKE_PTR(p->reply));
+                varlink_call_unref(p->call);
+        } else if (r < 0)
+                log_warning_errno(r, "Failed to record a zone state: %m");
+        json_decref(p->reply);
+        json_decref(p->error_params);
+        free(p);
+}
+
+/* Records zone i; if call is given, replies with reply (or error) once the
+ * record is durable. Takes reply and error_params. */
+static int record(ZDev *d, uint32_t i, VarlinkCall *call, json_t *reply, const char *error, json_t *error_params) {
+        ZoneService *s = d->service;
+        const ZoneSlot *sl = &d->slots[i];
+        const ZSlotExtra *x = &d->extra[i];
+        PutDone *p = calloc(1, sizeof *p);
+        ZoneRecord rec = {
+                .device_id = d->id,
+                .zone_index = i,
+                .state = (char *) zone_state_to_string(sl->state),
+                .lease = x->lease,
+                .owner_uid = x->owner_uid,
+                .label = x->label,
+                .bytes_written = sl->bytes_written,
+                .sha256 = x->sha256,
+                .reset_count = sl->reset_count,
+                .allocated_usec = x->allocated_usec,
+                .sealed_usec = x->sealed_usec,
+                .updated_usec = now_usec(CLOCK_REALTIME),
+                .note = x->note,
+        };
+        int r;
+
+        if (!p) {
+                json_decref(reply);
+                json_decref(error_params);
+                return -ENOMEM;
+        }
+        p->call = call ? varlink_call_ref(call) : NULL;
+        p->reply = reply;
+        p->error = error;
+        p->error_params = error_params;
+        r = zone_db_put(s->db, &rec, put_done, p);
+        if (r < 0) {
+                put_done(r, p);
+                return r;
+        }
+        return 0;
+}
+
+static ZDev *find_dev(ZoneService *s, const char *name) {
+        for (size_t i = 0; i < s->n_devs; i++) {
+                ZDev *d = s->devs[i];
+                if (streq(d->id, name) || streq_ptr(d->sysname, name) ||
+                    (strncmp(name, "/dev/", 5) == 0 && d->sysname && streq(name + 5, d->sysname)))
+                        return d;
+        }
+        return NULL;
+}
+
+static ZDev *find_lease(ZoneService *s, const char *lease, uint32_t *ret_zone) {
+        for (size_t i = 0; i < s->n_devs; i++)
+                for (size_t k = 0; k < s->devs[i]->n; k++)
+                        if (streq_ptr(s->devs[i]->extra[k].lease, lease)) {
+                                *ret_zone = (uint32_t) k;
+                                return s->devs[i];
+                        }
+        return NULL;
+}
+
+static int peer_may(VarlinkCall *call, const ZSlotExtra *x) {
+        uid_t uid;
+        int r = varlink_call_get_peer(call, &uid, NULL, NULL);
+        if (r < 0)
+                return r;
+        return uid == 0 || uid == x->owner_uid;
+}
+
+static int error_lease(VarlinkCall *call, const char *lease) {
+        return varlink_call_error(call, "io.blkmqd.Zones.LeaseNotFound", json_pack("{s:s}", "lease", lease));
+}
+
+static int error_io(VarlinkCall *call, int r, const char *what) {
+        return varlink_call_error(call, "io.blkmqd.Zones.IOError",
+                                  json_pack("{s:i, s:s}", "errno", r < 0 ? -r : r, "message", what));
+}
+
+/* ---- resets, batched ---- */
+
+typedef struct ResetJob {
+        ZDev *dev;
+        uint32_t *zones;
+        int *results;
+        size_t n;
+} ResetJob;
+
+static void reset_run(void *data) {
+        ResetJob *j = data;
+        for (size_t i = 0; i < j->n; i++)
+                j->results[i] = j->dev->zbd->ops->reset(j->dev->zbd, j->dev->slots[j->zones[i]].zone.start);
+}
+
+static void retry_pending(ZoneService *s);
+
+static void reset_done(void *data, void *userdata) {
+        ResetJob *j = data;
+        ZDev *d = j->dev;
+
+        d->resetting = false;
+        for (size_t i = 0; i < j->n; i++) {
+                uint32_t z = j->zones[i];
+                ZoneSlot *sl = &d->slots[z];
+
+                if (j->results[i] < 0) {
+                        log_warning_errno(j->results[i], "%s: zone %u: reset failed, keeping it out of use: %m",
+                                          d->id, z);
+                        sl->state = ZONE_STATE_FAILED;
+                        (void) free_and_strdup(&d->extra[z].note, "reset failed");
+                } else {
+                        sl->state = ZONE_STATE_FREE;
+                        sl->reset_count++;
+                        sl->bytes_written = 0;
+                        sl->zone.wp = sl->zone.start;
+                        sl->zone.cond = ZONE_COND_EMPTY;
+                        d->extra[z].sha256 = mfree(d->extra[z].sha256);
+                        d->extra[z].label = mfree(d->extra[z].label);
+                        d->extra[z].note = mfree(d->extra[z].note);
+                        d->extra[z].tail = mfree(d->extra[z].tail);
+                        d->extra[z].tail_len = 0;
+                        d->extra[z].owner_uid = ZONE_DB_UID_INVALID;
+                        d->extra[z].allocated_usec = d->extra[z].sealed_usec = 0;
+                        log_info("%s: zone %u reset (%u resets so far).", d->id, z, sl->reset_count);
+                }
+                (void) record(d, z, NULL, NULL, NULL, NULL);
+        }
+        free(j->zones);
+        free(j->results);
+        free(j);
+        retry_pending(d->service);
+}
+
+static void maybe_reset(ZDev *d, bool starved) {
+        ResetJob *j;
+
+        if (d->resetting || !d->zbd || !zone_resets_due(d->slots, d->n, d->service->config.reset_batch, starved))
+                return;
+        j = calloc(1, sizeof *j);
+        if (!j)
+                return;
+        j->dev = d;
+        j->zones = calloc(d->n, sizeof *j->zones);
+        j->results = calloc(d->n, sizeof *j->results);
+        if (!j->zones || !j->results) {
+                free(j->zones);
+                free(j->results);
+                free(j);
+                return;
+        }
+        for (size_t i = 0; i < d->n; i++)
+                if (d->slots[i].state == ZONE_STATE_RELEASING)
+                        j->zones[j->n++] = (uint32_t) i;
+        log_info("%s: resetting %zu released zones.", d->id, j->n);
+        d->resetting = true;
+        if (work_pool_submit(d->service->work, reset_run, reset_done, j, NULL) < 0) {
+                d->resetting = false;
+                free(j->zones);
+                free(j->results);
+                free(j);
+        }
+}
+
+/* ---- devices ---- */
+
+static void zdev_free(ZDev *d) {
+        if (!d)
+                return;
+        for (size_t i = 0; i < d->n; i++) {
+                free(d->extra[i].lease);
+                free(d->extra[i].label);
+                free(d->extra[i].sha256);
+                free(d->extra[i].note);
+                free(d->extra[i].tail);
+        }
+        free(d->extra);
+        free(d->slots);
+        if (d->zbd)
+                zbd_free(d->zbd);
+        free(d->id);
+        free(d->sysname);
+        free(d);
+}
+
+/* Reads the zone report and the records, and reconciles them. Runs at
+ * start and when a device (re)appears. */
+static int zdev_attach(ZoneService *s, ZDev *d, Zbd *zbd) {
+        _cleanup_free_ Zone *zones = NULL;
+        ZoneRecord *recs = NULL;
+        size_t n = 0, n_recs = 0;
+        int r;
+
+        r = zbd_report_all(zbd, &zones, &n);
+        if (r < 0)
+                return log_error_errno(r, "%s: zone report failed: %m", d->id);
+        if (d->n && d->n != n)
+                return log_error_errno(EINVAL, "%s: came back with %zu zones instead of %zu, not using it.", d->id,
+                                       n, d->n);
+        if (!d->n) {
+                d->slots = calloc(n, sizeof *d->slots);
+                d->extra = calloc(n, sizeof *d->extra);
+                if (!d->slots || !d->extra)
+                        return -ENOMEM;
+                d->n = n;
+                for (size_t i = 0; i < n; i++) {
+                        d->slots[i].index = (uint32_t) i;
+                        d->extra[i].owner_uid = ZONE_DB_UID_INVALID;
+                }
+                r = zone_db_load_device(s->db, d->id, &recs, &n_recs);
+                if (r < 0)
+                        return log_error_errno(r, "%s: cannot read zone records: %m", d->id);
+                for (size_t k = 0; k < n_recs; k++) {
+                        ZoneRecord *rc = &recs[k];
+                        int st = zone_state_from_string(rc->state);
+                        if (rc->zone_index >= n || st < 0)
+                                continue;
+                        d->slots[rc->zone_index].state = st;
+                        d->slots[rc->zone_index].bytes_written = rc->bytes_written;
+                        d->slots[rc->zone_index].reset_count = rc->reset_count;
+                        ZSlotExtra *x = &d->extra[rc->zone_index];
+                        x->lease = TAKE_PTR(rc->lease);
+                        x->label = TAKE_PTR(rc->label);
+                        x->sha256 = TAKE_PTR(rc->sha256);
+                        x->note = TAKE_PTR(rc->note);
+                        x->owner_uid = rc->owner_uid;
+                        x->allocated_usec = rc->allocated_usec;
+                        x->sealed_usec = rc->sealed_usec;
+                }
+                zone_records_free(recs, n_recs);
+        }
+        d->zbd = zbd;
+        (void) zone_db_put_device(s->db, d->id, zbd->limits.zone_size, (uint32_t) n, NULL, NULL);
+
+        for (size_t i = 0; i < n; i++) {
+                ZoneSlot *sl = &d->slots[i];
+                const char *why;
+                ZoneState st;
+
+                sl->zone = zones[i];
+                st = zone_reconcile(sl, &why);
+                if (!why)
+                        continue;
+                log_notice("%s: zone %zu: %s → %s: %s", d->id, i, zone_state_to_string(sl->state),
+                           zone_state_to_string(st), why);
+                sl->state = st;
+                (void) free_and_strdup(&d->extra[i].note, why);
+                if (st == ZONE_STATE_FREE || st == ZONE_STATE_RELEASING)
+                        d->extra[i].lease = mfree(d->extra[i].lease);
+                (void) record(d, (uint32_t) i, NULL, NULL, NULL, NULL);
+        }
+        maybe_reset(d, true);
+        return 0;
+}
+
+static int zdev_add(ZoneService *s, const char *id, const char *sysname, const char *backend, Zbd *zbd) {
+        ZDev *d = find_dev(s, id);
+        int r;
+
+        if (!d) {
+                ZDev **t = realloc(s->devs, sizeof *t * (s->n_devs + 1));
+                if (!t)
+                        return -ENOMEM;
+                s->devs = t;
+                d = calloc(1, sizeof *d);
+                if (!d || !(d->id = strdup(id))) {
+                        free(d);
+                        return -ENOMEM;
+                }
+                d->service = s;
+                s->devs[s->n_devs++] = d;
+        } else if (d->zbd) {
+                zbd_free(zbd);
+                return 0; /* already attached */
+        }
+        d->backend = backend;
+        r = free_and_strdup(&d->sysname, sysname);
+        if (r < 0)
+                return r;
+        r = zdev_attach(s, d, zbd);
+        if (r < 0) {
+                d->zbd = NULL;
+                zbd_free(zbd);
+                return r;
+        }
+        log_info("%s: %zu zones of %s (%s backend) available for leases.", d->id, d->n,
+                 format_size(zbd->limits.zone_size, (char[16]) {}), backend);
+        return 0;
+}
+
+int zone_service_add_kernel(ZoneService *s, const char *id, const char *sysname, const char *devnode,
+                            const char *blockdir) {
+        Zbd *z = NULL;
+        int r;
+
+        if (!s)
+                return 0;
+        ZDev *d = find_dev(s, id);
+        if (d && d->zbd)
+                return free_and_strdup(&d->sysname, sysname);
+        r = zbd_kernel_open(devnode, blockdir, &z);
+        if (r < 0)
+                return log_warning_errno(r, "%s: cannot use %s for zone leases: %m", sysname, devnode);
+        return zdev_add(s, id, sysname, "kernel", z);
+}
+
+void zone_service_device_gone(ZoneService *s, const char *sysname) {
+        if (!s)
+                return;
+        for (size_t i = 0; i < s->n_devs; i++) {
+                ZDev *d = s->devs[i];
+                if (!streq_ptr(d->sysname, sysname) || !d->zbd)
+                        continue;
+                /* Appends in flight fail on their own; records stay. */
+                log_info("%s: %s went away; its zones and leases wait for it to come back.", d->id, sysname);
+                if (!d->resetting) {
+                        bool busy = false;
+                        for (size_t k = 0; k < d->n; k++)
+                                busy = busy || d->extra[k].append || d->extra[k].busy;
+                        if (!busy) {
+                                zbd_free(d->zbd);
+                                d->zbd = NULL;
+                        }
+                }
+                d->sysname = mfree(d->sysname);
+        }
+}
+
+/* ---- methods ---- */
+
+static void device_counts(const ZDev *d, unsigned c[_ZONE_STATE_MAX]) {
+        memset(c, 0, sizeof(unsigned) * _ZONE_STATE_MAX);
+        for (size_t i = 0; i < d->n; i++)
+                c[d->slots[i].state]++;
+}
+
+static int method_list_devices(VarlinkCall *call, json_t *params, void *userdata) {
+        ZoneService *s = userdata;
+        json_t *a = json_array();
+
+        for (size_t i = 0; i < s->n_devs; i++) {
+                ZDev *d = s->devs[i];
+                unsigned c[_ZONE_STATE_MAX];
+                json_t *o;
+
+                device_counts(d, c);
+                o = json_pack("{s:s, s:s, s:i, s:I, s:I, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i}", "deviceId", d->id,
+                              "backend", d->backend, "zones", (int) d->n, "zoneSize",
+                              (json_int_t) (d->n ? d->slots[0].zone.len : 0), "zoneCapacity",
+                              (json_int_t) (d->n ? d->slots[d->n - 1].zone.capacity : 0), "maxOpen",
+                              d->zbd ? (int) d->zbd->limits.max_open : 0, "maxActive",
+                              d->zbd ? (int) d->zbd->limits.max_active : 0, "free", c[ZONE_STATE_FREE], "allocated",
+                              c[ZONE_STATE_ALLOCATED], "writing", c[ZONE_STATE_WRITING], "sealed",
+                              c[ZONE_STATE_SEALED], "releasing", c[ZONE_STATE_RELEASING], "failed",
+                              c[ZONE_STATE_FAILED]);
+                if (d->sysname)
+                        json_object_set_new(o, "device", json_string(d->sysname));
+                json_array_append_new(a, o);
+        }
+        return varlink_call_reply(call, json_pack("{s:o}", "devices", a));
+}
+
+static int error_device(VarlinkCall *call, const char *name) {
+        return varlink_call_error(call, "io.blkmqd.Zones.NoSuchDevice", json_pack("{s:s}", "device", name));
+}
+
+static int method_list_zones(VarlinkCall *call, json_t *params, void *userdata) {
+        ZoneService *s = userdata;
+        const char *name = json_string_value(json_object_get(params, "device"));
+        const char *state = json_string_value(json_object_get(params, "state"));
+        ZDev *d = find_dev(s, name);
+        json_t *a;
+        int want = -1;
+
+        if (!d)
+                return error_device(call, name);
+        if (state && !streq(state, "empty")) {
+                want = zone_state_from_string(state);
+                if (want < 0)
+                        return varlink_call_error_invalid_parameter(call, "state");
+        }
+        a = json_array();
+        for (size_t i = 0; i < d->n; i++) {
+                if (state && streq(state, "empty") && !zone_is_empty(&d->slots[i].zone))
+                        continue;
+                if (want >= 0 && (int) d->slots[i].state != want)
+                        continue;
+                json_array_append_new(a, zone_json(d, (uint32_t) i));
+        }
+        return varlink_call_reply(call, json_pack("{s:o}", "zones", a));
+}
+
+static int do_allocate(ZoneService *s, VarlinkCall *call, json_t *params, bool may_wait);
+
+static void retry_pending(ZoneService *s) {
+        PendingAlloc *p = s->pending;
+
+        s->pending = NULL;
+        while (p) {
+                PendingAlloc *next = p->next;
+                if (varlink_call_is_connected(p->call))
+                        (void) do_allocate(s, p->call, p->params, false);
+                varlink_call_unref(p->call);
+                json_decref(p->params);
+                free(p);
+                p = next;
+        }
+}
+
+static int do_allocate(ZoneService *s, VarlinkCall *call, json_t *params, bool may_wait) {
+        const char *name = json_string_value(json_object_get(params, "device"));
+        const char *label = json_string_value(json_object_get(params, "label"));
+        json_int_t size = json_integer_value(json_object_get(params, "size"));
+        uint64_t cap = 0;
+        bool limited = false, waiting = false;
+        uid_t uid = 0;
+        int r;
+
+        if (size <= 0)
+                return varlink_call_error_invalid_parameter(call, "size");
+        if (label && strlen(label) > 256)
+                return varlink_call_error_invalid_parameter(call, "label");
+        if (name && !find_dev(s, name))
+                return error_device(call, name);
+        (void) varlink_call_get_peer(call, &uid, NULL, NULL);
+
+        for (size_t i = 0; i < s->n_devs; i++) {
+                ZDev *d = s->devs[i];
+                char lease[37];
+
+                if ((name && d != find_dev(s, name)) || !d->zbd)
+                        continue;
+                r = zone_pick(d->slots, d->n, &d->zbd->limits, (uint64_t) size);
+                for (size_t k = 0; k < d->n; k++)
+                        if (d->slots[k].zone.capacity > cap)
+                                cap = d->slots[k].zone.capacity;
+                if (r == -EUSERS) {
+                        limited = true;
+                        if (name)
+                                return varlink_call_error(call, "io.blkmqd.Zones.ZoneLimitReached",
+                                                          json_pack("{s:s, s:i}", "device", d->id, "maxActive",
+                                                                    (int) d->zbd->limits.max_active));
+                        continue;
+                }
+                if (r == -ENOSPC) {
+                        bool any = false;
+                        for (size_t k = 0; k < d->n; k++)
+                                any = any || d->slots[k].state == ZONE_STATE_RELEASING;
+                        if (any && may_wait) {
+                                maybe_reset(d, true);
+                                waiting = true;
+                        }
+                        continue;
+                }
+                if (r < 0)
+                        continue;
+
+                uint32_t z = (uint32_t) r;
+                ZSlotExtra *x = &d->extra[z];
+                make_lease(lease);
+                d->slots[z].state = ZONE_STATE_ALLOCATED;
+                d->slots[z].bytes_written = 0;
+                if (free_and_strdup(&x->lease, lease) < 0 || free_and_strdup(&x->label, label) < 0)
+                        return -ENOMEM;
+                x->owner_uid = uid;
+                x->allocated_usec = now_usec(CLOCK_REALTIME);
+                x->note = mfree(x->note);
+                log_info("%s: zone %u leased to uid %u (%s), %lld bytes.", d->id, z, (unsigned) uid, strna(label),
+                         (long long) size);
+                /* The lease is handed out only once its record is durable. */
+                return record(d, z, call, json_pack("{s:s, s:o}", "lease", lease, "zone", zone_json(d, z)), NULL,
+                              NULL);
+        }
+        if (waiting) {
+                PendingAlloc *p = calloc(1, sizeof *p);
+                if (!p)
+                        return -ENOMEM;
+                p->call = varlink_call_ref(call);
+                p->params = json_incref(params);
+                p->next = s->pending;
+                s->pending = p;
+                return 0;
+        }
+        if (cap && (uint64_t) size > cap)
+                return varlink_call_error(call, "io.blkmqd.Zones.TooLarge",
+                                          json_pack("{s:I, s:I}", "size", size, "capacity", (json_int_t) cap));
+        if (limited)
+                return varlink_call_error(call, "io.blkmqd.Zones.ZoneLimitReached",
+                                          json_pack("{s:s, s:i}", "device", name ? name : "any", "maxActive", 0));
+        if (name && !find_dev(s, name)->zbd)
+                return varlink_call_error(call, "io.blkmqd.Zones.DeviceGone",
+                                          json_pack("{s:s}", "deviceId", find_dev(s, name)->id));
+        json_t *e = json_object();
+        if (name)
+                json_object_set_new(e, "device", json_string(name));
+        return varlink_call_error(call, "io.blkmqd.Zones.NoFreeZone", e);
+}
+
+static int method_allocate(VarlinkCall *call, json_t *params, void *userdata) {
+        return do_allocate(userdata, call, params, true);
+}
+
+/* ---- append ---- */
+
+static void append_step(AppendOp *op);
+
+static void append_free(AppendOp *op) {
+        if (op->src_fd >= 0)
+                close(op->src_fd);
+        free(op->inline_data);
+        free(op->buf);
+        varlink_call_unref(op->call);
+        free(op);
+}
+
+static void seal_submit(SealJob *j);
+static void seal_fail(SealJob *j, int r, const char *what);
+
+static void append_finish(AppendOp *op, int r, const char *what) {
+        ZDev *d = op->dev;
+        uint32_t z = op->zone;
+        ZSlotExtra *x = &d->extra[z];
+        ZoneSlot *sl = &d->slots[z];
+
+        x->append = NULL;
+        if (r >= 0 && op->fill > 0) {
+                /* Keep the partial last block for the next append or the seal. */
+                uint8_t *t = realloc(x->tail, op->fill);
+                if (!t)
+                        r = -ENOMEM;
+                else {
+                        memcpy(t, op->buf, op->fill);
+                        x->tail = t;
+                        x->tail_len = (uint32_t) op->fill;
+                }
+        }
+        sl->bytes_written += op->appended;
+
+        if (op->seal) {
+                SealJob *j = TAKE_PTR(op->seal);
+                if (r < 0)
+                        seal_fail(j, r, what);
+                else
+                        seal_submit(j);
+                append_free(op);
+                return;
+        }
+        if (r < 0) {
+                log_warning_errno(r, "%s: zone %u: append failed (%s): %m", d->id, z, what);
+                if (r == -ENOSPC)
+                        varlink_call_error(op->call, "io.blkmqd.Zones.TooLarge",
+                                           json_pack("{s:I, s:I}", "size", (json_int_t) sl->bytes_written,
+                                                     "capacity", (json_int_t) sl->zone.capacity));
+                else
+                        error_io(op->call, r, what);
+                (void) record(d, z, NULL, NULL, NULL, NULL);
+        } else
+                (void) record(d, z, op->call,
+                              json_pack("{s:I, s:o}", "bytesWritten", (json_int_t) sl->bytes_written, "zone",
+                                        zone_json(d, z)),
+                              NULL, NULL);
+        append_free(op);
+}
+
+static void on_append_io(UringReq *req, void *userdata) {
+        AppendOp *op = userdata;
+        ZDev *d = op->dev;
+        ZoneSlot *sl = &d->slots[op->zone];
+
+        if (!op->writing) { /* a read from the client's fd */
+                if (op->call && !varlink_call_is_connected(op->call))
+                        return append_finish(op, -ECONNRESET, "the client went away");
+                if (req->res < 0)
+                        return append_finish(op, req->res, "reading the data");
+                if (req->res == 0)
+                        op->eof = true;
+                op->fill += (size_t) req->res;
+                op->appended += (size_t) req->res;
+                if (sl->bytes_written + op->appended > sl->zone.capacity)
+                        return append_finish(op, -ENOSPC, "the data exceeds the zone's capacity");
+                append_step(op);
+                return;
+        }
+        uint64_t off;
+        int r = d->zbd ? d->zbd->ops->append_result(d->zbd, req, &off) : -ENODEV;
+        op->writing = false;
+        if (r < 0)
+                return append_finish(op, r, "writing the zone");
+        sl->zone.wp = off + op->padded;
+        if (sl->zone.cond == ZONE_COND_EMPTY)
+                sl->zone.cond = ZONE_COND_IMP_OPEN;
+        if (op->final)
+                op->fill = 0;
+        else {
+                memmove(op->buf, op->buf + op->padded, op->fill - op->padded);
+                op->fill -= op->padded;
+        }
+        if (op->call && varlink_call_wants_more(op->call) && op->appended - op->last_progress >= 4 * 1024 * 1024) {
+                op->last_progress = op->appended;
+                varlink_call_notify(op->call, json_pack("{s:I, s:o}", "bytesWritten",
+                                                        (json_int_t) (sl->bytes_written + op->appended), "zone",
+                                                        zone_json(d, op->zone)));
+        }
+        append_step(op);
+}
+
+static void append_step(AppendOp *op) {
+        ZDev *d = op->dev;
+        ZoneSlot *sl = &d->slots[op->zone];
+        uint32_t bs;
+        size_t w;
+        int r;
+
+        if (!d->zbd)
+                return append_finish(op, -ENODEV, "the device went away");
+        bs = d->zbd->limits.block_size ? d->zbd->limits.block_size : 512;
+
+        /* Inline data: fill from memory. */
+        if (op->src_fd < 0 && !op->eof) {
+                size_t n = MIN(op->chunk - op->fill, op->inline_len - op->inline_pos);
+                memcpy(op->buf + op->fill, op->inline_data + op->inline_pos, n);
+                op->fill += n;
+                op->inline_pos += n;
+                op->appended += n;
+                if (op->inline_pos == op->inline_len)
+                        op->eof = true;
+                if (sl->bytes_written + op->appended > sl->zone.capacity)
+                        return append_finish(op, -ENOSPC, "the data exceeds the zone's capacity");
+        }
+        if (op->fill < op->chunk && !op->eof) {
+                op->req = (UringReq) { .fd = op->src_fd, .op = URING_OP_READ, .offset = UINT64_MAX,
+                                       .len = (uint32_t) (op->chunk - op->fill), .buf = op->buf + op->fill,
+                                       .cpu = -1, .done = on_append_io, .userdata = op };
+                r = uring_pool_submit(d->service->uring, &op->req);
+                if (r < 0)
+                        append_finish(op, r, "queueing a read");
+                return;
+        }
+        /* Whole blocks only; the seal's flush pads the last one. */
+        if (op->final)
+                w = (op->fill + bs - 1) / bs * bs;
+        else
+                w = op->fill - op->fill % bs;
+        if (w == 0)
+                return append_finish(op, 0, NULL);
+        if (w > op->fill)
+                memset(op->buf + op->fill, 0, w - op->fill);
+        op->padded = (uint32_t) w;
+        if (sl->zone.wp + w > sl->zone.start + sl->zone.capacity)
+                return append_finish(op, -ENOSPC, "the data exceeds the zone's capacity");
+        op->req = (UringReq) { .cpu = -1 };
+        r = d->zbd->ops->prep_append(d->zbd, sl->zone.start, sl->zone.wp, op->buf, op->padded, &op->req);
+        if (r < 0)
+                return append_finish(op, r, "preparing the write");
+        op->req.done = on_append_io;
+        op->req.userdata = op;
+        op->writing = true;
+        r = uring_pool_submit(d->service->uring, &op->req);
+        if (r < 0) {
+                op->writing = false;
+                append_finish(op, r, "queueing the write");
+        }
+}
+
+/* An append op for zone z, starting with the zone's carried tail. */
+static AppendOp *append_new(ZDev *d, uint32_t z) {
+        ZSlotExtra *x = &d->extra[z];
+        AppendOp *op = calloc(1, sizeof *op);
+
+        if (!op)
+                return NULL;
+        op->src_fd = -1;
+        op->chunk = zbd_chunk_max(d->zbd);
+        if (op->chunk == 0 || op->chunk > 1024 * 1024)
+                op->chunk = 512 * 1024;
+        if (posix_memalign((void **) &op->buf, 4096, op->chunk) != 0) {
+                free(op);
+                return NULL;
+        }
+        op->dev = d;
+        op->zone = z;
+        if (x->tail_len) {
+                memcpy(op->buf, x->tail, x->tail_len);
+                op->fill = x->tail_len;
+                x->tail = mfree(x->tail);
+                x->tail_len = 0;
+        }
+        x->append = op;
+        return op;
+}
+
+static int lease_checks(ZoneService *s, VarlinkCall *call, const char *lease, ZDev **ret_d, uint32_t *ret_z) {
+        ZDev *d;
+        uint32_t z;
+        int r;
+
+        d = find_lease(s, lease, &z);
+        if (!d) {
+                error_lease(call, lease);
+                return 0;
+        }
+        r = peer_may(call, &d->extra[z]);
+        if (r < 0)
+                return r;
+        if (!r) {
+                varlink_call_error(call, VARLINK_ERROR_PERMISSION_DENIED, NULL);
+                return 0;
+        }
+        if (!d->zbd) {
+                varlink_call_error(call, "io.blkmqd.Zones.DeviceGone", json_pack("{s:s}", "deviceId", d->id));
+                return 0;
+        }
+        if (d->extra[z].append || d->extra[z].busy) {
+                varlink_call_error(call, "io.blkmqd.Zones.LeaseBusy", json_pack("{s:s}", "lease", lease));
+                return 0;
+        }
+        *ret_d = d;
+        *ret_z = z;
+        return 1;
+}
+
+static int method_append(VarlinkCall *call, json_t *params, void *userdata) {
+        ZoneService *s = userdata;
+        const char *lease = json_string_value(json_object_get(params, "lease"));
+        json_t *jfd = json_object_get(params, "fd"), *jdata = json_object_get(params, "data");
+        AppendOp *op;
+        ZDev *d;
+        uint32_t z;
+        int r;
+
+        if ((!jfd || json_is_null(jfd)) == (!jdata || json_is_null(jdata)))
+                return varlink_call_error_invalid_parameter(call, jfd ? "data" : "fd");
+        r = lease_checks(s, call, lease, &d, &z);
+        if (r <= 0)
+                return r;
+        if (d->slots[z].state != ZONE_STATE_ALLOCATED && d->slots[z].state != ZONE_STATE_WRITING)
+                return varlink_call_error(call, "io.blkmqd.Zones.WrongState",
+                                          json_pack("{s:s, s:s}", "lease", lease, "state",
+                                                    zone_state_to_string(d->slots[z].state)));
+        _cleanup_free_ uint8_t *inl = NULL;
+        size_t inl_len = 0;
+        int src = -EBADF;
+        if (jdata && !json_is_null(jdata)) {
+                r = base64_decode(json_string_value(jdata), &inl, &inl_len);
+                if (r == -ENOMEM)
+                        return r;
+                if (r < 0 || inl_len > INLINE_MAX)
+                        return varlink_call_error_invalid_parameter(call, "data");
+        } else {
+                json_int_t idx = json_integer_value(jfd);
+                src = idx < 0 ? -EBADF : varlink_call_take_fd(call, (unsigned) idx);
+                if (src < 0)
+                        return varlink_call_error_invalid_parameter(call, "fd");
+        }
+        op = append_new(d, z);
+        if (!op) {
+                if (src >= 0)
+                        close(src);
+                return -ENOMEM;
+        }
+        op->src_fd = src;
+        op->inline_data = TAKE_PTR(inl);
+        op->inline_len = inl_len;
+        op->call = varlink_call_ref(call);
+        if (d->slots[z].state == ZONE_STATE_ALLOCATED) {
+                /* Recorded before the data lands: after a crash, reconcile
+                 * knows the zone was being written. */
+                d->slots[z].state = ZONE_STATE_WRITING;
+                (void) record(d, z, NULL, NULL, NULL, NULL);
+        }
+        append_step(op);
+        return 0;
+}
+
+/* ---- seal ---- */
+
+struct SealJob {
+        ZDev *dev;
+        uint32_t zone;
+        VarlinkCall *call;
+        char expected[65];
+        char actual[65];
+        int r;
+        const char *what;
+};
+
+static void seal_run(void *data) {
+        SealJob *j = data;
+        Zbd *zbd = j->dev->zbd;
+        const ZoneSlot *sl = &j->dev->slots[j->zone];
+        const size_t bufsize = 1024 * 1024;
+        uint8_t digest[SHA256_DIGEST_SIZE];
+        _cleanup_free_ uint8_t *buf = NULL;
+        Sha256 c;
+
+        if (posix_memalign((void **) &buf, 4096, bufsize) != 0) {
+                buf = NULL;
+                j->r = -ENOMEM;
+                return;
+        }
+        sha256_init(&c);
+        for (uint64_t off = 0; off < sl->bytes_written;) {
+                size_t n = MIN(bufsize, sl->bytes_written - off);
+                j->r = zbd->ops->read(zbd, sl->zone.start + off, buf, n);
+                if (j->r < 0) {
+                        j->what = "reading the zone back";
+                        return;
+                }
+                sha256_update(&c, buf, n);
+                off += n;
+        }
+        sha256_final(&c, digest);
+        sha256_hex(digest, j->actual);
+        if (strcasecmp(j->actual, j->expected) != 0) {
+                j->r = -EBADMSG;
+                return;
+        }
+        /* Finishing frees the zone's active resource. */
+        j->r = zbd->ops->finish(zbd, sl->zone.start);
+        if (j->r < 0)
+                j->what = "finishing the zone";
+}
+
+static void seal_done(void *data, void *userdata) {
+        SealJob *j = data;
+        ZDev *d = j->dev;
+        ZoneSlot *sl = &d->slots[j->zone];
+        ZSlotExtra *x = &d->extra[j->zone];
+
+        x->busy = false;
+        if (j->r == -EBADMSG) {
+                log_warning("%s: zone %u does not verify: expected %s, read back %s.", d->id, j->zone, j->expected,
+                            j->actual);
+                sl->state = ZONE_STATE_FAILED;
+                (void) free_and_strdup(&x->note, "checksum mismatch at seal");
+                (void) record(d, j->zone, j->call, NULL, "io.blkmqd.Zones.ChecksumMismatch",
+                              json_pack("{s:s, s:s}", "expected", j->expected, "actual", j->actual));
+        } else if (j->r < 0) {
+                error_io(j->call, j->r, j->what);
+        } else {
+                sl->state = ZONE_STATE_SEALED;
+                sl->zone.cond = ZONE_COND_FULL;
+                sl->zone.wp = sl->zone.start + sl->zone.capacity;
+                (void) free_and_strdup(&x->sha256, j->actual);
+                x->sealed_usec = now_usec(CLOCK_REALTIME);
+                log_info("%s: zone %u sealed, %llu bytes, sha256 %s.", d->id, j->zone,
+                         (unsigned long long) sl->bytes_written, j->actual);
+                (void) record(d, j->zone, j->call, json_pack("{s:o}", "zone", zone_json(d, j->zone)), NULL, NULL);
+        }
+        varlink_call_unref(j->call);
+        free(j);
+}
+
+static void seal_submit(SealJob *j) {
+        int r = work_pool_submit(j->dev->service->work, seal_run, seal_done, j, NULL);
+        if (r < 0)
+                seal_fail(j, r, "queueing the verification");
+}
+
+static void seal_fail(SealJob *j, int r, const char *what) {
+        j->dev->extra[j->zone].busy = false;
+        error_io(j->call, r, what);
+        varlink_call_unref(j->call);
+        free(j);
+}
+
+static int method_seal(VarlinkCall *call, json_t *params, void *userdata) {
+        ZoneService *s = userdata;
+        const char *lease = json_string_value(json_object_get(params, "lease"));
+        const char *sha = json_string_value(json_object_get(params, "sha256"));
+        SealJob *j;
+        ZDev *d;
+        uint32_t z;
+        int r;
+
+        if (strlen(sha) != 64 || strspn(sha, "0123456789abcdefABCDEF") != 64)
+                return varlink_call_error_invalid_parameter(call, "sha256");
+        r = lease_checks(s, call, lease, &d, &z);
+        if (r <= 0)
+                return r;
+        if (d->slots[z].state != ZONE_STATE_WRITING || d->slots[z].bytes_written == 0)
+                return varlink_call_error(call, "io.blkmqd.Zones.WrongState",
+                                          json_pack("{s:s, s:s}", "lease", lease, "state",
+                                                    zone_state_to_string(d->slots[z].state)));
+        j = calloc(1, sizeof *j);
+        if (!j)
+                return -ENOMEM;
+        j->dev = d;
+        j->zone = z;
+        j->call = varlink_call_ref(call);
+        memcpy(j->expected, sha, 65);
+        for (char *c = j->expected; *c; c++)
+                if (*c >= 'A' && *c <= 'F')
+                        *c += 'a' - 'A';
+        d->extra[z].busy = true;
+        if (d->extra[z].tail_len) {
+                /* The partial last block goes out first, padded. */
+                AppendOp *op = append_new(d, z);
+                if (!op) {
+                        seal_fail(j, -ENOMEM, "flushing the last block");
+                        return 0;
+                }
+                op->final = true;
+                op->eof = true;
+                op->seal = j;
+                append_step(op);
+                return 0;
+        }
+        seal_submit(j);
+        return 0;
+}
+
+static int method_release(VarlinkCall *call, json_t *params, void *userdata) {
+        ZoneService *s = userdata;
+        const char *lease = json_string_value(json_object_get(params, "lease"));
+        ZDev *d;
+        uint32_t z;
+        int r;
+
+        r = lease_checks(s, call, lease, &d, &z);
+        if (r <= 0)
+                return r;
+        d->slots[z].state = ZONE_STATE_RELEASING;
+        d->extra[z].lease = mfree(d->extra[z].lease);
+        log_info("%s: zone %u released; reset queued.", d->id, z);
+        r = record(d, z, call, json_pack("{s:o}", "zone", zone_json(d, z)), NULL, NULL);
+        maybe_reset(d, false);
+        return r;
+}
+
+static int method_get(VarlinkCall *call, json_t *params, void *userdata) {
+        ZoneService *s = userdata;
+        const char *lease = json_string_value(json_object_get(params, "lease"));
+        const char *name = json_string_value(json_object_get(params, "device"));
+        json_t *jidx = json_object_get(params, "zoneIndex");
+        ZDev *d;
+        uint32_t z;
+
+        if (lease) {
+                d = find_lease(s, lease, &z);
+                if (!d)
+                        return error_lease(call, lease);
+        } else {
+                if (!name)
+                        return varlink_call_error_invalid_parameter(call, "lease");
+                d = find_dev(s, name);
+                if (!d)
+                        return error_device(call, name);
+                if (!jidx || json_integer_value(jidx) < 0 || (size_t) json_integer_value(jidx) >= d->n)
+                        return varlink_call_error_invalid_parameter(call, "zoneIndex");
+                z = (uint32_t) json_integer_value(jidx);
+        }
+        return varlink_call_reply(call, json_pack("{s:o}", "zone", zone_json(d, z)));
+}
+
+static const VarlinkMethod methods[] = {
+        { "ListDevices", method_list_devices, 0 },
+        { "ListZones", method_list_zones, 0 },
+        { "Allocate", method_allocate, VARLINK_METHOD_MUTATING },
+        { "Append", method_append, VARLINK_METHOD_MUTATING | VARLINK_METHOD_ACCEPTS_FDS },
+        { "Seal", method_seal, VARLINK_METHOD_MUTATING },
+        { "Release", method_release, VARLINK_METHOD_MUTATING },
+        { "Get", method_get, 0 },
+};
+
+ZoneService *zone_service_free(ZoneService *s) {
+        if (!s)
+                return NULL;
+        while (s->pending) {
+                PendingAlloc *p = s->pending;
+                s->pending = p->next;
+                varlink_call_unref(p->call);
+                json_decref(p->params);
+                free(p);
+        }
+        s->db = zone_db_free(s->db); /* runs the outstanding callbacks */
+        for (size_t i = 0; i < s->n_devs; i++)
+                zdev_free(s->devs[i]);
+        free(s->devs);
+        free(s->config.emulate);
+        free(s->config.database);
+        sd_event_unref(s->event);
+        free(s);
+        return NULL;
+}
+
+int zone_service_new(ZoneService **ret, sd_event *e, const ZonesConfig *config, UringPool *uring, WorkPool *work,
+                     VarlinkServer *server) {
+        ZoneService *s = calloc(1, sizeof *s);
+        int r;
+
+        if (!s)
+                return -ENOMEM;
+        s->event = sd_event_ref(e);
+        s->config = *config;
+        s->config.emulate = config->emulate ? strdup(config->emulate) : NULL;
+        s->config.database = config->database ? strdup(config->database) : NULL;
+        s->uring = uring;
+        s->work = work;
+        if (!s->config.database || (config->emulate && !s->config.emulate)) {
+                zone_service_free(s);
+                return -ENOMEM;
+        }
+        r = zone_db_open(&s->db, e, s->config.database);
+        if (r < 0) {
+                log_error_errno(r, "Failed to open the zone records %s: %m", s->config.database);
+                zone_service_free(s);
+                return r;
+        }
+        if (server) {
+                r = varlink_server_add_interface(server, io_blkmqd_Zones_varlink, methods, ELEMENTSOF(methods), s);
+                if (r < 0) {
+                        zone_service_free(s);
+                        return r;
+                }
+        }
+        if (s->config.emulate) {
+                Zbd *z = NULL;
+                _cleanup_free_ char *id = NULL;
+                ZbdEmuConfig ec = {
+                        .zone_size = s->config.zone_size,
+                        .zone_capacity = s->config.zone_capacity ? s->config.zone_capacity : s->config.zone_size,
+                        .nr_zones = s->config.zone_count,
+                        .max_open = s->config.max_open,
+                        .max_active = s->config.max_active,
+                };
+                r = zbd_emu_open_config(s->config.emulate, &ec, &z);
+                if (r < 0) {
+                        log_error_errno(r, "Failed to emulate zones over %s: %m", s->config.emulate);
+                        zone_service_free(s);
+                        return r;
+                }
+                if (asprintf(&id, "emu:%s", s->config.emulate) < 0) {
+                        zbd_free(z);
+                        zone_service_free(s);
+                        return -ENOMEM;
+                }
+                r = zdev_add(s, id, NULL, "emulated", z);
+                if (r < 0) {
+                        zone_service_free(s);
+                        return r;
+                }
+        }
+        *ret = s;
+        return 0;
+}

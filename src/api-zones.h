@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <systemd/sd-event.h>
+
+#include "conf.h"
+#include "varlink.h"
+
+/* The zone allocator service and its varlink interface io.blkmqd.Zones.
+ * State (devices, zones, leases) lives here, on the loop thread; choices
+ * come from zones.c, records go to zone-db.c, data to the io_uring pool,
+ * blocking zone management and verification reads to the work pool. */
+
+typedef struct ZoneService ZoneService;
+struct UringPool;
+struct WorkPool;
+
+int zone_service_new(ZoneService **ret, sd_event *e, const ZonesConfig *config, struct UringPool *uring,
+                     struct WorkPool *work, VarlinkServer *server);
+ZoneService *zone_service_free(ZoneService *s);
+/* A zoned kernel device a [Device] section offered (ZoneAllocator=yes);
+ * found again by identity after a re-plug. */
+int zone_service_add_kernel(ZoneService *s, const char *id, const char *sysname, const char *devnode,
+                            const char *blockdir);
+void zone_service_device_gone(ZoneService *s, const char *sysname);

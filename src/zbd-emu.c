@@ -1,0 +1,951 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Zones emulated over a regular file, with a ZNS device's semantics: for
+ * hosts and tests without a zoned device.
+ *
+ * Files. PATH holds the data (sparse: nr_zones × zone_size bytes, holes
+ * read as zeros). PATH.zones holds the zone state:
+ *
+ *   [0, 4096)     header: magic, version, geometry, crc32 (EmuHeader). Written
+ *                 once, when the emulation is created, to PATH.zones.XXXXXX,
+ *                 fsync'd and renamed into place (RENAME_NOREPLACE) with the
+ *                 directory fsync'd: a crash leaves either no state file or a
+ *                 complete one.
+ *   4096 + 64·i   zone i: two 32-byte record slots (EmuRecord: sequence
+ *                 number, write pointer, condition, zone index, crc32).
+ *                 Update n of a zone goes to slot n & 1 with one pwrite; on
+ *                 open the valid record with the highest sequence wins.
+ *
+ * Crash safety. The invariant: the recorded write pointer is never beyond
+ * data that reached the file.
+ *   - Writes: the data is written first (the io_uring request), the record
+ *     only in append_result(), after the completion. A kill -9 in between
+ *     leaves the record behind the data: the zone reopens with the older
+ *     write pointer (conservative). The data fd is O_DSYNC, so a completed
+ *     write is on stable storage, block allocation included, before its
+ *     record can be written: the same holds across a power cut. Records of
+ *     writes are not fsync'd (they may lag; lagging is safe).
+ *   - Reset: the EMPTY record is written and fdatasync'd before the data is
+ *     punched out. Finish: the FULL record is fdatasync'd before returning.
+ *   - A torn or garbage record fails its crc and the other slot (older,
+ *     lower or equal write pointer unless a durable reset/finish came in
+ *     between, which was fsync'd as a whole) is used.
+ *   - Open repairs: data found beyond a zone's recorded write pointer (a
+ *     write whose record was lost) is punched out, so reads past the write
+ *     pointer return zeros as on a device.
+ *   Open zones come back CLOSED (EMPTY if nothing was written), as after a
+ *   device power cycle; open/close transitions are never written.
+ *
+ * Semantics (matching the 6.1 kernel + QEMU ZNS where they can be checked,
+ * see tests/vm/guest/zbd-kernel.sh):
+ *   - prep_append() checks what a device would: a write not at the write
+ *     pointer is -EINVAL (a caller bug, caught before any I/O; the kernel
+ *     reports the device's "Zone Invalid Write" as -EIO in req->res); a write
+ *     past the capacity or into a full zone is -EIO (as the kernel);
+ *     an implicit open needing an active resource beyond max_active is
+ *     -EOVERFLOW, beyond max_open with no implicitly open zone to close is
+ *     -ETOOMANYREFS (the kernel's BLK_STS_ZONE_{ACTIVE,OPEN}_RESOURCE).
+ *     It opens the zone (EMPTY/CLOSED → IMP_OPEN, closing the least recently
+ *     used implicitly open zone if max_open is reached), as a device does
+ *     when the write arrives.
+ *   - The write pointer moves in append_result(), which the caller calls on
+ *     the loop thread after the completion: one write in flight per zone.
+ *     A completion whose offset is no longer the write pointer (the zone was
+ *     reset or finished meanwhile, or two writes were in flight) is -EIO and
+ *     its data is punched out again.
+ *   - open/close/finish/reset as ZNS: explicit open takes resources like an
+ *     implicit one; close of an open zone → CLOSED, keeping its active
+ *     resource even if nothing was written (as QEMU); close of a closed zone
+ *     is a no-op, of an EMPTY or FULL one -EIO, open of a FULL one -EIO;
+ *     finish (from any state) → FULL with wp = start + capacity; reset →
+ *     EMPTY, data punched (reads return zeros). Conventional zones: reads
+ *     and writes anywhere, management is -EINVAL.
+ *
+ * Threads: control operations run on worker threads, prep_append and
+ * append_result on the loop thread; one mutex guards the zone table and is
+ * never held across fsync or hole punching (a zone being reset or finished
+ * is marked busy meanwhile: writes to it get -EBUSY). */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/falloc.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "log.h"
+#include "uring-pool.h"
+#include "zbd.h"
+
+#define EMU_MAGIC "blkmqd-zbd-emu\n" /* 15 characters + NUL = 16 bytes */
+#define EMU_VERSION 1U
+#define EMU_HDR_SIZE 4096U
+#define EMU_REC_SIZE 32U
+#define EMU_ZONE_STRIDE (2U * EMU_REC_SIZE)
+#define EMU_BLOCK 4096U
+#define EMU_MAX_WRITE_DEFAULT (512U * 1024U)
+#define EMU_ZERO_CHUNK (1U << 20)
+
+typedef struct EmuHeader {
+        char magic[16];
+        uint32_t version;
+        uint32_t header_size;
+        uint64_t zone_size;
+        uint64_t zone_capacity;
+        uint32_t nr_zones;
+        uint32_t nr_conv;
+        uint32_t block_size;
+        uint32_t max_open;   /* as created; informational */
+        uint32_t max_active; /* as created; informational */
+        uint32_t crc;        /* crc32 of the bytes before it */
+} EmuHeader;
+_Static_assert(sizeof(EmuHeader) == 64, "EmuHeader layout");
+
+typedef struct EmuRecord {
+        uint64_t seq;  /* 0: never written */
+        uint64_t wp;   /* bytes written into the zone, <= capacity */
+        uint32_t zone; /* index: a record in the wrong place is invalid */
+        uint32_t cond; /* ZoneCond */
+        uint32_t reserved;
+        uint32_t crc;  /* crc32 of the bytes before it */
+} EmuRecord;
+_Static_assert(sizeof(EmuRecord) == EMU_REC_SIZE, "EmuRecord layout");
+
+typedef struct EmuZone {
+        uint64_t wp;  /* relative to the zone start */
+        uint64_t seq; /* of the newest record written */
+        uint64_t lru; /* when it was last written or opened: implicit-close order */
+        ZoneCond cond;
+        bool busy;    /* reset/finish in progress, outside the lock */
+} EmuZone;
+
+typedef struct EmuZbd {
+        pthread_mutex_t lock;
+        int meta_fd;     /* PATH.zones, flock()ed */
+        int rfd;         /* PATH, buffered: reads, punching holes */
+        uint64_t zone_size, capacity;
+        uint32_t nr_zones, nr_conv;
+        uint32_t max_open, max_active;
+        uint32_t n_open, n_active;
+        uint64_t lru_clock;
+        EmuZone *zones;
+} EmuZbd;
+
+static uint32_t crc32_buf(const void *p, size_t n) {
+        const uint8_t *b = p;
+        uint32_t c = 0xFFFFFFFFU;
+
+        for (size_t i = 0; i < n; i++) {
+                c ^= b[i];
+                for (int k = 0; k < 8; k++)
+                        c = (c >> 1) ^ (0xEDB88320U & (0U - (c & 1U)));
+        }
+        return ~c;
+}
+
+static bool zone_conv(const EmuZbd *e, uint32_t i) {
+        return i < e->nr_conv;
+}
+
+static uint64_t zone_cap(const EmuZbd *e, uint32_t i) {
+        return zone_conv(e, i) ? e->zone_size : e->capacity;
+}
+
+static bool cond_open(ZoneCond c) {
+        return c == ZONE_COND_IMP_OPEN || c == ZONE_COND_EXP_OPEN;
+}
+
+static bool cond_active(ZoneCond c) {
+        return cond_open(c) || c == ZONE_COND_CLOSED;
+}
+
+static EmuRecord record_make(uint32_t zone, uint64_t seq, uint64_t wp, ZoneCond cond) {
+        EmuRecord rec = { .seq = seq, .wp = wp, .zone = zone, .cond = (uint32_t) cond };
+
+        rec.crc = crc32_buf(&rec, offsetof(EmuRecord, crc));
+        return rec;
+}
+
+static off_t record_offset(uint32_t zone, uint64_t seq) {
+        return (off_t) EMU_HDR_SIZE + (off_t) zone * EMU_ZONE_STRIDE + (off_t) (seq & 1) * EMU_REC_SIZE;
+}
+
+/* Under the lock: writes the zone's current state as its next record. Not
+ * synced. */
+static int record_write(EmuZbd *e, uint32_t i) {
+        EmuZone *zn = &e->zones[i];
+        EmuRecord rec = record_make(i, zn->seq + 1, zn->wp, zn->cond);
+        ssize_t n;
+
+        n = pwrite(e->meta_fd, &rec, sizeof rec, record_offset(i, rec.seq));
+        if (n < 0)
+                return log_error_errno(errno, "zbd-emu: writing the record of zone %" PRIu32 ": %m", i);
+        if (n != (ssize_t) sizeof rec)
+                return log_error_errno(EIO, "zbd-emu: short write of the record of zone %" PRIu32, i);
+        zn->seq = rec.seq;
+        return 0;
+}
+
+static int write_zeros(int fd, uint64_t off, uint64_t len) {
+        _cleanup_free_ void *zeros = calloc(1, EMU_ZERO_CHUNK);
+
+        if (!zeros)
+                return -ENOMEM;
+        while (len > 0) {
+                size_t n = len < EMU_ZERO_CHUNK ? (size_t) len : EMU_ZERO_CHUNK;
+                ssize_t w = pwrite(fd, zeros, n, (off_t) off);
+
+                if (w < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                off += (uint64_t) w;
+                len -= (uint64_t) w;
+        }
+        return fdatasync(fd) < 0 ? -errno : 0;
+}
+
+/* Makes [off, off + len) read as zeros. Any locking is the caller's. */
+static int punch(EmuZbd *e, uint64_t off, uint64_t len) {
+        if (len == 0)
+                return 0;
+        if (fallocate(e->rfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t) off, (off_t) len) == 0)
+                return 0;
+        if (errno != EOPNOTSUPP && errno != ENOSYS)
+                return log_error_errno(errno, "zbd-emu: punching [%" PRIu64 ", +%" PRIu64 "): %m", off, len);
+        return write_zeros(e->rfd, off, len);
+}
+
+/* Under the lock: zone i gives up its open and active resources. */
+static void release(EmuZbd *e, uint32_t i) {
+        ZoneCond c = e->zones[i].cond;
+
+        if (cond_open(c))
+                e->n_open--;
+        if (cond_active(c))
+                e->n_active--;
+}
+
+/* Under the lock: an open zone becomes CLOSED and keeps its active
+ * resource, even with nothing written: what QEMU's ZNS namespace does
+ * (checked in tests/vm/guest/zbd-kernel.sh). null_blk and ZBC disks go to
+ * EMPTY instead; an allocator that frees a slot must reset or finish. */
+static void close_open_zone(EmuZbd *e, uint32_t i) {
+        e->n_open--;
+        e->zones[i].cond = ZONE_COND_CLOSED;
+}
+
+/* Under the lock: room for one more open zone besides i, closing the least
+ * recently used implicitly open zone if the limit is reached. */
+static int make_open_room(EmuZbd *e, uint32_t i) {
+        uint32_t victim = UINT32_MAX;
+
+        if (e->max_open == 0 || e->n_open < e->max_open)
+                return 0;
+        for (uint32_t j = e->nr_conv; j < e->nr_zones; j++)
+                if (j != i && e->zones[j].cond == ZONE_COND_IMP_OPEN &&
+                    (victim == UINT32_MAX || e->zones[j].lru < e->zones[victim].lru))
+                        victim = j;
+        if (victim == UINT32_MAX)
+                return -ETOOMANYREFS; /* every open zone was opened explicitly */
+        close_open_zone(e, victim);
+        return 0;
+}
+
+/* Under the lock: zone i (EMPTY or CLOSED) becomes open, taking resources. */
+static int take_open(EmuZbd *e, uint32_t i, ZoneCond to) {
+        EmuZone *zn = &e->zones[i];
+        int r;
+
+        switch (zn->cond) {
+        case ZONE_COND_EMPTY:
+                if (e->max_active && e->n_active >= e->max_active)
+                        return -EOVERFLOW;
+                r = make_open_room(e, i);
+                if (r < 0)
+                        return r;
+                e->n_active++;
+                e->n_open++;
+                break;
+        case ZONE_COND_CLOSED:
+                r = make_open_room(e, i);
+                if (r < 0)
+                        return r;
+                e->n_open++;
+                break;
+        case ZONE_COND_IMP_OPEN:
+        case ZONE_COND_EXP_OPEN:
+                break;
+        default:
+                return -EIO;
+        }
+        if (!(zn->cond == ZONE_COND_EXP_OPEN && to == ZONE_COND_IMP_OPEN))
+                zn->cond = to;
+        zn->lru = ++e->lru_clock;
+        return 0;
+}
+
+/* zone_start → index; -EINVAL unless it is a zone's first byte. */
+static int zone_index(const Zbd *z, uint64_t zone_start, uint32_t *ret) {
+        const EmuZbd *e = z->backend;
+
+        if (zone_start % e->zone_size || zone_start / e->zone_size >= e->nr_zones)
+                return -EINVAL;
+        *ret = (uint32_t) (zone_start / e->zone_size);
+        return 0;
+}
+
+static void zone_fill(const EmuZbd *e, uint32_t i, Zone *out) {
+        const EmuZone *zn = &e->zones[i];
+        uint64_t start = (uint64_t) i * e->zone_size;
+
+        out->start = start;
+        out->len = e->zone_size;
+        out->capacity = zone_cap(e, i);
+        if (zone_conv(e, i)) {
+                out->type = ZONE_TYPE_CONVENTIONAL;
+                out->cond = ZONE_COND_NOT_WP;
+                out->wp = start;
+        } else {
+                out->type = ZONE_TYPE_SEQWRITE_REQ;
+                out->cond = zn->cond;
+                out->wp = zn->cond == ZONE_COND_FULL ? start + e->capacity : start + zn->wp;
+        }
+}
+
+static int emu_report(Zbd *z, uint64_t offset, Zone *zones, size_t *n) {
+        EmuZbd *e = z->backend;
+        size_t want = *n, got = 0;
+        uint64_t i = offset / e->zone_size;
+
+        pthread_mutex_lock(&e->lock);
+        for (; i < e->nr_zones && got < want; i++)
+                zone_fill(e, (uint32_t) i, &zones[got++]);
+        pthread_mutex_unlock(&e->lock);
+        *n = got;
+        return 0;
+}
+
+static int emu_open_zone(Zbd *z, uint64_t zone_start) {
+        EmuZbd *e = z->backend;
+        uint32_t i;
+        int r;
+
+        r = zone_index(z, zone_start, &i);
+        if (r < 0 || zone_conv(e, i))
+                return -EINVAL;
+        pthread_mutex_lock(&e->lock);
+        if (e->zones[i].busy)
+                r = -EBUSY;
+        else
+                r = take_open(e, i, ZONE_COND_EXP_OPEN);
+        pthread_mutex_unlock(&e->lock);
+        return r;
+}
+
+static int emu_close_zone(Zbd *z, uint64_t zone_start) {
+        EmuZbd *e = z->backend;
+        EmuZone *zn;
+        uint32_t i;
+        int r;
+
+        r = zone_index(z, zone_start, &i);
+        if (r < 0 || zone_conv(e, i))
+                return -EINVAL;
+        pthread_mutex_lock(&e->lock);
+        zn = &e->zones[i];
+        if (zn->busy)
+                r = -EBUSY;
+        else if (cond_open(zn->cond))
+                close_open_zone(e, i);
+        else if (zn->cond != ZONE_COND_CLOSED)
+                r = -EIO; /* EMPTY, FULL, ...: ZNS "invalid zone state transition" */
+        pthread_mutex_unlock(&e->lock);
+        return r;
+}
+
+/* Reset (to EMPTY) or finish (to FULL): record durably, then punch. */
+static int emu_reset_or_finish(Zbd *z, uint64_t zone_start, bool reset) {
+        EmuZbd *e = z->backend;
+        EmuZone *zn, saved;
+        uint32_t i;
+        int r;
+
+        r = zone_index(z, zone_start, &i);
+        if (r < 0 || zone_conv(e, i))
+                return -EINVAL;
+        pthread_mutex_lock(&e->lock);
+        zn = &e->zones[i];
+        if (zn->busy) {
+                pthread_mutex_unlock(&e->lock);
+                return -EBUSY;
+        }
+        if (zn->cond == ZONE_COND_READONLY || zn->cond == ZONE_COND_OFFLINE) {
+                pthread_mutex_unlock(&e->lock);
+                return -EIO;
+        }
+        if ((reset && zn->cond == ZONE_COND_EMPTY) || (!reset && zn->cond == ZONE_COND_FULL)) {
+                pthread_mutex_unlock(&e->lock);
+                return 0;
+        }
+        saved = *zn;
+        release(e, i);
+        zn->cond = reset ? ZONE_COND_EMPTY : ZONE_COND_FULL;
+        zn->wp = reset ? 0 : e->capacity;
+        r = record_write(e, i);
+        if (r < 0) {
+                /* Nothing changed on disk: take the resources back. */
+                *zn = saved;
+                if (cond_open(zn->cond))
+                        e->n_open++;
+                if (cond_active(zn->cond))
+                        e->n_active++;
+                pthread_mutex_unlock(&e->lock);
+                return r;
+        }
+        zn->busy = true;
+        pthread_mutex_unlock(&e->lock);
+
+        if (fdatasync(e->meta_fd) < 0)
+                r = log_error_errno(errno, "zbd-emu: %s: fdatasync of the zone state: %m", z->path);
+        /* Only once the record is durable: a crash now leaves an EMPTY
+         * record over old data, which the next open punches. */
+        if (r >= 0 && reset)
+                r = punch(e, zone_start, e->zone_size);
+
+        pthread_mutex_lock(&e->lock);
+        zn->busy = false;
+        pthread_mutex_unlock(&e->lock);
+        return r;
+}
+
+static int emu_reset(Zbd *z, uint64_t zone_start) {
+        return emu_reset_or_finish(z, zone_start, true);
+}
+
+static int emu_finish(Zbd *z, uint64_t zone_start) {
+        return emu_reset_or_finish(z, zone_start, false);
+}
+
+static int emu_prep_append(Zbd *z, uint64_t zone_start, uint64_t wp, const void *buf, uint32_t len,
+                           UringReq *req) {
+        EmuZbd *e = z->backend;
+        EmuZone *zn;
+        uint64_t end;
+        uint32_t i;
+        int r;
+
+        r = zone_index(z, zone_start, &i);
+        if (r < 0)
+                return r;
+        if (!buf || !req || len == 0 || len % EMU_BLOCK || len > z->limits.max_write || wp % EMU_BLOCK ||
+            wp < zone_start)
+                return -EINVAL;
+        end = zone_start + zone_cap(e, i);
+
+        pthread_mutex_lock(&e->lock);
+        zn = &e->zones[i];
+        if (zone_conv(e, i))
+                r = wp >= end || len > end - wp ? -EINVAL : 0;
+        else if (zn->busy)
+                r = -EBUSY;
+        else if (zn->cond == ZONE_COND_FULL || zn->cond == ZONE_COND_READONLY ||
+                 zn->cond == ZONE_COND_OFFLINE)
+                r = -EIO;
+        else if (wp != zone_start + zn->wp)
+                r = -EINVAL; /* "unaligned write" */
+        else if (len > end - wp)
+                r = -EIO;    /* past the zone capacity */
+        else
+                r = take_open(e, i, ZONE_COND_IMP_OPEN);
+        pthread_mutex_unlock(&e->lock);
+        if (r < 0)
+                return r;
+
+        req->fd = z->fd;
+        req->op = URING_OP_WRITE;
+        req->flags = 0;
+        req->offset = wp;
+        req->len = len;
+        req->buf = (void *) buf; /* only read from: a write */
+        return 0;
+}
+
+static int emu_append_result(Zbd *z, const UringReq *req, uint64_t *ret_offset) {
+        EmuZbd *e = z->backend;
+        EmuZone *zn;
+        uint64_t start, done;
+        uint32_t i;
+        int r = 0;
+
+        if (req->offset / e->zone_size >= e->nr_zones)
+                return -EINVAL;
+        i = (uint32_t) (req->offset / e->zone_size);
+        start = (uint64_t) i * e->zone_size;
+        if (zone_conv(e, i)) {
+                if (req->res < 0)
+                        return req->res;
+                if ((uint32_t) req->res != req->len)
+                        return -EIO;
+                if (ret_offset)
+                        *ret_offset = req->offset;
+                return 0;
+        }
+        if (req->res < 0)
+                return req->res; /* the zone stays open, the write pointer where it was */
+        done = (uint64_t) req->res - (uint64_t) req->res % EMU_BLOCK;
+
+        pthread_mutex_lock(&e->lock);
+        zn = &e->zones[i];
+        if (zn->busy || zn->cond == ZONE_COND_FULL || req->offset != start + zn->wp ||
+            done > e->capacity - zn->wp) {
+                /* Reset or finished while in flight, or a second write in
+                 * flight: what landed beyond the write pointer must read
+                 * as zeros again. */
+                bool beyond = zn->cond == ZONE_COND_FULL || req->offset >= start + zn->wp;
+                uint64_t wp = start + zn->wp;
+
+                pthread_mutex_unlock(&e->lock);
+                log_debug("zbd-emu: %s: write at %" PRIu64 " completed, zone write pointer at %" PRIu64,
+                          z->path, req->offset, wp);
+                if (beyond)
+                        (void) punch(e, req->offset, req->len);
+                return -EIO;
+        }
+        if (done > 0) {
+                if (zn->cond == ZONE_COND_EMPTY) {
+                        /* Reset while in flight and the write landed at
+                         * the zone start: it has data now, so it holds an
+                         * active resource (possibly one over max_active). */
+                        zn->cond = ZONE_COND_CLOSED;
+                        e->n_active++;
+                }
+                zn->wp += done;
+                zn->lru = ++e->lru_clock;
+                if (zn->wp == e->capacity) {
+                        release(e, i);
+                        zn->cond = ZONE_COND_FULL;
+                }
+                r = record_write(e, i);
+        }
+        pthread_mutex_unlock(&e->lock);
+        if (r < 0)
+                return r;
+        if (done != req->len)
+                return -EIO; /* short write: the write pointer moved by what landed */
+        if (ret_offset)
+                *ret_offset = req->offset;
+        return 0;
+}
+
+static int emu_read(Zbd *z, uint64_t offset, void *buf, size_t len) {
+        EmuZbd *e = z->backend;
+        uint64_t total = (uint64_t) e->nr_zones * e->zone_size;
+        size_t done = 0;
+
+        if (!buf || offset > total || len > total - offset)
+                return -EINVAL;
+        while (done < len) {
+                ssize_t n = pread(e->rfd, (uint8_t *) buf + done, len - done, (off_t) (offset + done));
+
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (n == 0) { /* past the end of a short file: zeros */
+                        memset((uint8_t *) buf + done, 0, len - done);
+                        break;
+                }
+                done += (size_t) n;
+        }
+        return 0;
+}
+
+static void emu_free(Zbd *z) {
+        EmuZbd *e = z->backend;
+
+        if (!e)
+                return;
+        if (e->meta_fd >= 0)
+                close(e->meta_fd); /* drops the flock */
+        if (e->rfd >= 0)
+                close(e->rfd);
+        pthread_mutex_destroy(&e->lock);
+        free(e->zones);
+        free(e);
+        z->backend = NULL;
+}
+
+static const ZbdOps emu_ops = {
+        .name = "emulated",
+        .report = emu_report,
+        .reset = emu_reset,
+        .open_zone = emu_open_zone,
+        .close_zone = emu_close_zone,
+        .finish = emu_finish,
+        .prep_append = emu_prep_append,
+        .append_result = emu_append_result,
+        .read = emu_read,
+        .free = emu_free,
+};
+
+static int fsync_parent(const char *path) {
+        _cleanup_free_ char *dir = strdup(path);
+        _cleanup_close_ int fd = -EBADF;
+        char *slash;
+
+        if (!dir)
+                return -ENOMEM;
+        slash = strrchr(dir, '/');
+        if (!slash)
+                strcpy(dir, ".");
+        else if (slash == dir)
+                dir[1] = 0;
+        else
+                *slash = 0;
+        fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0 || fsync(fd) < 0)
+                return -errno;
+        return 0;
+}
+
+static int write_all(int fd, const void *buf, size_t len) {
+        const uint8_t *p = buf;
+
+        while (len > 0) {
+                ssize_t n = write(fd, p, len);
+
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                p += n;
+                len -= (size_t) n;
+        }
+        return 0;
+}
+
+/* Creates meta_path atomically: written to a temporary file, fsync'd,
+ * renamed without replacing. -EEXIST if someone else created it first. */
+static int meta_create(const char *meta_path, const ZbdEmuConfig *c, uint32_t block_size) {
+        size_t size = EMU_HDR_SIZE + (size_t) c->nr_zones * EMU_ZONE_STRIDE;
+        _cleanup_free_ uint8_t *buf = calloc(1, size);
+        _cleanup_free_ char *tmp = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        EmuHeader h = {
+                .version = EMU_VERSION,
+                .header_size = EMU_HDR_SIZE,
+                .zone_size = c->zone_size,
+                .zone_capacity = c->zone_capacity,
+                .nr_zones = c->nr_zones,
+                .nr_conv = c->nr_conv,
+                .block_size = block_size,
+                .max_open = c->max_open,
+                .max_active = c->max_active,
+        };
+        int r;
+
+        if (!buf || asprintf(&tmp, "%s.XXXXXX", meta_path) < 0)
+                return -ENOMEM;
+        memcpy(h.magic, EMU_MAGIC, sizeof h.magic);
+        h.crc = crc32_buf(&h, offsetof(EmuHeader, crc));
+        memcpy(buf, &h, sizeof h);
+        for (uint32_t i = 0; i < c->nr_zones; i++) {
+                EmuRecord rec = record_make(i, 1, 0, i < c->nr_conv ? ZONE_COND_NOT_WP : ZONE_COND_EMPTY);
+
+                memcpy(buf + record_offset(i, 1), &rec, sizeof rec);
+        }
+        fd = mkostemp(tmp, O_CLOEXEC);
+        if (fd < 0)
+                return log_error_errno(errno, "zbd-emu: creating %s: %m", tmp);
+        r = write_all(fd, buf, size);
+        if (r >= 0 && fsync(fd) < 0)
+                r = -errno;
+        if (r >= 0 && renameat2(AT_FDCWD, tmp, AT_FDCWD, meta_path, RENAME_NOREPLACE) < 0) {
+                r = -errno;
+                if (r == -EINVAL) { /* file system without RENAME_NOREPLACE */
+                        r = link(tmp, meta_path) < 0 ? -errno : 0;
+                        (void) unlink(tmp);
+                }
+        }
+        if (r < 0) {
+                (void) unlink(tmp);
+                return r;
+        }
+        return fsync_parent(meta_path);
+}
+
+static int meta_load(EmuZbd *e, const ZbdEmuConfig *c, const char *meta_path) {
+        size_t size;
+        _cleanup_free_ uint8_t *buf = NULL;
+        EmuHeader h;
+        ssize_t n;
+
+        n = pread(e->meta_fd, &h, sizeof h, 0);
+        if (n < 0)
+                return -errno;
+        if (n != (ssize_t) sizeof h || memcmp(h.magic, EMU_MAGIC, sizeof h.magic) != 0 ||
+            h.crc != crc32_buf(&h, offsetof(EmuHeader, crc)))
+                return log_error_errno(EBADMSG, "zbd-emu: %s: not a zone state file", meta_path);
+        if (h.version != EMU_VERSION || h.header_size != EMU_HDR_SIZE || h.block_size != EMU_BLOCK)
+                return log_error_errno(EPROTONOSUPPORT, "zbd-emu: %s: version %" PRIu32 " not supported",
+                                       meta_path, h.version);
+        if (h.zone_size == 0 || h.zone_size % EMU_BLOCK || h.zone_capacity == 0 ||
+            h.zone_capacity > h.zone_size || h.zone_capacity % EMU_BLOCK || h.nr_zones == 0 ||
+            h.nr_conv > h.nr_zones || h.zone_size > UINT64_MAX / h.nr_zones)
+                return log_error_errno(EBADMSG, "zbd-emu: %s: bad geometry", meta_path);
+        if ((c->zone_size && c->zone_size != h.zone_size) ||
+            (c->zone_capacity && c->zone_capacity != h.zone_capacity) ||
+            (c->nr_zones && c->nr_zones != h.nr_zones) || (c->nr_conv && c->nr_conv != h.nr_conv))
+                return log_error_errno(EINVAL,
+                                       "zbd-emu: %s holds %" PRIu32 " zones of %" PRIu64 " (capacity %" PRIu64
+                                       ", %" PRIu32 " conventional), not what was asked for",
+                                       meta_path, h.nr_zones, h.zone_size, h.zone_capacity, h.nr_conv);
+        e->zone_size = h.zone_size;
+        e->capacity = h.zone_capacity;
+        e->nr_zones = h.nr_zones;
+        e->nr_conv = h.nr_conv;
+
+        size = (size_t) h.nr_zones * EMU_ZONE_STRIDE;
+        buf = malloc(size);
+        e->zones = calloc(h.nr_zones, sizeof *e->zones);
+        if (!buf || !e->zones)
+                return -ENOMEM;
+        n = pread(e->meta_fd, buf, size, EMU_HDR_SIZE);
+        if (n < 0)
+                return -errno;
+        if ((size_t) n < size)
+                memset(buf + n, 0, size - (size_t) n); /* missing records: invalid */
+
+        for (uint32_t i = 0; i < h.nr_zones; i++) {
+                EmuZone *zn = &e->zones[i];
+                const EmuRecord *best = NULL;
+
+                for (unsigned s = 0; s < 2; s++) {
+                        EmuRecord rec;
+
+                        memcpy(&rec, buf + (size_t) i * EMU_ZONE_STRIDE + s * EMU_REC_SIZE, sizeof rec);
+                        if (rec.seq == 0 || (rec.seq & 1) != s || rec.zone != i ||
+                            rec.crc != crc32_buf(&rec, offsetof(EmuRecord, crc)) || rec.wp > h.zone_capacity ||
+                            rec.wp % EMU_BLOCK)
+                                continue;
+                        if (!best || rec.seq > best->seq)
+                                best = (const EmuRecord *) (buf + (size_t) i * EMU_ZONE_STRIDE + s * EMU_REC_SIZE);
+                }
+                if (!best)
+                        return log_error_errno(EBADMSG, "zbd-emu: %s: zone %" PRIu32 " has no valid record",
+                                               meta_path, i);
+                zn->seq = best->seq;
+                zn->wp = best->wp;
+                if (i < h.nr_conv) {
+                        zn->cond = ZONE_COND_NOT_WP;
+                        zn->wp = 0;
+                        continue;
+                }
+                switch (best->cond) {
+                case ZONE_COND_FULL:
+                        zn->cond = ZONE_COND_FULL;
+                        zn->wp = h.zone_capacity;
+                        break;
+                case ZONE_COND_READONLY:
+                case ZONE_COND_OFFLINE:
+                        zn->cond = (ZoneCond) best->cond;
+                        break;
+                default:
+                        /* Open zones are closed by a power cycle; the write
+                         * pointer alone tells EMPTY, CLOSED and FULL apart. */
+                        zn->cond = zn->wp == 0 ? ZONE_COND_EMPTY
+                                 : zn->wp == h.zone_capacity ? ZONE_COND_FULL : ZONE_COND_CLOSED;
+                }
+                if (zn->cond == ZONE_COND_CLOSED)
+                        e->n_active++;
+        }
+        return 0;
+}
+
+/* Data beyond a zone's recorded write pointer (a write whose record was
+ * lost in a crash, a reset interrupted before its punch) goes. */
+static int repair(EmuZbd *e, const char *path) {
+        for (uint32_t i = e->nr_conv; i < e->nr_zones; i++) {
+                const EmuZone *zn = &e->zones[i];
+                uint64_t start = (uint64_t) i * e->zone_size, from = start + zn->wp, end = start + e->zone_size;
+                off_t d;
+                int r;
+
+                if (zn->cond == ZONE_COND_FULL)
+                        from = start + e->capacity;
+                if (from >= end)
+                        continue;
+                d = lseek(e->rfd, (off_t) from, SEEK_DATA);
+                if (d < 0) {
+                        if (errno == ENXIO)
+                                continue; /* holes up to the end of the file */
+                        d = (off_t) from; /* no SEEK_DATA here: punch anyway */
+                }
+                if ((uint64_t) d >= end)
+                        continue;
+                log_info("zbd-emu: %s: zone %" PRIu32 " has data beyond its write pointer %" PRIu64
+                         " (a write not recorded before a crash): discarding it", path, i, zn->wp);
+                r = punch(e, from, end - from);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int data_open(Zbd *z, EmuZbd *e, bool may_create) {
+        uint64_t size = (uint64_t) e->nr_zones * e->zone_size;
+        struct stat st;
+        int fd;
+
+        e->rfd = open(z->path, O_RDWR | O_CLOEXEC | O_NOCTTY);
+        if (e->rfd < 0 && errno == ENOENT) {
+                if (!may_create)
+                        return log_error_errno(ENOENT, "zbd-emu: %s is gone but its zones hold data", z->path);
+                e->rfd = open(z->path, O_RDWR | O_CLOEXEC | O_NOCTTY | O_CREAT | O_EXCL, 0600);
+        }
+        if (e->rfd < 0)
+                return log_error_errno(errno, "zbd-emu: open %s: %m", z->path);
+        if (fstat(e->rfd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EINVAL;
+        if ((uint64_t) st.st_size < size && ftruncate(e->rfd, (off_t) size) < 0)
+                return log_error_errno(errno, "zbd-emu: sizing %s: %m", z->path);
+
+        /* Writes: O_DIRECT where the file system has it (not tmpfs), and
+         * O_DSYNC so a completion means durable, allocation included,
+         * before append_result() records the write pointer. */
+        fd = open(z->path, O_RDWR | O_CLOEXEC | O_NOCTTY | O_DIRECT | O_DSYNC);
+        if (fd < 0 && errno == EINVAL) {
+                log_debug("zbd-emu: %s: no O_DIRECT on this file system, buffered writes", z->path);
+                fd = open(z->path, O_RDWR | O_CLOEXEC | O_NOCTTY | O_DSYNC);
+        }
+        if (fd < 0)
+                return log_error_errno(errno, "zbd-emu: open %s: %m", z->path);
+        z->fd = fd;
+        return 0;
+}
+
+int zbd_emu_open_config(const char *path, const ZbdEmuConfig *c, Zbd **ret) {
+        _cleanup_free_ char *meta_path = NULL;
+        uint32_t max_write;
+        bool created = false, all_empty = true;
+        EmuZbd *e;
+        Zbd *z;
+        int r;
+
+        if (!path || !c || !ret)
+                return -EINVAL;
+        max_write = c->max_write ? c->max_write : EMU_MAX_WRITE_DEFAULT;
+        if (max_write % EMU_BLOCK || (c->max_open && c->max_active && c->max_open > c->max_active))
+                return -EINVAL;
+        if (asprintf(&meta_path, "%s.zones", path) < 0)
+                return -ENOMEM;
+
+        z = calloc(1, sizeof *z);
+        e = calloc(1, sizeof *e);
+        if (!z || !e) {
+                free(z);
+                free(e);
+                return -ENOMEM;
+        }
+        z->fd = -EBADF;
+        e->meta_fd = e->rfd = -EBADF;
+        pthread_mutex_init(&e->lock, NULL);
+        z->ops = &emu_ops;
+        z->backend = e;
+        z->path = strdup(path);
+        if (!z->path) {
+                r = -ENOMEM;
+                goto fail;
+        }
+
+        e->meta_fd = open(meta_path, O_RDWR | O_CLOEXEC | O_NOCTTY);
+        if (e->meta_fd < 0 && errno == ENOENT) {
+                struct stat st;
+
+                if (c->zone_size == 0 || c->zone_size % EMU_BLOCK || c->zone_capacity == 0 ||
+                    c->zone_capacity % EMU_BLOCK || c->zone_capacity > c->zone_size || c->nr_zones == 0 ||
+                    c->nr_conv > c->nr_zones || c->zone_size > UINT64_MAX / c->nr_zones) {
+                        r = -EINVAL;
+                        goto fail;
+                }
+                /* Never take over somebody's file: a data file without
+                 * state can only be that (the state is created first). */
+                if (stat(path, &st) == 0 && st.st_size > 0) {
+                        r = log_error_errno(EEXIST, "zbd-emu: %s exists and is not an emulated zoned device", path);
+                        goto fail;
+                }
+                r = meta_create(meta_path, c, EMU_BLOCK);
+                if (r < 0 && r != -EEXIST) {
+                        log_error_errno(r, "zbd-emu: creating %s: %m", meta_path);
+                        goto fail;
+                }
+                created = r == 0;
+                e->meta_fd = open(meta_path, O_RDWR | O_CLOEXEC | O_NOCTTY);
+        }
+        if (e->meta_fd < 0) {
+                r = log_error_errno(errno, "zbd-emu: open %s: %m", meta_path);
+                goto fail;
+        }
+        if (flock(e->meta_fd, LOCK_EX | LOCK_NB) < 0) {
+                r = errno == EWOULDBLOCK ? -EBUSY : -errno;
+                log_error_errno(r, "zbd-emu: %s is in use by another process", path);
+                goto fail;
+        }
+        r = meta_load(e, c, meta_path);
+        if (r < 0)
+                goto fail;
+        for (uint32_t i = e->nr_conv; i < e->nr_zones; i++)
+                if (e->zones[i].cond != ZONE_COND_EMPTY)
+                        all_empty = false;
+        r = data_open(z, e, all_empty);
+        if (r < 0)
+                goto fail;
+        r = repair(e, path);
+        if (r < 0)
+                goto fail;
+
+        e->max_open = c->max_open;
+        e->max_active = c->max_active;
+        z->limits = (ZbdLimits) {
+                .nr_zones = e->nr_zones,
+                .zone_size = e->zone_size,
+                .max_open = c->max_open,
+                .max_active = c->max_active,
+                .zone_append_max = 0, /* no zone append: regular writes at the wp */
+                .max_write = max_write,
+                .block_size = EMU_BLOCK,
+        };
+        log_debug("zbd-emu: %s: %s, %" PRIu32 " zones of %" PRIu64 " (capacity %" PRIu64 ", %" PRIu32
+                  " conventional), max open %" PRIu32 " active %" PRIu32 ", %" PRIu32 " active now",
+                  path, created ? "created" : "opened", e->nr_zones, e->zone_size, e->capacity, e->nr_conv,
+                  e->max_open, e->max_active, e->n_active);
+        *ret = z;
+        return 0;
+fail:
+        zbd_free(z);
+        return r;
+}
+
+int zbd_emu_open(const char *path, uint64_t zone_size, uint64_t zone_capacity, uint32_t nr_zones,
+                 uint32_t max_open, uint32_t max_active, Zbd **ret) {
+        ZbdEmuConfig c = {
+                .zone_size = zone_size,
+                .zone_capacity = zone_capacity,
+                .nr_zones = nr_zones,
+                .max_open = max_open,
+                .max_active = max_active,
+        };
+
+        return zbd_emu_open_config(path, &c, ret);
+}

@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* What the zoned backends share: freeing and report helpers over the ops
+ * table. The backends themselves are zbd-kernel.c, zbd-emu.c (zbd-nvme.c). */
+
+#include <errno.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "zbd.h"
+
+void zbd_free(Zbd *z) {
+        if (!z)
+                return;
+        /* ops->free releases the backend's private state only; the fd and
+         * the path belong to the Zbd. */
+        if (z->ops && z->ops->free)
+                z->ops->free(z);
+        if (z->fd >= 0)
+                close(z->fd);
+        free(z->path);
+        free(z);
+}
+
+int zbd_report_zone(Zbd *z, uint64_t offset, Zone *ret) {
+        size_t n = 1;
+        int r;
+
+        if (!z || !ret)
+                return -EINVAL;
+        r = z->ops->report(z, offset, ret, &n);
+        if (r < 0)
+                return r;
+        return n == 1 ? 0 : -ENXIO;
+}
+
+int zbd_report_all(Zbd *z, Zone **ret, size_t *ret_n) {
+        Zone *zones;
+        size_t have = 0, want;
+        uint64_t offset = 0;
+        int r;
+
+        if (!z || !ret || !ret_n || z->limits.nr_zones == 0 || z->limits.zone_size == 0)
+                return -EINVAL;
+        want = z->limits.nr_zones;
+        zones = calloc(want, sizeof *zones);
+        if (!zones)
+                return -ENOMEM;
+        while (have < want) {
+                size_t n = want - have;
+
+                r = z->ops->report(z, offset, zones + have, &n);
+                if (r < 0) {
+                        free(zones);
+                        return r;
+                }
+                if (n == 0)
+                        break;
+                have += n;
+                offset = zones[have - 1].start + zones[have - 1].len;
+        }
+        *ret = zones;
+        *ret_n = have;
+        return 0;
+}
