@@ -212,6 +212,10 @@ static json_t *summary_json(const Device *d) {
                       strv_json(d->resolved.matched), "changed", (int) d->n_originals, "failed", c[TUNE_FAILED]);
         if (d->info->transport)
                 json_object_set_new(o, "transport", json_string(d->info->transport));
+        /* The scheduler as read when the device was last seen, unless a
+         * job read it back since. */
+        if (d->info->scheduler)
+                json_object_set_new(o, "scheduler", json_string(d->info->scheduler));
         for (size_t i = 0; d->last && i < d->last->n_entries; i++)
                 if (d->last->entries[i].knob == KNOB_SCHEDULER) {
                         const TuneEntry *e = &d->last->entries[i];

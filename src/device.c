@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "device.h"
+#include "knobs.h"
 #include "log.h"
 #include "sysfs.h"
 #include "util.h"
@@ -26,6 +27,7 @@ DeviceInfo *device_info_free(DeviceInfo *d) {
         free(d->serial);
         free(d->wwn);
         free(d->backing_file);
+        free(d->scheduler);
         strv_free(d->properties);
         free(d);
         return NULL;
@@ -177,6 +179,8 @@ int device_info_load(const char *blockdir, char *const *properties, DeviceInfo *
 
         sched = read_attr(blockdir, "queue/scheduler");
         d->bio_based = !sched || !strchr(sched, '[');
+        if (sched)
+                d->scheduler = scheduler_active(sched);
 
         d->backing_file = read_attr(blockdir, "loop/backing_file");
 

@@ -43,9 +43,10 @@ int metrics_render(Manager *m, strbuf_t *sb) {
                 if (!d->removed)
                         metrics_text_gauge(sb, "blkmqd_device_managed", l, 2, resolved_managed(&d->resolved));
         }
+        /* The text format wants each family's samples in one group: one
+         * pass per family. */
         metrics_text_family(sb, "blkmqd_device_setting", METRIC_GAUGE,
                             "Numeric value of a block-layer setting as read back after blkmqd applied it.");
-        metrics_text_family(sb, "blkmqd_device_scheduler_info", METRIC_GAUGE, "The active I/O scheduler (value 1).");
         for (size_t i = 0; i < m->n_devices; i++) {
                 Device *d = m->devices[i];
                 if (d->removed || !d->last)
@@ -54,16 +55,25 @@ int metrics_render(Manager *m, strbuf_t *sb) {
                         const TuneEntry *e = &d->last->entries[k];
                         const char *v = e->after ? e->after : e->before;
                         long long x;
-                        if (!v)
+                        if (!v || e->knob == KNOB_SCHEDULER || safe_atolli(v, &x) < 0)
                                 continue;
-                        if (e->knob == KNOB_SCHEDULER) {
-                                struct metric_label l[] = { LBL("device", d->sysname), LBL("scheduler", v) };
-                                metrics_text_gauge(sb, "blkmqd_device_scheduler_info", l, 2, 1);
-                        } else if (safe_atolli(v, &x) >= 0) {
-                                struct metric_label l[] = { LBL("device", d->sysname), LBL("key", knob_info(e->knob)->key),
-                                                            LBL("attribute", e->attr) };
-                                metrics_text_gauge(sb, "blkmqd_device_setting", l, 3, (double) x);
-                        }
+                        struct metric_label l[] = { LBL("device", d->sysname), LBL("key", knob_info(e->knob)->key),
+                                                    LBL("attribute", e->attr) };
+                        metrics_text_gauge(sb, "blkmqd_device_setting", l, 3, (double) x);
+                }
+        }
+        metrics_text_family(sb, "blkmqd_device_scheduler_info", METRIC_GAUGE, "The active I/O scheduler (value 1).");
+        for (size_t i = 0; i < m->n_devices; i++) {
+                Device *d = m->devices[i];
+                if (d->removed || !d->last)
+                        continue;
+                for (size_t k = 0; k < d->last->n_entries; k++) {
+                        const TuneEntry *e = &d->last->entries[k];
+                        const char *v = e->after ? e->after : e->before;
+                        if (!v || e->knob != KNOB_SCHEDULER)
+                                continue;
+                        struct metric_label l[] = { LBL("device", d->sysname), LBL("scheduler", v) };
+                        metrics_text_gauge(sb, "blkmqd_device_scheduler_info", l, 2, 1);
                 }
         }
         metrics_text_family(sb, "blkmqd_device_settings_failed", METRIC_GAUGE,
@@ -148,20 +158,28 @@ int metrics_render(Manager *m, strbuf_t *sb) {
                 }
         }
 
+        static const char *const kinds[] = { "read", "write" };
         metrics_text_family(sb, "blkmqd_latency_alerts_total", METRIC_COUNTER,
                             "Latency alert episodes raised (AlertReadLatUsec=, AlertWriteLatUsec=).");
+        for (size_t i = 0; i < n; i++) {
+                ProbeTarget *t = prober_get(p, i);
+                for (size_t k = 0; k < ELEMENTSOF(kinds); k++) {
+                        const alert_t *a = k == 0 ? &t->read_alert : &t->write_alert;
+                        if (!(k == 0 ? t->config.alert_read_usec : t->config.alert_write_usec))
+                                continue;
+                        struct metric_label l[] = { LBL("device", t->sysname), LBL("kind", kinds[k]) };
+                        metrics_text_counter(sb, "blkmqd_latency_alerts_total", l, 2, a->episodes);
+                }
+        }
         metrics_text_family(sb, "blkmqd_latency_alert_active", METRIC_GAUGE, "1 while a latency alert is raised.");
         for (size_t i = 0; i < n; i++) {
                 ProbeTarget *t = prober_get(p, i);
-                if (t->config.alert_read_usec) {
-                        struct metric_label l[] = { LBL("device", t->sysname), LBL("kind", "read") };
-                        metrics_text_counter(sb, "blkmqd_latency_alerts_total", l, 2, t->read_alert.episodes);
-                        metrics_text_gauge(sb, "blkmqd_latency_alert_active", l, 2, alert_is_active(&t->read_alert));
-                }
-                if (t->config.alert_write_usec) {
-                        struct metric_label l[] = { LBL("device", t->sysname), LBL("kind", "write") };
-                        metrics_text_counter(sb, "blkmqd_latency_alerts_total", l, 2, t->write_alert.episodes);
-                        metrics_text_gauge(sb, "blkmqd_latency_alert_active", l, 2, alert_is_active(&t->write_alert));
+                for (size_t k = 0; k < ELEMENTSOF(kinds); k++) {
+                        const alert_t *a = k == 0 ? &t->read_alert : &t->write_alert;
+                        if (!(k == 0 ? t->config.alert_read_usec : t->config.alert_write_usec))
+                                continue;
+                        struct metric_label l[] = { LBL("device", t->sysname), LBL("kind", kinds[k]) };
+                        metrics_text_gauge(sb, "blkmqd_latency_alert_active", l, 2, alert_is_active(a));
                 }
         }
         return strbuf_error(sb);
