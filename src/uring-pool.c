@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
+#include <linux/nvme_ioctl.h>
 #include <liburing.h>
 #include <poll.h>
 #include <pthread.h>
@@ -21,7 +22,11 @@
 
 /* Each worker owns one ring for ordinary I/O and, once a polled request
  * comes, one IORING_SETUP_IOPOLL ring (an IOPOLL ring takes only
- * O_DIRECT reads/writes, so the wakeup poll cannot live there).
+ * O_DIRECT reads/writes, so the wakeup poll cannot live there), and once an
+ * NVMe passthrough request comes, one IORING_SETUP_SQE128 | CQE32 ring
+ * (NVMe uring_cmd needs both: 80 bytes of command in the SQE, the 64-bit
+ * result in the CQE's big_cqe[0]). Big SQEs/CQEs double the ring's memory,
+ * so ordinary I/O does not pay for them.
  *
  * Waking a worker: the loop thread appends to the worker's queue and, if the
  * queue was empty, writes the worker's eventfd, which sits as a multishot
@@ -63,13 +68,15 @@ typedef struct UringWorker {
         struct io_uring pring; /* IOPOLL */
         int pring_state;       /* 0 not tried, 1 up, < 0 setup failed */
         bool pring_fixed;
+        struct io_uring nring; /* SQE128 | CQE32, NVMe passthrough */
+        int nring_state;       /* 0 not tried, 1 up, < 0 setup failed */
         void *bufs[URING_POOL_FIXED_BUFS];
         unsigned n_bufs;
         uint32_t free_bufs;    /* bitmask over bufs */
         bool bufs_fixed;       /* registered on ring */
         bool wake_multishot, wake_need_arm;
         ReqList backlog;       /* taken, not yet submitted: waiting for a buffer or ring room */
-        unsigned inflight, pinflight;
+        unsigned inflight, pinflight, ninflight;
         bool stop_seen, cancel_sent;
 } UringWorker;
 
@@ -90,9 +97,15 @@ struct UringPool {
 
 /* Requests prepared in one worker iteration, stamped just before submission. */
 typedef struct Batch {
-        UringReq *main[URING_QD], *poll[URING_QD];
-        unsigned n_main, n_poll;
+        UringReq *main[URING_QD], *poll[URING_QD], *nvme[URING_QD];
+        unsigned n_main, n_poll, n_nvme;
 } Batch;
+
+typedef enum RingKind {
+        RING_MAIN,
+        RING_POLL,
+        RING_NVME,
+} RingKind;
 
 static void list_append(ReqList *l, UringReq *r) {
         r->_next = NULL;
@@ -217,7 +230,48 @@ static void worker_setup_pring(UringWorker *w) {
         }
 }
 
+static void worker_setup_nring(UringWorker *w) {
+        int r;
+
+        /* No registered buffers here: uring_cmd takes them only with
+         * IORING_URING_CMD_FIXED (6.1), and appends bring their own. */
+        r = ring_setup(&w->nring, IORING_SETUP_SQE128 | IORING_SETUP_CQE32);
+        if (r < 0) {
+                w->nring_state = r;
+                log_debug_errno(r, "Cannot set up an SQE128/CQE32 io_uring, NVMe passthrough requests fail: %m");
+                return;
+        }
+        w->nring_state = 1;
+}
+
+static void prep_nvme(struct io_uring_sqe *sqe, const UringReq *req, void *buf) {
+        struct nvme_uring_cmd cmd = {
+                .opcode = req->nvme.opcode,
+                .nsid = req->nvme.nsid,
+                .cdw2 = req->nvme.cdw2,
+                .cdw3 = req->nvme.cdw3,
+                .addr = (uint64_t) (uintptr_t) buf,
+                .data_len = req->len,
+                .cdw10 = req->nvme.cdw10,
+                .cdw11 = req->nvme.cdw11,
+                .cdw12 = req->nvme.cdw12,
+                .cdw13 = req->nvme.cdw13,
+                .cdw14 = req->nvme.cdw14,
+                .cdw15 = req->nvme.cdw15,
+                .timeout_ms = req->nvme.timeout_ms,
+        };
+
+        /* liburing 2.3 has no io_uring_prep_uring_cmd(). The command fills
+         * the SQE's second half (80 bytes from sqe->cmd on an SQE128 ring). */
+        io_uring_prep_rw(IORING_OP_URING_CMD, sqe, req->fd, NULL, 0, 0);
+        sqe->cmd_op = NVME_URING_CMD_IO;
+        memset(sqe->cmd, 0, 80);
+        memcpy(sqe->cmd, &cmd, sizeof cmd);
+}
+
 static void worker_teardown(UringWorker *w) {
+        if (w->nring_state > 0)
+                io_uring_queue_exit(&w->nring);
         if (w->pring_state > 0)
                 io_uring_queue_exit(&w->pring);
         if (w->ring_up)
@@ -230,14 +284,25 @@ static void worker_teardown(UringWorker *w) {
 /* 1: prepared and added to b; 0: not now (no buffer or no room), stays
  * queued; -1: finished here, req->res set. */
 static int worker_prep(UringWorker *w, UringReq *req, bool bufs_blocked, Batch *b) {
-        bool polled = req->flags & URING_REQ_POLLED;
+        bool polled = req->flags & URING_REQ_POLLED, nvme = req->op == URING_OP_NVME_IO;
         struct io_uring_sqe *sqe;
         struct io_uring *ring;
         bool fixed;
         void *buf = req->buf;
         int idx = -1;
 
-        if (polled) {
+        if (nvme) {
+                if (w->nring_state == 0)
+                        worker_setup_nring(w);
+                if (w->nring_state < 0) {
+                        req->res = w->nring_state == -EINVAL ? -EOPNOTSUPP : w->nring_state;
+                        return -1;
+                }
+                if (w->ninflight >= URING_QD)
+                        return 0;
+                ring = &w->nring;
+                fixed = false;
+        } else if (polled) {
                 if (w->pring_state == 0)
                         worker_setup_pring(w);
                 if (w->pring_state < 0) {
@@ -264,7 +329,9 @@ static int worker_prep(UringWorker *w, UringReq *req, bool bufs_blocked, Batch *
         if (!sqe)
                 return 0;
 
-        if (idx >= 0 && fixed) {
+        if (nvme)
+                prep_nvme(sqe, req, buf);
+        else if (idx >= 0 && fixed) {
                 if (req->op == URING_OP_READ)
                         io_uring_prep_read_fixed(sqe, req->fd, buf, req->len, req->offset, idx);
                 else
@@ -279,7 +346,10 @@ static int worker_prep(UringWorker *w, UringReq *req, bool bufs_blocked, Batch *
                 w->free_bufs &= ~(UINT32_C(1) << idx);
         req->_buf_idx = idx;
         req->worker_cpu = sched_getcpu();
-        if (polled) {
+        if (nvme) {
+                w->ninflight++;
+                b->nvme[b->n_nvme++] = req;
+        } else if (polled) {
                 w->pinflight++;
                 b->poll[b->n_poll++] = req;
         } else {
@@ -369,7 +439,7 @@ static void ring_submit(struct io_uring *ring, UringReq **reqs, unsigned n) {
                 log_debug_errno(r, "io_uring_submit() failed, retrying: %m");
 }
 
-static void worker_reap(UringWorker *w, struct io_uring *ring, bool polled, uint64_t t, ReqList *done) {
+static void worker_reap(UringWorker *w, struct io_uring *ring, RingKind kind, uint64_t t, ReqList *done) {
         struct io_uring_cqe *cqe;
         unsigned head, n = 0;
 
@@ -394,13 +464,25 @@ static void worker_reap(UringWorker *w, struct io_uring *ring, bool polled, uint
                 }
                 req = (UringReq *) (uintptr_t) ud;
                 req->res = cqe->res;
-                if (polled && (req->res == -EOPNOTSUPP || req->res == -EINVAL))
+                if (kind == RING_POLL && (req->res == -EOPNOTSUPP || req->res == -EINVAL))
                         req->res = -EOPNOTSUPP;
+                if (kind == RING_NVME) {
+                        /* res: -errno, 0 = success, > 0 = the NVMe status. */
+                        if (cqe->res == 0) {
+                                req->res = (int) req->len;
+                                req->result64 = cqe->big_cqe[0];
+                        } else if (cqe->res > 0) {
+                                req->res = -EIO;
+                                req->nvme_status = (uint16_t) cqe->res;
+                        }
+                }
                 req->latency_ns = t - req->_t_submit;
                 if (req->_buf_idx >= 0)
                         w->free_bufs |= UINT32_C(1) << req->_buf_idx;
-                if (polled)
+                if (kind == RING_POLL)
                         w->pinflight--;
+                else if (kind == RING_NVME)
+                        w->ninflight--;
                 else
                         w->inflight--;
                 list_append(done, req);
@@ -418,16 +500,25 @@ static void worker_wait(UringWorker *w, ReqList *done) {
                  * the kernel until one is there. Main-ring completions and new
                  * work wait for it, which is microseconds on a polled queue. */
                 r = io_uring_wait_cqe(&w->pring, &cqe);
-        else if (io_uring_cq_ready(&w->ring) == 0) {
-                /* Sleep in poll(2) on the ring fd rather than in
+        else if (io_uring_cq_ready(&w->ring) == 0 &&
+                 (w->nring_state <= 0 || io_uring_cq_ready(&w->nring) == 0)) {
+                /* Sleep in poll(2) on the ring fds rather than in
                  * io_uring_wait_cqe(): same wakeup (a CQE, the eventfd's
                  * included), but valgrind (3.19) does not know that
                  * io_uring_enter() blocks and would hang every thread of the
-                 * process behind this one. If something could not be
+                 * process behind this one; and one poll covers both rings.
+                 * NVMe passthrough completions come as task work to this
+                 * thread: it interrupts the poll, runs, posts the CQE, and
+                 * the restarted poll sees it. If something could not be
                  * submitted, retry soon rather than sleep on it. */
-                struct pollfd pfd = { .fd = w->ring.ring_fd, .events = POLLIN };
+                struct pollfd pfd[2] = {
+                        { .fd = w->ring.ring_fd, .events = POLLIN },
+                        { .fd = w->nring_state > 0 ? w->nring.ring_fd : -1, .events = POLLIN },
+                };
+                bool retry = io_uring_sq_ready(&w->ring) > 0 ||
+                             (w->nring_state > 0 && io_uring_sq_ready(&w->nring) > 0);
 
-                if (poll(&pfd, 1, io_uring_sq_ready(&w->ring) > 0 ? 1 : -1) < 0)
+                if (poll(pfd, 2, retry ? 1 : -1) < 0)
                         r = -errno;
         }
         if (r < 0 && r != -EINTR && r != -EAGAIN)
@@ -435,9 +526,11 @@ static void worker_wait(UringWorker *w, ReqList *done) {
 
         /* Reaped now: one timestamp for the whole batch. */
         t = now_ns();
-        worker_reap(w, &w->ring, false, t, done);
+        worker_reap(w, &w->ring, RING_MAIN, t, done);
         if (w->pring_state > 0)
-                worker_reap(w, &w->pring, true, t, done);
+                worker_reap(w, &w->pring, RING_POLL, t, done);
+        if (w->nring_state > 0)
+                worker_reap(w, &w->nring, RING_NVME, t, done);
 }
 
 static void worker_hand_back(UringWorker *w, ReqList *done) {
@@ -457,7 +550,7 @@ static void worker_loop(UringWorker *w) {
                 ReqList done = {}, taken;
                 Batch b;
 
-                b.n_main = b.n_poll = 0;
+                b.n_main = b.n_poll = b.n_nvme = 0;
                 pthread_mutex_lock(&w->lock);
                 taken = w->queue;
                 w->queue = (ReqList) {};
@@ -474,9 +567,11 @@ static void worker_loop(UringWorker *w) {
                 ring_submit(&w->ring, b.main, b.n_main);
                 if (w->pring_state > 0)
                         ring_submit(&w->pring, b.poll, b.n_poll);
+                if (w->nring_state > 0)
+                        ring_submit(&w->nring, b.nvme, b.n_nvme);
                 worker_hand_back(w, &done);
 
-                if (w->stop_seen && w->inflight == 0 && w->pinflight == 0)
+                if (w->stop_seen && w->inflight == 0 && w->pinflight == 0 && w->ninflight == 0)
                         return;
 
                 worker_wait(w, &done);
@@ -645,7 +740,9 @@ int uring_pool_submit(UringPool *p, UringReq *req) {
                 return -EINVAL;
         if (p->freeing)
                 return -ESHUTDOWN;
-        if (req->op != URING_OP_READ && req->op != URING_OP_WRITE)
+        if (req->op != URING_OP_READ && req->op != URING_OP_WRITE && req->op != URING_OP_NVME_IO)
+                return -EINVAL;
+        if (req->op == URING_OP_NVME_IO && (req->flags & URING_REQ_POLLED))
                 return -EINVAL;
         if (!req->buf && (p->fixed_buf_size == 0 || req->len > p->fixed_buf_size))
                 return -EINVAL;
@@ -664,6 +761,8 @@ int uring_pool_submit(UringPool *p, UringReq *req) {
         p->rr++;
 
         req->res = 0;
+        req->result64 = 0;
+        req->nvme_status = 0;
         req->latency_ns = 0;
         req->worker_cpu = -1;
         req->_t_submit = 0;

@@ -21,7 +21,27 @@ typedef void (*uring_done_fn_t)(UringReq *req, void *userdata); /* loop thread *
 enum {
         URING_OP_READ = 0,
         URING_OP_WRITE = 1,
+        /* An NVMe I/O command passed through to a generic char device
+         * (/dev/ngXnY): IORING_OP_URING_CMD with NVME_URING_CMD_IO, on a
+         * third ring per worker set up lazily with IORING_SETUP_SQE128 |
+         * IORING_SETUP_CQE32 (5.19+). The command is req->nvme; its data
+         * buffer is buf/len (addr/data_len; the direction follows the
+         * opcode); offset is not used (the LBA is in the cdws) and flags
+         * must be 0. Several may be in flight to one zone: the pool orders
+         * nothing. On 6.1 the fd needs CAP_SYS_ADMIN. */
+        URING_OP_NVME_IO = 2,
 };
+
+/* The NVMe command of a URING_OP_NVME_IO request (struct nvme_uring_cmd
+ * without the buffer fields). For a Zone Append: opcode 0x7d, cdw10/11 the
+ * zone start LBA (low/high), cdw12 the number of LBAs - 1. */
+typedef struct UringNvmeCmd {
+        uint8_t opcode;
+        uint32_t nsid;
+        uint32_t cdw2, cdw3;
+        uint32_t cdw10, cdw11, cdw12, cdw13, cdw14, cdw15;
+        uint32_t timeout_ms; /* 0: the driver's default */
+} UringNvmeCmd;
 
 enum {
         /* Submit on the worker's IORING_SETUP_IOPOLL ring: the fd must be
@@ -47,10 +67,22 @@ struct UringReq {
         int cpu;             /* preferred CPU for the worker, -1 any */
         uring_done_fn_t done;
         void *userdata;
+        UringNvmeCmd nvme;   /* URING_OP_NVME_IO only */
 
         /* out (valid in done) */
         int res;             /* bytes or -errno; -EOPNOTSUPP: polled I/O impossible on this fd;
-                              * -ECANCELED: the pool was freed first */
+                              * -ECANCELED: the pool was freed first.
+                              * URING_OP_NVME_IO: len on success (NVMe status 0); -errno from
+                              * the kernel (-EOPNOTSUPP/-ENOTTY/-EINVAL: not an NVMe generic
+                              * char device, or a kernel without SQE128/uring_cmd; -EACCES/-EPERM:
+                              * no CAP_SYS_ADMIN on 6.1; -EINVAL also for a transfer above the
+                              * queue's max_hw_sectors_kb); -EIO when the device answered with an
+                              * NVMe status, which is then in nvme_status; -EINTR: the command
+                              * timed out or was aborted */
+        uint64_t result64;   /* URING_OP_NVME_IO: the command's result (CQE DW0-1; the
+                              * LBA a Zone Append landed at), valid when res >= 0 */
+        uint16_t nvme_status; /* URING_OP_NVME_IO: the kernel's NVMe status (SCT << 8 | SC,
+                               * plus CRD/More/DNR above bit 10) when res == -EIO, else 0 */
         uint64_t latency_ns; /* CLOCK_MONOTONIC on the worker, just before io_uring_submit()
                               * to the completion being reaped; 0 if never submitted */
         int worker_cpu;      /* sched_getcpu() of the worker when it submitted, -1 if never */
@@ -73,8 +105,9 @@ int uring_pool_new(UringPool **ret, sd_event *e, unsigned n_workers, const cpuse
  * pinned on req->cpu if there is one, else round-robin. Done callbacks may
  * submit again (a request may be resubmitted from its own callback).
  * -EINVAL for a bad op, or buf == NULL without fixed buffers or with a len
- * above fixed_buf_size; -ESHUTDOWN while the pool is being freed. I/O errors
- * come back in req->res, never here. */
+ * above fixed_buf_size, or URING_REQ_POLLED on URING_OP_NVME_IO; -ESHUTDOWN
+ * while the pool is being freed. I/O errors come back in req->res, never
+ * here. (URING_OP_NVME_IO with buf == NULL uses a pool buffer, unregistered.) */
 int uring_pool_submit(UringPool *p, UringReq *req);
 unsigned uring_pool_pending(UringPool *p); /* submitted, done callback not yet run */
 /* Joins the workers. Requests not yet submitted to the kernel, and in-flight
