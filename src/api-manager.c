@@ -77,7 +77,7 @@ static void waiter_complete(ApiManager *a, Waiter *w) {
 static void waiters_flush(ApiManager *a) {
         Waiter *w = a->waiters;
 
-        if (work_pool_pending(a->manager->pool) > 0)
+        if (manager_tune_jobs(a->manager) > 0)
                 return;
         a->waiters = NULL;
         while (w) {

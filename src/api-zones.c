@@ -524,6 +524,17 @@ int zone_service_add_kernel(ZoneService *s, const char *id, const char *sysname,
         ZDev *d = find_dev(s, id);
         if (d && d->zbd)
                 return free_and_strdup(&d->sysname, sysname);
+        /* NVMe ZNS namespaces: zone append through passthrough on /dev/ngXnY
+         * (the device picks the offset). Anything else, or an NVMe namespace
+         * where that is not possible (not ZNS, no generic char device, no
+         * CAP_SYS_ADMIN on 6.1, metadata formats): the kernel's interface. */
+        if (sysname && strncmp(sysname, "nvme", 4) == 0) {
+                r = zbd_nvme_open(devnode, blockdir, &z);
+                if (r >= 0)
+                        return zdev_add(s, id, sysname, "nvme", z);
+                log_notice_errno(r, "%s: no NVMe zone append passthrough on %s, using the kernel's zoned interface: %m",
+                                 sysname, devnode);
+        }
         r = zbd_kernel_open(devnode, blockdir, &z);
         if (r < 0)
                 return log_warning_errno(r, "%s: cannot use %s for zone leases: %m", sysname, devnode);
@@ -638,7 +649,8 @@ static int do_allocate(ZoneService *s, VarlinkCall *call, json_t *params, bool m
         const char *label = json_string_value(json_object_get(params, "label"));
         json_int_t size = json_integer_value(json_object_get(params, "size"));
         uint64_t cap = 0;
-        bool limited = false, waiting = false;
+        bool waiting = false;
+        const ZDev *limited = NULL;
         uid_t uid = 0;
         int r;
 
@@ -661,7 +673,7 @@ static int do_allocate(ZoneService *s, VarlinkCall *call, json_t *params, bool m
                         if (d->slots[k].zone.capacity > cap)
                                 cap = d->slots[k].zone.capacity;
                 if (r == -EUSERS) {
-                        limited = true;
+                        limited = d;
                         if (name)
                                 return varlink_call_error(call, "io.blkmqd.Zones.ZoneLimitReached",
                                                           json_pack("{s:s, s:i}", "device", d->id, "maxActive",
@@ -712,7 +724,8 @@ static int do_allocate(ZoneService *s, VarlinkCall *call, json_t *params, bool m
                                           json_pack("{s:I, s:I}", "size", size, "capacity", (json_int_t) cap));
         if (limited)
                 return varlink_call_error(call, "io.blkmqd.Zones.ZoneLimitReached",
-                                          json_pack("{s:s, s:i}", "device", name ? name : "any", "maxActive", 0));
+                                          json_pack("{s:s, s:i}", "device", limited->id, "maxActive",
+                                                    limited->zbd ? (int) limited->zbd->limits.max_active : 0));
         if (name && !find_dev(s, name)->zbd)
                 return varlink_call_error(call, "io.blkmqd.Zones.DeviceGone",
                                           json_pack("{s:s}", "deviceId", find_dev(s, name)->id));
@@ -1038,6 +1051,9 @@ static void seal_run(void *data) {
         sha256_final(&c, digest);
         sha256_hex(digest, j->actual);
         if (strcasecmp(j->actual, j->expected) != 0) {
+                /* Kept for inspection, but finished: a failed zone must not
+                 * hold one of the device's active resources. */
+                (void) zbd->ops->finish(zbd, sl->zone.start);
                 j->r = -EBADMSG;
                 return;
         }
@@ -1058,6 +1074,8 @@ static void seal_done(void *data, void *userdata) {
                 log_warning("%s: zone %u does not verify: expected %s, read back %s.", d->id, j->zone, j->expected,
                             j->actual);
                 sl->state = ZONE_STATE_FAILED;
+                sl->zone.cond = ZONE_COND_FULL;
+                sl->zone.wp = sl->zone.start + sl->zone.capacity;
                 (void) free_and_strdup(&x->note, "checksum mismatch at seal");
                 (void) record(d, j->zone, j->call, NULL, "io.blkmqd.Zones.ChecksumMismatch",
                               json_pack("{s:s, s:s}", "expected", j->expected, "actual", j->actual));

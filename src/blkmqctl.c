@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <langinfo.h>
 #include <locale.h>
@@ -10,8 +11,10 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -19,14 +22,18 @@
 
 #include "blkmq/varlink.h"
 #include "cleanup.h"
+#include "sha256.h" /* the core's SHA-256, compiled into blkmqctl (see src/meson.build) */
 
-/* blkmqctl: the command-line client of io.blkmqd.Manager and
- * io.blkmqd.Metrics (see io.blkmqd.*.varlink, blkmqctl(8) and
+/* blkmqctl: the command-line client of io.blkmqd.Manager,
+ * io.blkmqd.Metrics and io.blkmqd.Zones (see io.blkmqd.*.varlink, blkmqctl(8) and
  * blkmqd-varlink(7)). It links libblkmq only: everything it knows about
  * devices comes from the daemon. */
 
 #define INTERFACE "io.blkmqd.Manager"
 #define METRICS_INTERFACE "io.blkmqd.Metrics"
+#define ZONES_INTERFACE "io.blkmqd.Zones"
+#define INLINE_CHUNK (1024U * 1024U)            /* zones append --inline: decoded bytes per call */
+#define SECTOR_SIZE 512ULL                      /* LBAs as nvme-cli and blkzone print them */
 #define CALL_TIMEOUT_USEC (120ULL * 1000000ULL) /* Apply waits for the writes: be generous */
 #define MONITOR_TICK_USEC (200ULL * 1000ULL)    /* how often monitor looks for SIGINT/SIGTERM */
 #define HIST_BAR_WIDTH 40                       /* latency: biolatency's bars */
@@ -41,6 +48,10 @@ enum {
         EXIT_CONFIG = 5,
         EXIT_SETTING_FAILED = 6,
         EXIT_PROTOCOL = 7,
+        EXIT_NO_SPACE = 8,        /* NoFreeZone, ZoneLimitReached, TooLarge */
+        EXIT_CHECKSUM = 9,        /* ChecksumMismatch */
+        EXIT_ZONE_IO = 10,        /* IOError, DeviceGone */
+        EXIT_LEASE_STATE = 11,    /* LeaseBusy, WrongState */
 };
 
 static const char *arg_address = NULL;
@@ -51,6 +62,12 @@ static const char *arg_window = NULL;      /* latency; NULL: the daemon's defaul
 static uint64_t arg_interval_usec = 1000000; /* top */
 static unsigned long arg_count = 0;        /* top; 0: until Ctrl-C */
 static bool arg_interval_set = false, arg_count_set = false;
+static const char *arg_state = NULL;       /* zones DEV */
+static const char *arg_device = NULL;      /* zones alloc, stage */
+static const char *arg_label = NULL;       /* zones alloc, stage */
+static uint64_t arg_size = 0;              /* zones alloc */
+static bool arg_size_set = false;
+static bool arg_inline = false;            /* zones append */
 
 static bool utf8 = false;
 static volatile sig_atomic_t quit = 0;
@@ -210,6 +227,7 @@ typedef struct Table {
         size_t n_columns;
         bool right[TABLE_COLUMNS_MAX];
         bool full_width; /* never cut to the terminal (top: figures, not text) */
+        bool fixed[TABLE_COLUMNS_MAX]; /* columns never cut (figures); the others give way */
         char **cells; /* row-major; the first row is the header */
         size_t n_cells, allocated;
 } Table;
@@ -300,11 +318,11 @@ static void table_print(const Table *t) {
          * long columns end up equally cut; no column goes below 4 (a
          * character and an ellipsis). */
         while (!t->full_width && total > avail) {
-                size_t widest = 0;
-                for (size_t c = 1; c < n; c++)
-                        if (width[c] > width[widest])
+                size_t widest = SIZE_MAX;
+                for (size_t c = 0; c < n; c++)
+                        if (!t->fixed[c] && (widest == SIZE_MAX || width[c] > width[widest]))
                                 widest = c;
-                if (width[widest] <= 4)
+                if (widest == SIZE_MAX || width[widest] <= 4)
                         break;
                 width[widest]--;
                 total--;
@@ -390,8 +408,61 @@ static int varlink_error(const char *verb, const char *error, json_t *p) {
         } else if (strncmp(error, METRICS_INTERFACE ".", strlen(METRICS_INTERFACE) + 1) == 0) {
                 if (streq(name, "NoSuchDevice"))
                         return fail(EXIT_NO_SUCH, "%s: no such device, or not probed", dash(jstr(p, "device")));
-        } else if (streq(error, "org.varlink.service.PermissionDenied"))
+        } else if (strncmp(error, ZONES_INTERFACE ".", strlen(ZONES_INTERFACE) + 1) == 0) {
+                char buf[512];
+
+                if (streq(name, "NoSuchDevice"))
+                        return fail(EXIT_NO_SUCH, "%s: no such zoned device", dash(jstr(p, "device")));
+                if (streq(name, "NotZoned"))
+                        return fail(EXIT_NO_SUCH, "%s: not a zoned device of the allocator (see ZoneAllocator= in blkmqd.conf(5))",
+                                    dash(jstr(p, "device")));
+                if (streq(name, "LeaseNotFound"))
+                        return fail(EXIT_NO_SUCH, "%s: no such lease", dash(jstr(p, "lease")));
+                if (streq(name, "NoFreeZone")) {
+                        if (jstr(p, "device"))
+                                return fail(EXIT_NO_SPACE, "%s: no free zone (released zones become free after their reset)",
+                                            jstr(p, "device"));
+                        return fail(EXIT_NO_SPACE, "no free zone on any device (released zones become free after their reset)");
+                }
+                if (streq(name, "ZoneLimitReached")) {
+                        const char *device = jstr(p, "device");
+                        long long max = jint(p, "maxActive", 0);
+
+                        if (!device || streq(device, "any"))
+                                return fail(EXIT_NO_SPACE, "every device is at its active zone limit: seal or release a lease first");
+                        if (max > 0)
+                                return fail(EXIT_NO_SPACE, "%s: active zone limit reached (max %lld): seal or release a lease first",
+                                            device, max);
+                        return fail(EXIT_NO_SPACE, "%s: active zone limit reached: seal or release a lease first", device);
+                }
+                if (streq(name, "TooLarge"))
+                        return fail(EXIT_NO_SPACE, "%lld bytes do not fit in a zone (capacity %lld bytes, one object per zone)",
+                                    jint(p, "size", 0), jint(p, "capacity", 0));
+                if (streq(name, "ChecksumMismatch"))
+                        return fail(EXIT_CHECKSUM, "checksum mismatch: expected %s, the zone holds %s",
+                                    dash(jstr(p, "expected")), dash(jstr(p, "actual")));
+                if (streq(name, "DeviceGone"))
+                        return fail(EXIT_ZONE_IO, "%s: the device is gone", dash(jstr(p, "deviceId")));
+                if (streq(name, "IOError"))
+                        return fail(EXIT_ZONE_IO, "%s: I/O error: %s", verb,
+                                    explain_errno(buf, sizeof buf, jstr(p, "message"), (int) jint(p, "errno", 0)));
+                if (streq(name, "LeaseBusy"))
+                        return fail(EXIT_LEASE_STATE, "%s: lease busy (another append or seal is in progress)",
+                                    dash(jstr(p, "lease")));
+                if (streq(name, "WrongState"))
+                        return fail(EXIT_LEASE_STATE, "%s: %s: not possible while the zone is %s", verb,
+                                    dash(jstr(p, "lease")), dash(jstr(p, "state")));
+        } else if (streq(error, "org.varlink.service.PermissionDenied")) {
+                if (streq(verb, "zones append") || streq(verb, "zones seal") || streq(verb, "zones release"))
+                        return fail(EXIT_PERMISSION, "permission denied: %s: the lease belongs to another user (only its owner or root)",
+                                    verb);
                 return fail(EXIT_PERMISSION, "permission denied: %s needs root or the AdminGroup", verb);
+        } else if (streq(error, "org.varlink.service.InterfaceNotFound") &&
+                   streq_ptr(jstr(p, "interface"), ZONES_INTERFACE))
+                return fail(EXIT_PROTOCOL, "%s: this blkmqd has no zone allocator (" ZONES_INTERFACE ")", verb);
+        else if (streq(error, "org.varlink.service.InvalidParameter") && streq(verb, "zones") &&
+                 streq_ptr(jstr(p, "parameter"), "state"))
+                return fail(EXIT_USAGE, "invalid state (free, allocated, writing, sealed, releasing, failed, empty)");
         else if (streq(error, "org.varlink.service.InvalidParameter") && streq(verb, "log-level") &&
                  streq_ptr(jstr(p, "parameter"), "level"))
                 return fail(EXIT_USAGE, "invalid log level (emerg, alert, crit, err, warning, notice, info, debug)");
@@ -1222,6 +1293,699 @@ static int verb_top(int argc, char **argv) {
         return EXIT_OK;
 }
 
+/* ---- zones and stage: io.blkmqd.Zones ---- */
+
+static const char *const zone_states[] = { "free", "allocated", "writing", "sealed", "releasing", "failed", "empty" };
+
+static bool zone_state_valid(const char *s) {
+        for (size_t i = 0; i < ELEMENTSOF(zone_states); i++)
+                if (streq(s, zone_states[i]))
+                        return true;
+        return false;
+}
+
+/* Bytes: an integer with an optional binary suffix (K, M, G, T, or KiB,
+ * MiB, GiB, TiB, or B): "4096", "64M", "1GiB". */
+static int parse_size(const char *s, uint64_t *ret) {
+        static const struct {
+                const char *suffix;
+                uint64_t factor;
+        } suffixes[] = {
+                { "", 1 },          { "B", 1 },
+                { "K", 1ULL << 10 }, { "KiB", 1ULL << 10 }, { "M", 1ULL << 20 }, { "MiB", 1ULL << 20 },
+                { "G", 1ULL << 30 }, { "GiB", 1ULL << 30 }, { "T", 1ULL << 40 }, { "TiB", 1ULL << 40 },
+        };
+        unsigned long long v;
+        char *end;
+
+        if (!*s || *s == '-' || *s == '+' || *s == ' ')
+                return -EINVAL;
+        errno = 0;
+        v = strtoull(s, &end, 10);
+        if (errno != 0 || end == s)
+                return -EINVAL;
+        for (size_t i = 0; i < ELEMENTSOF(suffixes); i++)
+                if (streq(end, suffixes[i].suffix)) {
+                        if (v > (unsigned long long) INT64_MAX / suffixes[i].factor)
+                                return -ERANGE;
+                        *ret = v * suffixes[i].factor;
+                        return 0;
+                }
+        return -EINVAL;
+}
+
+/* "64.0 MiB (67108864 bytes)"; a plain "512 B" below 1 KiB. */
+static void format_bytes_exact(char *buf, size_t size, long long bytes) {
+        char h[32];
+
+        format_bytes(h, sizeof h, bytes);
+        if (bytes < 1024)
+                snprintf(buf, size, "%s", h);
+        else
+                snprintf(buf, size, "%s (%lld bytes)", h, bytes);
+}
+
+/* A ZoneInfo, one field a line; lease: from the reply, if the zone has none. */
+static void print_zone(json_t *z, const char *lease) {
+        char buf[256], a[64], b[64];
+
+        field("Lease", jstr(z, "lease") ? jstr(z, "lease") : lease);
+        if (jstr(z, "device"))
+                snprintf(buf, sizeof buf, "%s (%s)", jstr(z, "device"), dash(jstr(z, "deviceId")));
+        else
+                snprintf(buf, sizeof buf, "%s (gone)", dash(jstr(z, "deviceId")));
+        field("Device", buf);
+        snprintf(buf, sizeof buf, "%lld", jint(z, "zoneIndex", -1));
+        field("Zone", buf);
+        snprintf(buf, sizeof buf, "%lld", jint(z, "startLba", -1));
+        field("Start LBA", buf);
+        field("State", jstr(z, "state"));
+        field("Condition", jstr(z, "condition"));
+        format_bytes_exact(a, sizeof a, jint(z, "bytesWritten", 0));
+        format_bytes(b, sizeof b, jint(z, "capacity", 0));
+        snprintf(buf, sizeof buf, "%s of %s", a, b);
+        field("Written", buf);
+        if (jstr(z, "label"))
+                field("Label", jstr(z, "label"));
+        if (jint(z, "ownerUid", -1) >= 0) {
+                snprintf(buf, sizeof buf, "%lld", jint(z, "ownerUid", -1));
+                field("Owner UID", buf);
+        }
+        if (jstr(z, "sha256"))
+                field("SHA256", jstr(z, "sha256"));
+        snprintf(buf, sizeof buf, "%lld", jint(z, "resetCount", 0));
+        field("Resets", buf);
+        if (jstr(z, "note"))
+                field("Note", jstr(z, "note"));
+}
+
+/* The reply of a call that returns {zone} (and maybe more): JSON or fields. */
+static int print_zone_reply(json_t *reply, const char *lease) {
+        if (arg_json)
+                print_json(reply);
+        else
+                print_zone(json_object_get(reply, "zone"), lease);
+        return EXIT_OK;
+}
+
+static int zones_list_devices(void) {
+        _cleanup_(json_decrefp) json_t *reply = NULL;
+        _cleanup_(table_freep) Table *t = NULL;
+        json_t *devices, *d;
+        size_t i;
+        int r;
+
+        r = call("zones", ZONES_INTERFACE ".ListDevices", NULL, &reply);
+        if (r != EXIT_OK)
+                return r;
+        devices = json_object_get(reply, "devices");
+        if (arg_json) {
+                print_json(devices ? devices : reply);
+                return EXIT_OK;
+        }
+
+        static const char *const h[] = { "DEVICE", "ID",     "BACKEND",  ">ZONES",  ">SIZE",      ">CAP",
+                                         ">FREE",  ">ALLOC", ">WRITING", ">SEALED", ">RELEASING", ">FAILED" };
+        t = table_new(ELEMENTSOF(h), h);
+        if (!t)
+                return fail(EXIT_PROTOCOL, "out of memory");
+        for (size_t c = 0; c < ELEMENTSOF(h); c++)
+                t->fixed[c] = c != 1; /* only ID (long: wwn:..., emu:/path) gives way */
+        json_array_foreach(devices, i, d) {
+                char size[32], cap[32];
+
+                format_bytes(size, sizeof size, jint(d, "zoneSize", 0));
+                format_bytes(cap, sizeof cap, jint(d, "zoneCapacity", 0));
+                if (table_add(t, jstr(d, "device")) < 0 || table_add(t, jstr(d, "deviceId")) < 0 ||
+                    table_add(t, jstr(d, "backend")) < 0 || table_addf(t, "%lld", jint(d, "zones", 0)) < 0 ||
+                    table_add(t, size) < 0 || table_add(t, cap) < 0 ||
+                    table_addf(t, "%lld", jint(d, "free", 0)) < 0 || table_addf(t, "%lld", jint(d, "allocated", 0)) < 0 ||
+                    table_addf(t, "%lld", jint(d, "writing", 0)) < 0 || table_addf(t, "%lld", jint(d, "sealed", 0)) < 0 ||
+                    table_addf(t, "%lld", jint(d, "releasing", 0)) < 0 || table_addf(t, "%lld", jint(d, "failed", 0)) < 0)
+                        return fail(EXIT_PROTOCOL, "out of memory");
+        }
+        if (table_rows(t) > 0)
+                table_print(t);
+        if (arg_legend)
+                printf("%s%zu zoned device%s listed.\n", table_rows(t) > 0 ? "\n" : "", table_rows(t),
+                       table_rows(t) == 1 ? "" : "s");
+        return EXIT_OK;
+}
+
+static int list_zones(const char *verb, const char *device, const char *state, json_t **ret) {
+        _cleanup_(json_decrefp) json_t *params = json_pack("{s:s}", "device", device);
+
+        if (!params || (state && json_object_set_new(params, "state", json_string(state)) < 0))
+                return fail(EXIT_PROTOCOL, "out of memory");
+        return call(verb, ZONES_INTERFACE ".ListZones", params, ret);
+}
+
+static int zones_list_zones(const char *device) {
+        _cleanup_(json_decrefp) json_t *reply = NULL;
+        _cleanup_(table_freep) Table *t = NULL;
+        json_t *zones, *z;
+        size_t i;
+        int r;
+
+        r = list_zones("zones", device, arg_state, &reply);
+        if (r != EXIT_OK)
+                return r;
+        zones = json_object_get(reply, "zones");
+        if (arg_json) {
+                print_json(zones ? zones : reply);
+                return EXIT_OK;
+        }
+
+        static const char *const h[] = { ">INDEX", ">START-LBA", ">WP", "COND", "STATE", "LEASE", "LABEL", ">BYTES" };
+        t = table_new(ELEMENTSOF(h), h);
+        if (!t)
+                return fail(EXIT_PROTOCOL, "out of memory");
+        for (size_t c = 0; c < ELEMENTSOF(h); c++)
+                t->fixed[c] = c != 5 && c != 6; /* LEASE and LABEL give way */
+        json_array_foreach(zones, i, z)
+                if (table_addf(t, "%lld", jint(z, "zoneIndex", -1)) < 0 ||
+                    table_addf(t, "%lld", jint(z, "startLba", -1)) < 0 ||
+                    table_addf(t, "%lld", jint(z, "writePointer", 0) / (long long) SECTOR_SIZE) < 0 ||
+                    table_add(t, jstr(z, "condition")) < 0 || table_add(t, jstr(z, "state")) < 0 ||
+                    table_add(t, jstr(z, "lease")) < 0 || table_add(t, jstr(z, "label")) < 0 ||
+                    table_addf(t, "%lld", jint(z, "bytesWritten", 0)) < 0)
+                        return fail(EXIT_PROTOCOL, "out of memory");
+        if (table_rows(t) > 0)
+                table_print(t);
+        if (arg_legend)
+                printf("%s%zu zone%s listed.\n", table_rows(t) > 0 ? "\n" : "", table_rows(t),
+                       table_rows(t) == 1 ? "" : "s");
+        return EXIT_OK;
+}
+
+/* zones free DEV: the start LBA of the first free, empty zone, alone on a
+ * line, for $(...) in scripts. */
+static int zones_free(const char *device) {
+        _cleanup_(json_decrefp) json_t *reply = NULL;
+        json_t *z;
+        size_t i;
+        int r;
+
+        r = list_zones("zones free", device, "free", &reply);
+        if (r != EXIT_OK)
+                return r;
+        json_array_foreach(json_object_get(reply, "zones"), i, z) {
+                if (!streq_ptr(jstr(z, "state"), "free") || !streq_ptr(jstr(z, "condition"), "empty"))
+                        continue;
+                if (arg_json)
+                        print_json(z);
+                else
+                        printf("%lld\n", jint(z, "startLba", -1));
+                return EXIT_OK;
+        }
+        return fail(EXIT_NO_SUCH, "%s: no free empty zone", device);
+}
+
+static int zones_alloc(void) {
+        _cleanup_(json_decrefp) json_t *params = json_pack("{s:I}", "size", (json_int_t) arg_size), *reply = NULL;
+        int r;
+
+        if (!params || (arg_device && json_object_set_new(params, "device", json_string(arg_device)) < 0) ||
+            (arg_label && json_object_set_new(params, "label", json_string(arg_label)) < 0))
+                return fail(EXIT_PROTOCOL, "out of memory");
+        r = call("zones alloc", ZONES_INTERFACE ".Allocate", params, &reply);
+        if (r != EXIT_OK)
+                return r;
+        return print_zone_reply(reply, jstr(reply, "lease"));
+}
+
+/* ---- append: progress, fd passing, inline base64 ---- */
+
+static bool progress_shown = false;
+
+/* A bar on stderr, only on a terminal; total 0: unknown (a pipe). */
+static void progress(const char *what, uint64_t done, uint64_t total) {
+        char d[32], tot[32];
+        unsigned width = columns() > 60 ? 30 : 10;
+
+        if (!isatty(STDERR_FILENO))
+                return;
+        format_bytes(d, sizeof d, (long long) done);
+        if (total > 0) {
+                unsigned fill = done >= total ? width : (unsigned) ((double) done * width / (double) total);
+                char bar[64];
+
+                for (unsigned i = 0; i < width; i++)
+                        bar[i] = i < fill ? '#' : '-';
+                bar[width] = 0;
+                format_bytes(tot, sizeof tot, (long long) total);
+                fprintf(stderr, "\r%s [%s] %3u%%  %s / %s\033[K", what, bar,
+                        done >= total ? 100U : (unsigned) ((double) done * 100 / (double) total), d, tot);
+        } else
+                fprintf(stderr, "\r%s %s\033[K", what, d);
+        progress_shown = true;
+}
+
+static void progress_done(void) {
+        if (progress_shown)
+                fputs("\r\033[K", stderr);
+        progress_shown = false;
+}
+
+/* Append(lease, fd) with "more" on v: the daemon reads fd to its end and
+ * sends the bytes appended so far as it goes. Returns an exit status; on
+ * EXIT_OK *ret is the last reply. */
+static int append_fd(blkmq_varlink *v, const char *verb, const char *lease, int fd, uint64_t total, json_t **ret) {
+        _cleanup_(json_decrefp) json_t *params = json_pack("{s:s, s:i}", "lease", lease, "fd", 0);
+        unsigned flags = 0;
+        int r;
+
+        if (!params)
+                return fail(EXIT_PROTOCOL, "out of memory");
+        r = blkmq_varlink_call(v, ZONES_INTERFACE ".Append", params, BLKMQ_VARLINK_MORE, &fd, 1);
+        if (r < 0)
+                return transport_error(r);
+        do {
+                _cleanup_(json_decrefp) json_t *p = NULL;
+                const char *error = NULL;
+
+                r = blkmq_varlink_read_reply(v, &p, &error, &flags);
+                if (r < 0) {
+                        progress_done();
+                        return transport_error(r);
+                }
+                if (error) {
+                        progress_done();
+                        return varlink_error(verb, error, p);
+                }
+                if (flags & BLKMQ_VARLINK_REPLY_CONTINUES)
+                        progress("append", (uint64_t) jint(p, "bytesWritten", 0), total);
+                else
+                        *ret = TAKE_PTR(p);
+        } while (flags & BLKMQ_VARLINK_REPLY_CONTINUES);
+        progress_done();
+        return EXIT_OK;
+}
+
+static char *base64_encode(const uint8_t *p, size_t n) {
+        static const char table[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        char *out = malloc((n + 2) / 3 * 4 + 1), *o = out;
+        size_t i;
+
+        if (!out)
+                return NULL;
+        for (i = 0; i + 2 < n; i += 3) {
+                uint32_t v = (uint32_t) p[i] << 16 | (uint32_t) p[i + 1] << 8 | p[i + 2];
+                *o++ = table[v >> 18 & 63];
+                *o++ = table[v >> 12 & 63];
+                *o++ = table[v >> 6 & 63];
+                *o++ = table[v & 63];
+        }
+        if (i < n) {
+                uint32_t v = (uint32_t) p[i] << 16 | (i + 1 < n ? (uint32_t) p[i + 1] << 8 : 0);
+                *o++ = table[v >> 18 & 63];
+                *o++ = table[v >> 12 & 63];
+                *o++ = i + 1 < n ? table[v >> 6 & 63] : '=';
+                *o++ = '=';
+        }
+        *o = 0;
+        return out;
+}
+
+/* Reads up to size bytes, short only at end of file. */
+static ssize_t read_full(int fd, uint8_t *buf, size_t size) {
+        size_t got = 0;
+
+        while (got < size) {
+                ssize_t n = read(fd, buf + got, size - got);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return -errno;
+                if (n == 0)
+                        break;
+                got += (size_t) n;
+        }
+        return (ssize_t) got;
+}
+
+/* Append(lease, data) per chunk of at most INLINE_CHUNK bytes, for clients
+ * that cannot pass fds; the last reply in *ret (its bytesWritten, as
+ * blkmqd's, counts the zone's bytes, not this call's). */
+static int append_inline(blkmq_varlink *v, const char *lease, const char *path, int fd, uint64_t total, json_t **ret) {
+        _cleanup_free_ uint8_t *buf = malloc(INLINE_CHUNK);
+        _cleanup_(json_decrefp) json_t *last = NULL;
+        uint64_t done = 0;
+        int r;
+
+        if (!buf)
+                return fail(EXIT_PROTOCOL, "out of memory");
+        for (;;) {
+                _cleanup_(json_decrefp) json_t *params = NULL, *reply = NULL;
+                _cleanup_free_ char *data = NULL;
+                ssize_t n = read_full(fd, buf, INLINE_CHUNK);
+
+                if (n < 0) {
+                        progress_done();
+                        return fail(EXIT_USAGE, "%s: %s", path, strerror((int) -n));
+                }
+                if (n == 0)
+                        break;
+                data = base64_encode(buf, (size_t) n);
+                params = data ? json_pack("{s:s, s:s}", "lease", lease, "data", data) : NULL;
+                if (!params)
+                        return fail(EXIT_PROTOCOL, "out of memory");
+                r = call_on(v, "zones append", ZONES_INTERFACE ".Append", params, &reply);
+                if (r != EXIT_OK) {
+                        progress_done();
+                        return r;
+                }
+                done += (uint64_t) n;
+                progress("append", done, total);
+                json_decref(last);
+                last = TAKE_PTR(reply);
+                if ((size_t) n < INLINE_CHUNK)
+                        break;
+        }
+        progress_done();
+        if (!last) {
+                /* Nothing to send: the zone as it is. */
+                _cleanup_(json_decrefp) json_t *params = json_pack("{s:s}", "lease", lease), *reply = NULL;
+
+                if (!params)
+                        return fail(EXIT_PROTOCOL, "out of memory");
+                r = call_on(v, "zones append", ZONES_INTERFACE ".Get", params, &reply);
+                if (r != EXIT_OK)
+                        return r;
+                last = json_pack("{s:I, s:O}", "bytesWritten", (json_int_t) jint(json_object_get(reply, "zone"), "bytesWritten", 0),
+                                 "zone", json_object_get(reply, "zone"));
+                if (!last)
+                        return fail(EXIT_PROTOCOL, "out of memory");
+        }
+        *ret = TAKE_PTR(last);
+        return EXIT_OK;
+}
+
+static int zones_append(const char *lease, const char *path) {
+        _cleanup_(blkmq_varlink_freep) blkmq_varlink *v = NULL;
+        _cleanup_(json_decrefp) json_t *reply = NULL;
+        _cleanup_close_ int opened = -EBADF;
+        struct stat st;
+        uint64_t total = 0;
+        int fd, r;
+
+        if (streq(path, "-"))
+                fd = STDIN_FILENO;
+        else {
+                opened = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+                if (opened < 0)
+                        return fail(EXIT_USAGE, "%s: %s", path, strerror(errno));
+                fd = opened;
+        }
+        if (fstat(fd, &st) < 0)
+                return fail(EXIT_USAGE, "%s: %s", path, strerror(errno));
+        if (S_ISDIR(st.st_mode))
+                return fail(EXIT_USAGE, "%s: is a directory", path);
+        if (S_ISREG(st.st_mode))
+                total = (uint64_t) st.st_size;
+
+        r = connect_daemon(&v);
+        if (r != EXIT_OK)
+                return r;
+        if (arg_inline)
+                r = append_inline(v, lease, path, fd, total, &reply);
+        else
+                r = append_fd(v, "zones append", lease, fd, total, &reply);
+        if (r != EXIT_OK)
+                return r;
+        return print_zone_reply(reply, lease);
+}
+
+static bool sha256_hex_valid(const char *s) {
+        size_t n = 0;
+
+        for (; s[n]; n++)
+                if (!((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f') || (s[n] >= 'A' && s[n] <= 'F')))
+                        return false;
+        return n == 2 * SHA256_DIGEST_SIZE;
+}
+
+static int zones_lease_call(const char *verb, const char *method, const char *lease, const char *sha) {
+        _cleanup_(json_decrefp) json_t *params = json_pack("{s:s}", "lease", lease), *reply = NULL;
+        char lower[SHA256_HEX_SIZE];
+        int r;
+
+        if (!params)
+                return fail(EXIT_PROTOCOL, "out of memory");
+        if (sha) {
+                if (!sha256_hex_valid(sha))
+                        return fail(EXIT_USAGE, "%s: not a SHA-256 (64 hex digits)", sha);
+                for (size_t i = 0; i < sizeof lower; i++)
+                        lower[i] = (char) (sha[i] >= 'A' && sha[i] <= 'F' ? sha[i] - 'A' + 'a' : sha[i]);
+                if (json_object_set_new(params, "sha256", json_string(lower)) < 0)
+                        return fail(EXIT_PROTOCOL, "out of memory");
+        }
+        r = call(verb, method, params, &reply);
+        if (r != EXIT_OK)
+                return r;
+        return print_zone_reply(reply, lease);
+}
+
+static int zones_get(int argc, char **argv) {
+        _cleanup_(json_decrefp) json_t *params = NULL, *reply = NULL;
+        int r;
+
+        if (argc == 3)
+                params = json_pack("{s:s}", "lease", argv[2]);
+        else {
+                char *end;
+                unsigned long idx;
+
+                errno = 0;
+                idx = strtoul(argv[3], &end, 10);
+                if (errno != 0 || end == argv[3] || *end != 0 || argv[3][0] == '-' || idx > INT32_MAX)
+                        return fail(EXIT_USAGE, "%s: not a zone index", argv[3]);
+                params = json_pack("{s:s, s:I}", "device", argv[2], "zoneIndex", (json_int_t) idx);
+        }
+        if (!params)
+                return fail(EXIT_PROTOCOL, "out of memory");
+        r = call("zones get", ZONES_INTERFACE ".Get", params, &reply);
+        if (r != EXIT_OK)
+                return r;
+        return print_zone_reply(reply, argc == 3 ? argv[2] : NULL);
+}
+
+static int verb_zones(int argc, char **argv) {
+        static const struct {
+                const char *name;
+                int min_args, max_args; /* including "zones" and the subcommand */
+        } subs[] = {
+                { "free", 3, 3 }, { "alloc", 2, 2 },   { "append", 4, 4 },
+                { "seal", 4, 4 }, { "release", 3, 3 }, { "get", 3, 4 },
+        };
+        const char *sub = argc > 1 ? argv[1] : NULL;
+        bool known = false;
+
+        for (size_t i = 0; sub && i < ELEMENTSOF(subs); i++)
+                if (streq(sub, subs[i].name)) {
+                        known = true;
+                        if (argc < subs[i].min_args)
+                                return fail(EXIT_USAGE, "zones %s: missing argument (see blkmqctl --help)", sub);
+                        if (argc > subs[i].max_args)
+                                return fail(EXIT_USAGE, "zones %s: too many arguments (see blkmqctl --help)", sub);
+                }
+        if (!known && argc > 2)
+                return fail(EXIT_USAGE, "zones %s: unknown zones command (free, alloc, append, seal, release, get)", sub);
+
+        if (arg_state && (known || argc != 2))
+                return fail(EXIT_USAGE, "--state goes with zones DEVICE");
+        if ((arg_device || arg_label) && !streq_ptr(sub, "alloc"))
+                return fail(EXIT_USAGE, "--%s goes with zones alloc and stage", arg_device ? "device" : "label");
+        if (arg_size_set && !streq_ptr(sub, "alloc"))
+                return fail(EXIT_USAGE, "--size goes with zones alloc");
+        if (arg_inline && !streq_ptr(sub, "append"))
+                return fail(EXIT_USAGE, "--inline goes with zones append");
+
+        if (argc == 1)
+                return zones_list_devices();
+        if (!known)
+                return zones_list_zones(sub);
+        if (streq(sub, "free"))
+                return zones_free(argv[2]);
+        if (streq(sub, "alloc")) {
+                if (!arg_size_set)
+                        return fail(EXIT_USAGE, "zones alloc: --size is required");
+                return zones_alloc();
+        }
+        if (streq(sub, "append"))
+                return zones_append(argv[2], argv[3]);
+        if (streq(sub, "seal"))
+                return zones_lease_call("zones seal", ZONES_INTERFACE ".Seal", argv[2], argv[3]);
+        if (streq(sub, "release"))
+                return zones_lease_call("zones release", ZONES_INTERFACE ".Release", argv[2], NULL);
+        return zones_get(argc, argv);
+}
+
+/* ---- stage: allocate, append by fd, hash alongside, seal ---- */
+
+typedef struct HashJob {
+        int fd;
+        int error;       /* errno */
+        uint64_t length; /* bytes hashed */
+        char hex[SHA256_HEX_SIZE];
+} HashJob;
+
+/* pread(): the file offset, which the daemon's reads of the same open file
+ * advance, is left alone. */
+static void *hash_thread(void *userdata) {
+        HashJob *j = userdata;
+        _cleanup_free_ uint8_t *buf = malloc(INLINE_CHUNK);
+        uint8_t digest[SHA256_DIGEST_SIZE];
+        Sha256 c;
+
+        if (!buf) {
+                j->error = ENOMEM;
+                return NULL;
+        }
+        sha256_init(&c);
+        for (;;) {
+                ssize_t n = pread(j->fd, buf, INLINE_CHUNK, (off_t) j->length);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0) {
+                        j->error = errno;
+                        return NULL;
+                }
+                if (n == 0)
+                        break;
+                sha256_update(&c, buf, (size_t) n);
+                j->length += (uint64_t) n;
+        }
+        sha256_final(&c, digest);
+        sha256_hex(digest, j->hex);
+        return NULL;
+}
+
+/* After a failed append or seal: give the zone back, best effort. */
+static void stage_release(blkmq_varlink *v, const char *lease) {
+        _cleanup_(blkmq_varlink_freep) blkmq_varlink *fresh = NULL;
+        _cleanup_(json_decrefp) json_t *params = json_pack("{s:s}", "lease", lease), *reply = NULL;
+        const char *error = NULL;
+        int r;
+
+        if (!params)
+                return;
+        r = blkmq_varlink_call_sync(v, ZONES_INTERFACE ".Release", params, &reply, &error);
+        if (r < 0) {
+                /* The connection may be what failed: one more try on a new one. */
+                if (blkmq_varlink_connect(&fresh, arg_address) < 0)
+                        goto gone;
+                blkmq_varlink_set_timeout(fresh, CALL_TIMEOUT_USEC);
+                r = blkmq_varlink_call_sync(fresh, ZONES_INTERFACE ".Release", params, &reply, &error);
+        }
+        if (r >= 0 && !error) {
+                fail(EXIT_OK, "stage: released lease %s", lease);
+                return;
+        }
+gone:
+        fail(EXIT_OK, "stage: could not release lease %s (%s); blkmqd reclaims it at its next start", lease,
+             r < 0 ? strerror(-r) : error);
+}
+
+static int verb_stage(int argc, char **argv) {
+        _cleanup_(blkmq_varlink_freep) blkmq_varlink *v = NULL;
+        _cleanup_(json_decrefp) json_t *params = NULL, *alloc = NULL, *appended = NULL, *sealed = NULL, *sparams = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ char *lease = NULL;
+        const char *path = argv[1];
+        HashJob job = {};
+        pthread_t thread;
+        bool hashing = false;
+        struct stat st;
+        json_t *z;
+        int r;
+
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return fail(EXIT_USAGE, "%s: %s", path, strerror(errno));
+        if (fstat(fd, &st) < 0)
+                return fail(EXIT_USAGE, "%s: %s", path, strerror(errno));
+        if (!S_ISREG(st.st_mode))
+                return fail(EXIT_USAGE, "%s: not a regular file (for pipes: zones alloc, zones append, zones seal)", path);
+
+        params = json_pack("{s:I}", "size", (json_int_t) st.st_size);
+        if (!params || (arg_device && json_object_set_new(params, "device", json_string(arg_device)) < 0) ||
+            (arg_label && json_object_set_new(params, "label", json_string(arg_label)) < 0))
+                return fail(EXIT_PROTOCOL, "out of memory");
+        r = connect_daemon(&v);
+        if (r != EXIT_OK)
+                return r;
+        r = call_on(v, "stage", ZONES_INTERFACE ".Allocate", params, &alloc);
+        if (r != EXIT_OK)
+                return r;
+        if (!jstr(alloc, "lease"))
+                return fail(EXIT_PROTOCOL, "stage: Allocate replied without a lease");
+        lease = strdup(jstr(alloc, "lease"));
+        if (!lease)
+                return fail(EXIT_PROTOCOL, "out of memory");
+
+        /* Hash while the daemon reads and writes. */
+        job.fd = fd;
+        if (pthread_create(&thread, NULL, hash_thread, &job) == 0)
+                hashing = true;
+        r = append_fd(v, "stage", lease, fd, (uint64_t) st.st_size, &appended);
+        if (hashing)
+                pthread_join(thread, NULL);
+        else
+                hash_thread(&job);
+        if (r != EXIT_OK) {
+                if (r != EXIT_UNREACHABLE)
+                        stage_release(v, lease);
+                return r;
+        }
+        if (job.error != 0) {
+                stage_release(v, lease);
+                return fail(EXIT_USAGE, "%s: %s", path, strerror(job.error));
+        }
+        if (job.length != (uint64_t) st.st_size || (long long) job.length != jint(appended, "bytesWritten", -1)) {
+                stage_release(v, lease);
+                return fail(EXIT_CHECKSUM, "%s: changed while staging (%lld bytes, hashed %llu, appended %lld)", path,
+                            (long long) st.st_size, (unsigned long long) job.length, jint(appended, "bytesWritten", -1));
+        }
+
+        sparams = json_pack("{s:s, s:s}", "lease", lease, "sha256", job.hex);
+        if (!sparams)
+                return fail(EXIT_PROTOCOL, "out of memory");
+        r = call_on(v, "stage", ZONES_INTERFACE ".Seal", sparams, &sealed);
+        if (r != EXIT_OK) {
+                /* A mismatch leaves the zone failed, for a look (zones get LEASE). */
+                if (r != EXIT_CHECKSUM && r != EXIT_UNREACHABLE)
+                        stage_release(v, lease);
+                else if (r == EXIT_CHECKSUM)
+                        fail(EXIT_OK, "stage: lease %s kept for inspection: blkmqctl zones get %s", lease, lease);
+                return r;
+        }
+
+        z = json_object_get(sealed, "zone");
+        if (arg_json) {
+                _cleanup_(json_decrefp) json_t *o = json_pack(
+                        "{s:s?, s:s?, s:I, s:I, s:s, s:s, s:I, s:O?}", "device", jstr(z, "device"), "deviceId",
+                        jstr(z, "deviceId"), "zoneIndex", (json_int_t) jint(z, "zoneIndex", -1), "startLba",
+                        (json_int_t) jint(z, "startLba", -1), "lease", lease, "sha256", job.hex, "size",
+                        (json_int_t) st.st_size, "zone", z);
+                if (!o)
+                        return fail(EXIT_PROTOCOL, "out of memory");
+                print_json(o);
+                return EXIT_OK;
+        }
+        char buf[64];
+        field("Device", jstr(z, "device") ? jstr(z, "device") : jstr(z, "deviceId"));
+        snprintf(buf, sizeof buf, "%lld", jint(z, "zoneIndex", -1));
+        field("Zone", buf);
+        snprintf(buf, sizeof buf, "%lld", jint(z, "startLba", -1));
+        field("Start LBA", buf);
+        format_bytes_exact(buf, sizeof buf, (long long) st.st_size);
+        field("Size", buf);
+        field("Lease", lease);
+        field("SHA256", job.hex);
+        return EXIT_OK;
+}
+
 typedef struct Verb {
         const char *name;
         unsigned min_args, max_args; /* including the verb itself */
@@ -1241,6 +2005,8 @@ static const Verb verbs[] = {
         { "log-level", 2, 2, verb_log_level },
         { "latency", 2, 2, verb_latency },
         { "top", 1, 1, verb_top },
+        { "zones", 1, 4, verb_zones },
+        { "stage", 2, 2, verb_stage },
 };
 
 static void help(void) {
@@ -1262,6 +2028,23 @@ static void help(void) {
                "  latency DEVICE       probe latency histogram and percentiles of a device\n"
                "  top                  iostat-like figures and probe latency of the probed\n"
                "                       devices, refreshed until Ctrl-C\n\n"
+               "Zone allocator (io.blkmqd.Zones):\n"
+               "  zones                zoned devices of the allocator, with zone counts by state\n"
+               "  zones DEVICE         the device's zones [--state=STATE]\n"
+               "  zones free DEVICE    start LBA of the first free empty zone (nothing else)\n"
+               "  zones alloc --size=N [--device=DEV] [--label=L]\n"
+               "                       lease an empty zone with room for N bytes\n"
+               "  zones append LEASE FILE|-\n"
+               "                       append the file (its fd is passed; - is stdin)\n"
+               "  zones append LEASE --inline FILE|-\n"
+               "                       the same as base64 chunks of at most 1 MiB\n"
+               "  zones seal LEASE SHA256\n"
+               "                       blkmqd reads the zone back, compares, finishes it\n"
+               "  zones release LEASE  give the zone up (it is reset in a batch)\n"
+               "  zones get LEASE      the leased zone (or: zones get DEVICE INDEX)\n"
+               "  stage FILE [--device=DEV] [--label=L]\n"
+               "                       alloc + append + seal with the file's SHA-256;\n"
+               "                       prints device, zone, start LBA, lease, sha256\n\n"
                "Options:\n"
                "      --address=PATH   the daemon's socket (default: $BLKMQD_ADDRESS, else\n"
                "                       " VARLINK_ADDRESS ")\n"
@@ -1271,15 +2054,25 @@ static void help(void) {
                "      --window=WINDOW  with latency: 1m, 10m (default) or total\n"
                "      --interval=SEC   with top: seconds between refreshes (default 1)\n"
                "      --count=N        with top: stop after N refreshes\n"
+               "      --state=STATE    with zones DEVICE: free, allocated, writing, sealed,\n"
+               "                       releasing, failed, or empty (the device's condition)\n"
+               "      --size=N         with zones alloc: bytes (K, M, G suffixes: KiB, MiB, GiB)\n"
+               "      --device=DEV     with zones alloc, stage: the zoned device (default: any)\n"
+               "      --label=LABEL    with zones alloc, stage: a label kept with the lease\n"
+               "      --inline         with zones append: send base64 data, not the fd\n"
                "  -h, --help           show this help\n"
                "      --version        show the version\n\n"
                "Exit status:\n"
                "  0 success                      4 permission denied (needs root or AdminGroup=)\n"
                "  1 usage error                  5 configuration invalid (reload)\n"
                "  2 blkmqd not reachable         6 a setting failed\n"
-               "  3 no such device or profile    7 other varlink or protocol error\n\n"
+               "  3 no such device, profile,     7 other varlink or protocol error\n"
+               "    lease, or free zone          8 no space: no free zone, active zone limit,\n"
+               "                                   or larger than a zone\n"
+               "  9 checksum mismatch (seal)    10 zone I/O error, or the device is gone\n"
+               " 11 lease busy, or in the wrong state for the command\n\n"
                "apply, restore, reload, profile and log-level need root or the AdminGroup=\n"
-               "of blkmqd.conf.\n"
+               "of blkmqd.conf. A lease is used by its owner or root only.\n"
                "See blkmqctl(8) and blkmqd-varlink(7).\n");
 }
 
@@ -1294,6 +2087,11 @@ static int parse_argv(int argc, char **argv) {
                 ARG_WINDOW,
                 ARG_INTERVAL,
                 ARG_COUNT,
+                ARG_STATE,
+                ARG_DEVICE,
+                ARG_LABEL,
+                ARG_SIZE,
+                ARG_INLINE,
         };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
@@ -1305,6 +2103,11 @@ static int parse_argv(int argc, char **argv) {
                 { "window", required_argument, NULL, ARG_WINDOW },
                 { "interval", required_argument, NULL, ARG_INTERVAL },
                 { "count", required_argument, NULL, ARG_COUNT },
+                { "state", required_argument, NULL, ARG_STATE },
+                { "device", required_argument, NULL, ARG_DEVICE },
+                { "label", required_argument, NULL, ARG_LABEL },
+                { "size", required_argument, NULL, ARG_SIZE },
+                { "inline", no_argument, NULL, ARG_INLINE },
                 {}
         };
         int c;
@@ -1360,6 +2163,29 @@ static int parse_argv(int argc, char **argv) {
                         arg_count_set = true;
                         break;
                 }
+                case ARG_STATE:
+                        if (!zone_state_valid(optarg))
+                                return -(fail(EXIT_USAGE,
+                                              "--state=%s: invalid state (free, allocated, writing, sealed, releasing, failed, empty)",
+                                              optarg));
+                        arg_state = optarg;
+                        break;
+                case ARG_DEVICE:
+                        if (!*optarg)
+                                return -(fail(EXIT_USAGE, "--device: empty name"));
+                        arg_device = optarg;
+                        break;
+                case ARG_LABEL:
+                        arg_label = optarg;
+                        break;
+                case ARG_SIZE:
+                        if (parse_size(optarg, &arg_size) < 0)
+                                return -(fail(EXIT_USAGE, "--size=%s: not a size in bytes (K, M, G suffixes allowed)", optarg));
+                        arg_size_set = true;
+                        break;
+                case ARG_INLINE:
+                        arg_inline = true;
+                        break;
                 case ':':
                         return -(fail(EXIT_USAGE, "%s: missing argument (see blkmqctl --help)", argv[optind - 1]));
                 case '?':
@@ -1399,6 +2225,10 @@ static int dispatch_verb(int argc, char **argv) {
                 return fail(EXIT_USAGE, "--window goes with latency");
         if ((arg_interval_set || arg_count_set) && !streq(verb->name, "top"))
                 return fail(EXIT_USAGE, "--%s goes with top", arg_interval_set ? "interval" : "count");
+        if ((arg_state || arg_size_set || arg_inline) && !streq(verb->name, "zones"))
+                return fail(EXIT_USAGE, "--%s goes with zones", arg_state ? "state" : arg_size_set ? "size" : "inline");
+        if ((arg_device || arg_label) && !streq(verb->name, "zones") && !streq(verb->name, "stage"))
+                return fail(EXIT_USAGE, "--%s goes with zones alloc and stage", arg_device ? "device" : "label");
         return verb->fn(argc, argv);
 }
 

@@ -149,7 +149,7 @@ static void manager_update_status(Manager *m) {
 }
 
 static void manager_check_progress(Manager *m) {
-        if (work_pool_pending(m->pool) > 0 || m->sync_generation == 0)
+        if (m->n_tune_jobs > 0 || m->sync_generation == 0)
                 return;
         manager_emit(m, MANAGER_EVENT_IDLE, NULL);
         switch (m->state) {
@@ -257,6 +257,7 @@ static void job_done(void *data, void *userdata) {
         Device *d = userdata;
         Manager *m = d->manager;
 
+        m->n_tune_jobs--;
         d->busy = false;
         if (d->removed) {
                 log_debug("%s: job finished after removal, dropping its results.", j->sysname);
@@ -339,6 +340,7 @@ static int device_submit(Device *d, TuneJob *j) {
                 return log_error_errno(r, "%s: failed to queue job: %m", d->sysname);
         }
         d->busy = true;
+        m->n_tune_jobs++;
         return 0;
 }
 

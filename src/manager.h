@@ -88,6 +88,7 @@ struct Manager {
         uint64_t sync_generation;
         uint64_t start_usec;
         unsigned n_failed; /* devices whose last job had failures (for --once) */
+        unsigned n_tune_jobs; /* in flight; the work pool also runs zone jobs */
         char last_status[256];
         manager_event_cb_t event_cb;
         void *event_userdata;
@@ -119,3 +120,7 @@ int manager_restore(Manager *m, Device *d);
 int manager_reload(Manager *m, ConfigError *err);
 /* NULL clears; -ENOENT if no such [Profile]. */
 int manager_set_profile(Manager *m, const char *profile);
+/* Tune jobs (apply, restore) in flight. */
+static inline unsigned manager_tune_jobs(const Manager *m) {
+        return m->n_tune_jobs;
+}
