@@ -52,6 +52,8 @@ struct ZDev {
         ZSlotExtra *extra;
         size_t n;
         bool resetting;
+        bool gone;      /* removed; zbd is dropped once in-flight operations end */
+        char *readd[3]; /* sysname, devnode, blockdir of a re-plug that came while busy */
 };
 
 typedef struct PendingAlloc {
@@ -287,6 +289,17 @@ static ZDev *find_lease(ZoneService *s, const char *lease, uint32_t *ret_zone) {
         return NULL;
 }
 
+static bool zdev_busy(const ZDev *d) {
+        if (d->resetting)
+                return true;
+        for (size_t k = 0; k < d->n; k++)
+                if (d->extra[k].append || d->extra[k].busy)
+                        return true;
+        return false;
+}
+
+static void zdev_settle(ZDev *d);
+
 static int peer_may(VarlinkCall *call, const ZSlotExtra *x) {
         uid_t uid;
         int r = varlink_call_get_peer(call, &uid, NULL, NULL);
@@ -355,13 +368,14 @@ static void reset_done(void *data, void *userdata) {
         free(j->zones);
         free(j->results);
         free(j);
+        zdev_settle(d);
         retry_pending(d->service);
 }
 
 static void maybe_reset(ZDev *d, bool starved) {
         ResetJob *j;
 
-        if (d->resetting || !d->zbd || !zone_resets_due(d->slots, d->n, d->service->config.reset_batch, starved))
+        if (d->resetting || !d->zbd || d->gone || !zone_resets_due(d->slots, d->n, d->service->config.reset_batch, starved))
                 return;
         j = calloc(1, sizeof *j);
         if (!j)
@@ -404,6 +418,8 @@ static void zdev_free(ZDev *d) {
         free(d->slots);
         if (d->zbd)
                 zbd_free(d->zbd);
+        for (size_t i = 0; i < ELEMENTSOF(d->readd); i++)
+                free(d->readd[i]);
         free(d->id);
         free(d->sysname);
         free(d);
@@ -503,8 +519,11 @@ static int zdev_add(ZoneService *s, const char *id, const char *sysname, const c
         r = free_and_strdup(&d->sysname, sysname);
         if (r < 0)
                 return r;
+        bool was_gone = d->gone;
+        d->gone = false;
         r = zdev_attach(s, d, zbd);
         if (r < 0) {
+                d->gone = was_gone;
                 d->zbd = NULL;
                 zbd_free(zbd);
                 return r;
@@ -522,8 +541,18 @@ int zone_service_add_kernel(ZoneService *s, const char *id, const char *sysname,
         if (!s)
                 return 0;
         ZDev *d = find_dev(s, id);
-        if (d && d->zbd)
+        if (d && d->zbd && !d->gone)
                 return free_and_strdup(&d->sysname, sysname);
+        if (d && d->gone && zdev_busy(d)) {
+                /* The old backend is still in use by an operation that is
+                 * failing now; reattach when it has ended. */
+                for (size_t i = 0; i < ELEMENTSOF(d->readd); i++)
+                        d->readd[i] = mfree(d->readd[i]);
+                d->readd[0] = strdup(sysname);
+                d->readd[1] = strdup(devnode);
+                d->readd[2] = blockdir ? strdup(blockdir) : NULL;
+                return 0;
+        }
         /* NVMe ZNS namespaces: zone append through passthrough on /dev/ngXnY
          * (the device picks the offset). Anything else, or an NVMe namespace
          * where that is not possible (not ZNS, no generic char device, no
@@ -548,19 +577,32 @@ void zone_service_device_gone(ZoneService *s, const char *sysname) {
                 ZDev *d = s->devs[i];
                 if (!streq_ptr(d->sysname, sysname) || !d->zbd)
                         continue;
-                /* Appends in flight fail on their own; records stay. */
+                /* Records stay; operations in flight fail on their own and
+                 * the backend is dropped when the last one ended. */
                 log_info("%s: %s went away; its zones and leases wait for it to come back.", d->id, sysname);
-                if (!d->resetting) {
-                        bool busy = false;
-                        for (size_t k = 0; k < d->n; k++)
-                                busy = busy || d->extra[k].append || d->extra[k].busy;
-                        if (!busy) {
-                                zbd_free(d->zbd);
-                                d->zbd = NULL;
-                        }
-                }
+                d->gone = true;
                 d->sysname = mfree(d->sysname);
+                zdev_settle(d);
         }
+}
+
+/* A device that went away lets go of its backend once nothing runs on it,
+ * and takes a re-plug that arrived meanwhile. */
+static void zdev_settle(ZDev *d) {
+        _cleanup_free_ char *sysname = NULL, *devnode = NULL, *blockdir = NULL;
+
+        if (!d->gone || zdev_busy(d))
+                return;
+        if (d->zbd) {
+                zbd_free(d->zbd);
+                d->zbd = NULL;
+        }
+        if (!d->readd[0])
+                return;
+        sysname = TAKE_PTR(d->readd[0]);
+        devnode = TAKE_PTR(d->readd[1]);
+        blockdir = TAKE_PTR(d->readd[2]);
+        (void) zone_service_add_kernel(d->service, d->id, sysname, devnode, blockdir);
 }
 
 /* ---- methods ---- */
@@ -666,7 +708,7 @@ static int do_allocate(ZoneService *s, VarlinkCall *call, json_t *params, bool m
                 ZDev *d = s->devs[i];
                 char lease[37];
 
-                if ((name && d != find_dev(s, name)) || !d->zbd)
+                if ((name && d != find_dev(s, name)) || !d->zbd || d->gone)
                         continue;
                 r = zone_pick(d->slots, d->n, &d->zbd->limits, (uint64_t) size);
                 for (size_t k = 0; k < d->n; k++)
@@ -726,7 +768,7 @@ static int do_allocate(ZoneService *s, VarlinkCall *call, json_t *params, bool m
                 return varlink_call_error(call, "io.blkmqd.Zones.ZoneLimitReached",
                                           json_pack("{s:s, s:i}", "device", limited->id, "maxActive",
                                                     limited->zbd ? (int) limited->zbd->limits.max_active : 0));
-        if (name && !find_dev(s, name)->zbd)
+        if (name && (!find_dev(s, name)->zbd || find_dev(s, name)->gone))
                 return varlink_call_error(call, "io.blkmqd.Zones.DeviceGone",
                                           json_pack("{s:s}", "deviceId", find_dev(s, name)->id));
         json_t *e = json_object();
@@ -762,6 +804,16 @@ static void append_finish(AppendOp *op, int r, const char *what) {
         ZoneSlot *sl = &d->slots[z];
 
         x->append = NULL;
+        if (r < 0) {
+                /* What is on the device is what counts: every completed
+                 * write was whole blocks of data. The rest is lost. */
+                sl->bytes_written = zone_written(&sl->zone);
+                op->appended = 0;
+                op->fill = 0;
+                x->tail = mfree(x->tail);
+                x->tail_len = 0;
+                (void) free_and_strdup(&x->note, "an append failed: the zone holds only what was written before");
+        }
         if (r >= 0 && op->fill > 0) {
                 /* Keep the partial last block for the next append or the seal. */
                 uint8_t *t = realloc(x->tail, op->fill);
@@ -782,6 +834,7 @@ static void append_finish(AppendOp *op, int r, const char *what) {
                 else
                         seal_submit(j);
                 append_free(op);
+                zdev_settle(d);
                 return;
         }
         if (r < 0) {
@@ -799,6 +852,7 @@ static void append_finish(AppendOp *op, int r, const char *what) {
                                         zone_json(d, z)),
                               NULL, NULL);
         append_free(op);
+        zdev_settle(d);
 }
 
 static void on_append_io(UringReq *req, void *userdata) {
@@ -850,7 +904,7 @@ static void append_step(AppendOp *op) {
         size_t w;
         int r;
 
-        if (!d->zbd)
+        if (!d->zbd || d->gone)
                 return append_finish(op, -ENODEV, "the device went away");
         bs = d->zbd->limits.block_size ? d->zbd->limits.block_size : 512;
 
@@ -945,7 +999,7 @@ static int lease_checks(ZoneService *s, VarlinkCall *call, const char *lease, ZD
                 varlink_call_error(call, VARLINK_ERROR_PERMISSION_DENIED, NULL);
                 return 0;
         }
-        if (!d->zbd) {
+        if (!d->zbd || d->gone) {
                 varlink_call_error(call, "io.blkmqd.Zones.DeviceGone", json_pack("{s:s}", "deviceId", d->id));
                 return 0;
         }
@@ -1093,6 +1147,7 @@ static void seal_done(void *data, void *userdata) {
         }
         varlink_call_unref(j->call);
         free(j);
+        zdev_settle(d);
 }
 
 static void seal_submit(SealJob *j) {
@@ -1102,10 +1157,13 @@ static void seal_submit(SealJob *j) {
 }
 
 static void seal_fail(SealJob *j, int r, const char *what) {
-        j->dev->extra[j->zone].busy = false;
+        ZDev *d = j->dev;
+
+        d->extra[j->zone].busy = false;
         error_io(j->call, r, what);
         varlink_call_unref(j->call);
         free(j);
+        zdev_settle(d);
 }
 
 static int method_seal(VarlinkCall *call, json_t *params, void *userdata) {

@@ -943,17 +943,24 @@ static void print_event(json_t *p) {
         fputc('\n', stdout);
 }
 
-static int verb_monitor(int argc, char **argv) {
-        _cleanup_(blkmq_varlink_freep) blkmq_varlink *v = NULL;
+/* SIGINT and SIGTERM set the quit flag, without SA_RESTART, so that a
+ * blocking wait returns and the verb can end cleanly. */
+static void catch_quit_signals(void) {
         struct sigaction sa = { .sa_handler = on_quit };
-        unsigned flags;
-        int r;
 
-        /* No SA_RESTART: a signal ends the wait; the library comes back
-         * within MONITOR_TICK_USEC either way. */
         sigemptyset(&sa.sa_mask);
         sigaction(SIGINT, &sa, NULL);
         sigaction(SIGTERM, &sa, NULL);
+}
+
+static int verb_monitor(int argc, char **argv) {
+        _cleanup_(blkmq_varlink_freep) blkmq_varlink *v = NULL;
+        unsigned flags;
+        int r;
+
+        /* A signal ends the wait; the library comes back within
+         * MONITOR_TICK_USEC either way. */
+        catch_quit_signals();
 
         r = connect_daemon(&v);
         if (r != EXIT_OK)
@@ -1257,14 +1264,11 @@ static int top_iteration(blkmq_varlink *v, unsigned long n) {
 
 static int verb_top(int argc, char **argv) {
         _cleanup_(blkmq_varlink_freep) blkmq_varlink *v = NULL;
-        struct sigaction sa = { .sa_handler = on_quit };
         struct timespec next;
         int r;
 
-        /* No SA_RESTART: a signal ends the sleep between refreshes. */
-        sigemptyset(&sa.sa_mask);
-        sigaction(SIGINT, &sa, NULL);
-        sigaction(SIGTERM, &sa, NULL);
+        /* A signal ends the sleep between refreshes. */
+        catch_quit_signals();
 
         r = connect_daemon(&v);
         if (r != EXIT_OK)

@@ -139,10 +139,23 @@ static bool section_name_valid(const char *s) {
         return true;
 }
 
+/* "Device  nvme" → "nvme" for kind "Device"; NULL if name is not of it. */
+static const char *section_arg(const char *name, const char *kind) {
+        size_t k = strlen(kind);
+
+        if (strncmp(name, kind, k) != 0 || !isspace((unsigned char) name[k]))
+                return NULL;
+        name += k;
+        while (isspace((unsigned char) *name))
+                name++;
+        return name;
+}
+
 /* Called by our reader for every "[...]" line, before inih sees it, so that
  * empty and repeated sections are seen with their line numbers. */
 static int parser_section(Parser *p, char *hdr) {
         Config *c = p->config;
+        const char *n;
         char *end, *name;
 
         end = strchr(hdr, ']');
@@ -167,10 +180,7 @@ static int parser_section(Parser *p, char *hdr) {
                 p->kind = SECTION_ZONES;
                 return 0;
         }
-        if (strncmp(name, "Device", 6) == 0 && isspace((unsigned char) name[6])) {
-                const char *n = name + 7;
-                while (isspace((unsigned char) *n))
-                        n++;
+        if ((n = section_arg(name, "Device"))) {
                 if (!section_name_valid(n))
                         return parser_error(p, "invalid device section name \"%s\"", n);
                 p->kind = SECTION_DEVICE;
@@ -191,10 +201,7 @@ static int parser_section(Parser *p, char *hdr) {
                 p->index = c->n_devices++;
                 return t->name && t->file ? 0 : -ENOMEM;
         }
-        if (strncmp(name, "Profile", 7) == 0 && isspace((unsigned char) name[7])) {
-                const char *n = name + 8;
-                while (isspace((unsigned char) *n))
-                        n++;
+        if ((n = section_arg(name, "Profile"))) {
                 if (!section_name_valid(n))
                         return parser_error(p, "invalid profile name \"%s\"", n);
                 p->kind = SECTION_PROFILE;
