@@ -406,7 +406,8 @@ static int device_apply(Device *d) {
                  * the kernel set it while that scheduler is still wanted. */
                 for (size_t k = 0; k < j->n_entries && !planned; k++)
                         planned = streq(j->entries[k].attr, o->attr) ||
-                                  (o->implied && j->entries[k].knob == KNOB_SCHEDULER);
+                                  (o->implied && j->entries[k].knob == KNOB_SCHEDULER &&
+                                   !streq_ptr(j->entries[k].section, "original"));
                 if (planned || !o->path)
                         continue;
                 r = tune_job_add(j, o->knob, o->attr, o->path, o->value, "original", o->scheduler);
