@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +74,21 @@ struct ZoneService {
         PendingAlloc *pending;
 };
 
+/* Zone append lets the device pick the offset, so several appends can be in
+ * flight; the kernel and emulated backends write at the write pointer, one
+ * at a time. Each append must land where the object continues: a device
+ * that reorders them fails the append rather than scrambling the data. */
+#define APPEND_DEPTH_MAX 8
+
+typedef struct AppendSlot {
+        uint8_t *buf;    /* aligned, chunk bytes */
+        uint32_t len;    /* bytes being written */
+        uint64_t expect; /* where they must land */
+        UringReq req;
+        bool busy;
+        AppendOp *op;
+} AppendSlot;
+
 struct AppendOp {
         ZDev *dev;
         uint32_t zone;
@@ -80,17 +96,24 @@ struct AppendOp {
         int src_fd;        /* -1: inline */
         uint8_t *inline_data;
         size_t inline_len, inline_pos;
-        uint8_t *buf;      /* aligned, chunk bytes */
+        AppendSlot slots[APPEND_DEPTH_MAX];
+        unsigned depth;
+        unsigned cur;      /* the slot being filled; UINT_MAX: all busy */
+        unsigned inflight;
         uint32_t chunk;
-        size_t fill;       /* bytes of data in buf, the carried tail first */
-        uint32_t padded;   /* bytes being written */
+        size_t fill;       /* bytes in the current slot, the carried tail first */
+        uint8_t *tail;     /* a partial last block left at the end */
+        uint32_t tail_len;
         bool eof;
+        bool reading;
         bool final;        /* the seal's flush: the tail goes out padded */
         SealJob *seal;     /* continue with it once flushed */
+        uint64_t next_off; /* where the next write lands */
         uint64_t appended; /* new bytes taken by this call */
         uint64_t last_progress;
-        UringReq req;
-        bool writing;
+        int error;
+        const char *error_what;
+        UringReq rreq;
 };
 
 /* ---- helpers ---- */
@@ -789,7 +812,9 @@ static void append_free(AppendOp *op) {
         if (op->src_fd >= 0)
                 close(op->src_fd);
         free(op->inline_data);
-        free(op->buf);
+        for (unsigned i = 0; i < op->depth; i++)
+                free(op->slots[i].buf);
+        free(op->tail);
         varlink_call_unref(op->call);
         free(op);
 }
@@ -809,21 +834,15 @@ static void append_finish(AppendOp *op, int r, const char *what) {
                  * write was whole blocks of data. The rest is lost. */
                 sl->bytes_written = zone_written(&sl->zone);
                 op->appended = 0;
-                op->fill = 0;
                 x->tail = mfree(x->tail);
                 x->tail_len = 0;
                 (void) free_and_strdup(&x->note, "an append failed: the zone holds only what was written before");
-        }
-        if (r >= 0 && op->fill > 0) {
+        } else {
                 /* Keep the partial last block for the next append or the seal. */
-                uint8_t *t = realloc(x->tail, op->fill);
-                if (!t)
-                        r = -ENOMEM;
-                else {
-                        memcpy(t, op->buf, op->fill);
-                        x->tail = t;
-                        x->tail_len = (uint32_t) op->fill;
-                }
+                free(x->tail);
+                x->tail = TAKE_PTR(op->tail);
+                x->tail_len = op->tail_len;
+                op->tail_len = 0;
         }
         sl->bytes_written += op->appended;
 
@@ -855,39 +874,59 @@ static void append_finish(AppendOp *op, int r, const char *what) {
         zdev_settle(d);
 }
 
-static void on_append_io(UringReq *req, void *userdata) {
+static void append_step(AppendOp *op);
+
+/* Records the first error; the op ends when nothing is in flight any more. */
+static void append_fail(AppendOp *op, int r, const char *what) {
+        if (!op->error) {
+                op->error = r;
+                op->error_what = what;
+        }
+        append_step(op);
+}
+
+static void on_append_read(UringReq *req, void *userdata) {
         AppendOp *op = userdata;
+        ZoneSlot *sl = &op->dev->slots[op->zone];
+
+        op->reading = false;
+        if (op->call && !varlink_call_is_connected(op->call))
+                return append_fail(op, -ECONNRESET, "the client went away");
+        if (req->res < 0)
+                return append_fail(op, req->res, "reading the data");
+        if (req->res == 0)
+                op->eof = true;
+        op->fill += (size_t) req->res;
+        op->appended += (size_t) req->res;
+        if (sl->bytes_written + op->appended > sl->zone.capacity)
+                return append_fail(op, -ENOSPC, "the data exceeds the zone's capacity");
+        append_step(op);
+}
+
+static void on_append_write(UringReq *req, void *userdata) {
+        AppendSlot *slot = userdata;
+        AppendOp *op = slot->op;
         ZDev *d = op->dev;
         ZoneSlot *sl = &d->slots[op->zone];
-
-        if (!op->writing) { /* a read from the client's fd */
-                if (op->call && !varlink_call_is_connected(op->call))
-                        return append_finish(op, -ECONNRESET, "the client went away");
-                if (req->res < 0)
-                        return append_finish(op, req->res, "reading the data");
-                if (req->res == 0)
-                        op->eof = true;
-                op->fill += (size_t) req->res;
-                op->appended += (size_t) req->res;
-                if (sl->bytes_written + op->appended > sl->zone.capacity)
-                        return append_finish(op, -ENOSPC, "the data exceeds the zone's capacity");
-                append_step(op);
-                return;
-        }
         uint64_t off;
-        int r = d->zbd ? d->zbd->ops->append_result(d->zbd, req, &off) : -ENODEV;
-        op->writing = false;
+        int r;
+
+        slot->busy = false;
+        op->inflight--;
+        if (op->cur == UINT_MAX)
+                op->cur = (unsigned) (slot - op->slots);
+        r = d->zbd ? d->zbd->ops->append_result(d->zbd, req, &off) : -ENODEV;
         if (r < 0)
-                return append_finish(op, r, "writing the zone");
-        sl->zone.wp = off + op->padded;
+                return append_fail(op, r, "writing the zone");
+        if (off != slot->expect) {
+                log_warning("%s: zone %u: an append landed at %llu instead of %llu.", d->id, op->zone,
+                            (unsigned long long) off, (unsigned long long) slot->expect);
+                return append_fail(op, -EILSEQ, "the device placed appends out of order");
+        }
+        if (off + slot->len > sl->zone.wp)
+                sl->zone.wp = off + slot->len;
         if (sl->zone.cond == ZONE_COND_EMPTY)
                 sl->zone.cond = ZONE_COND_IMP_OPEN;
-        if (op->final)
-                op->fill = 0;
-        else {
-                memmove(op->buf, op->buf + op->padded, op->fill - op->padded);
-                op->fill -= op->padded;
-        }
         if (op->call && varlink_call_wants_more(op->call) && op->appended - op->last_progress >= 4 * 1024 * 1024) {
                 op->last_progress = op->appended;
                 varlink_call_notify(op->call, json_pack("{s:I, s:o}", "bytesWritten",
@@ -897,61 +936,118 @@ static void on_append_io(UringReq *req, void *userdata) {
         append_step(op);
 }
 
+/* Moves the op on: reads into the current slot, writes full slots, and ends
+ * it once the data is all out and nothing is in flight. */
 static void append_step(AppendOp *op) {
         ZDev *d = op->dev;
         ZoneSlot *sl = &d->slots[op->zone];
         uint32_t bs;
-        size_t w;
         int r;
 
-        if (!d->zbd || d->gone)
-                return append_finish(op, -ENODEV, "the device went away");
-        bs = d->zbd->limits.block_size ? d->zbd->limits.block_size : 512;
+        for (;;) {
+                if (!op->error && (!d->zbd || d->gone)) {
+                        op->error = -ENODEV;
+                        op->error_what = "the device went away";
+                }
+                if (op->error) {
+                        if (op->inflight == 0 && !op->reading)
+                                append_finish(op, op->error, op->error_what);
+                        return;
+                }
+                if (op->eof && op->fill == 0) {
+                        if (op->inflight == 0 && !op->reading)
+                                append_finish(op, 0, NULL);
+                        return;
+                }
+                if (op->cur == UINT_MAX || op->reading)
+                        return; /* a completion brings us back */
 
-        /* Inline data: fill from memory. */
-        if (op->src_fd < 0 && !op->eof) {
-                size_t n = MIN(op->chunk - op->fill, op->inline_len - op->inline_pos);
-                memcpy(op->buf + op->fill, op->inline_data + op->inline_pos, n);
-                op->fill += n;
-                op->inline_pos += n;
-                op->appended += n;
-                if (op->inline_pos == op->inline_len)
-                        op->eof = true;
-                if (sl->bytes_written + op->appended > sl->zone.capacity)
-                        return append_finish(op, -ENOSPC, "the data exceeds the zone's capacity");
-        }
-        if (op->fill < op->chunk && !op->eof) {
-                op->req = (UringReq) { .fd = op->src_fd, .op = URING_OP_READ, .offset = UINT64_MAX,
-                                       .len = (uint32_t) (op->chunk - op->fill), .buf = op->buf + op->fill,
-                                       .cpu = -1, .done = on_append_io, .userdata = op };
-                r = uring_pool_submit(d->service->uring, &op->req);
-                if (r < 0)
-                        append_finish(op, r, "queueing a read");
-                return;
-        }
-        /* Whole blocks only; the seal's flush pads the last one. */
-        if (op->final)
-                w = (op->fill + bs - 1) / bs * bs;
-        else
-                w = op->fill - op->fill % bs;
-        if (w == 0)
-                return append_finish(op, 0, NULL);
-        if (w > op->fill)
-                memset(op->buf + op->fill, 0, w - op->fill);
-        op->padded = (uint32_t) w;
-        if (sl->zone.wp + w > sl->zone.start + sl->zone.capacity)
-                return append_finish(op, -ENOSPC, "the data exceeds the zone's capacity");
-        op->req = (UringReq) { .cpu = -1 };
-        r = d->zbd->ops->prep_append(d->zbd, sl->zone.start, sl->zone.wp, op->buf, op->padded, &op->req);
-        if (r < 0)
-                return append_finish(op, r, "preparing the write");
-        op->req.done = on_append_io;
-        op->req.userdata = op;
-        op->writing = true;
-        r = uring_pool_submit(d->service->uring, &op->req);
-        if (r < 0) {
-                op->writing = false;
-                append_finish(op, r, "queueing the write");
+                AppendSlot *slot = &op->slots[op->cur];
+                bs = d->zbd->limits.block_size ? d->zbd->limits.block_size : 512;
+
+                if (op->src_fd < 0 && !op->eof) { /* inline data: fill from memory */
+                        size_t n = MIN(op->chunk - op->fill, op->inline_len - op->inline_pos);
+                        memcpy(slot->buf + op->fill, op->inline_data + op->inline_pos, n);
+                        op->fill += n;
+                        op->inline_pos += n;
+                        op->appended += n;
+                        if (op->inline_pos == op->inline_len)
+                                op->eof = true;
+                        if (sl->bytes_written + op->appended > sl->zone.capacity) {
+                                op->error = -ENOSPC;
+                                op->error_what = "the data exceeds the zone's capacity";
+                                continue;
+                        }
+                }
+                if (op->fill < op->chunk && !op->eof) {
+                        op->rreq = (UringReq) { .fd = op->src_fd, .op = URING_OP_READ, .offset = UINT64_MAX,
+                                                .len = (uint32_t) (op->chunk - op->fill),
+                                                .buf = slot->buf + op->fill, .cpu = -1,
+                                                .done = on_append_read, .userdata = op };
+                        r = uring_pool_submit(d->service->uring, &op->rreq);
+                        if (r < 0) {
+                                op->error = r;
+                                op->error_what = "queueing a read";
+                                continue;
+                        }
+                        op->reading = true;
+                        return;
+                }
+
+                /* Whole blocks only; the seal's flush pads the last one. */
+                size_t w = op->final ? (op->fill + bs - 1) / bs * bs : op->fill - op->fill % bs;
+                if (w < op->fill && !op->final) {
+                        /* Only at the end: the partial block waits. */
+                        op->tail_len = (uint32_t) (op->fill - w);
+                        op->tail = malloc(op->tail_len);
+                        if (!op->tail) {
+                                op->error = -ENOMEM;
+                                op->error_what = "keeping the last block";
+                                continue;
+                        }
+                        memcpy(op->tail, slot->buf + w, op->tail_len);
+                }
+                if (w == 0) {
+                        op->fill = 0;
+                        continue;
+                }
+                if (w > op->fill)
+                        memset(slot->buf + op->fill, 0, w - op->fill);
+                if (op->next_off + w > sl->zone.start + sl->zone.capacity) {
+                        op->error = -ENOSPC;
+                        op->error_what = "the data exceeds the zone's capacity";
+                        continue;
+                }
+                slot->req = (UringReq) { .cpu = -1 };
+                r = d->zbd->ops->prep_append(d->zbd, sl->zone.start, op->next_off, slot->buf, (uint32_t) w,
+                                             &slot->req);
+                if (r < 0) {
+                        op->error = r;
+                        op->error_what = "preparing the write";
+                        continue;
+                }
+                slot->req.done = on_append_write;
+                slot->req.userdata = slot;
+                slot->len = (uint32_t) w;
+                slot->expect = op->next_off;
+                r = uring_pool_submit(d->service->uring, &slot->req);
+                if (r < 0) {
+                        op->error = r;
+                        op->error_what = "queueing the write";
+                        continue;
+                }
+                slot->busy = true;
+                op->inflight++;
+                op->next_off += w;
+                op->fill = 0;
+
+                /* The next slot to fill, if one is free. */
+                op->cur = UINT_MAX;
+                for (unsigned i = 0; i < op->depth; i++)
+                        if (!op->slots[i].busy) {
+                                op->cur = i;
+                                break;
+                        }
         }
 }
 
@@ -966,14 +1062,21 @@ static AppendOp *append_new(ZDev *d, uint32_t z) {
         op->chunk = zbd_chunk_max(d->zbd);
         if (op->chunk == 0 || op->chunk > 1024 * 1024)
                 op->chunk = 512 * 1024;
-        if (posix_memalign((void **) &op->buf, 4096, op->chunk) != 0) {
-                free(op);
-                return NULL;
+        /* The device picks the offset of a zone append: several in flight. */
+        op->depth = streq(d->zbd->ops->name, "nvme") ? APPEND_DEPTH_MAX : 1;
+        for (unsigned i = 0; i < op->depth; i++) {
+                op->slots[i].op = op;
+                if (posix_memalign((void **) &op->slots[i].buf, 4096, op->chunk) != 0) {
+                        op->slots[i].buf = NULL;
+                        append_free(op);
+                        return NULL;
+                }
         }
         op->dev = d;
         op->zone = z;
+        op->next_off = d->slots[z].zone.wp;
         if (x->tail_len) {
-                memcpy(op->buf, x->tail, x->tail_len);
+                memcpy(op->slots[0].buf, x->tail, x->tail_len);
                 op->fill = x->tail_len;
                 x->tail = mfree(x->tail);
                 x->tail_len = 0;
