@@ -184,12 +184,11 @@ static int parser_section(Parser *p, char *hdr) {
                 if (!section_name_valid(n))
                         return parser_error(p, "invalid device section name \"%s\"", n);
                 p->kind = SECTION_DEVICE;
-                for (size_t i = 0; i < c->n_devices; i++)
-                        if (streq(c->devices[i].name, n)) {
-                                /* A drop-in extends a section of an earlier file. */
-                                p->index = i;
-                                return 0;
-                        }
+                const DeviceSection *e = config_find_device(c, n);
+                if (e) { /* a drop-in extends a section of an earlier file */
+                        p->index = (size_t) (e - c->devices);
+                        return 0;
+                }
                 DeviceSection *t = realloc(c->devices, sizeof *t * (c->n_devices + 1));
                 if (!t)
                         return -ENOMEM;
@@ -205,11 +204,11 @@ static int parser_section(Parser *p, char *hdr) {
                 if (!section_name_valid(n))
                         return parser_error(p, "invalid profile name \"%s\"", n);
                 p->kind = SECTION_PROFILE;
-                for (size_t i = 0; i < c->n_profiles; i++)
-                        if (streq(c->profiles[i].name, n)) {
-                                p->index = i;
-                                return 0;
-                        }
+                const ProfileSection *e = config_find_profile(c, n);
+                if (e) {
+                        p->index = (size_t) (e - c->profiles);
+                        return 0;
+                }
                 ProfileSection *t = realloc(c->profiles, sizeof *t * (c->n_profiles + 1));
                 if (!t)
                         return -ENOMEM;

@@ -617,6 +617,20 @@ static void manager_device_removed(Manager *m, const char *sysname) {
         }
 }
 
+/* Forgets the devices whose queue is gone from sysfs (only hidden NVMe
+ * path disks with hidden_only), for which no remove event came. */
+static void manager_drop_vanished(Manager *m, bool hidden_only) {
+        for (size_t i = 0; i < m->n_devices;) {
+                Device *d = m->devices[i];
+                _cleanup_free_ char *q = path_join(d->info->blockdir, "queue");
+                if (!d->removed && (!hidden_only || d->info->hidden) && q && !sysfs_exists(q)) {
+                        manager_device_removed(m, d->sysname); /* may take d out of the array */
+                        continue;
+                }
+                i++;
+        }
+}
+
 static void on_udev(UdevAction action, struct udev_device *ud, void *userdata) {
         Manager *m = userdata;
 
@@ -630,27 +644,11 @@ static void on_udev(UdevAction action, struct udev_device *ud, void *userdata) {
         case UDEV_ACTION_REMOVE:
                 manager_device_removed(m, udev_device_get_sysname(ud));
                 /* Its hidden paths went with the head; no event says so. */
-                for (size_t i = 0; i < m->n_devices;) {
-                        Device *d = m->devices[i];
-                        _cleanup_free_ char *q = path_join(d->info->blockdir, "queue");
-                        if (!d->removed && d->info->hidden && q && !sysfs_exists(q)) {
-                                manager_device_removed(m, d->sysname);
-                                continue;
-                        }
-                        i++;
-                }
+                manager_drop_vanished(m, true);
                 break;
         case UDEV_ACTION_SYNCED: {
                 /* Devices that enumeration did not find again are gone. */
-                for (size_t i = 0; i < m->n_devices;) {
-                        Device *d = m->devices[i];
-                        _cleanup_free_ char *q = path_join(d->info->blockdir, "queue");
-                        if (!d->removed && q && !sysfs_exists(q)) {
-                                manager_device_removed(m, d->sysname);
-                                continue;
-                        }
-                        i++;
-                }
+                manager_drop_vanished(m, false);
                 m->sync_generation++;
                 manager_check_progress(m);
                 break;
