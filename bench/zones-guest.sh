@@ -1,15 +1,16 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # Guest half of bench/zones (busybox sh, /vm/lib.sh sourced; one boot with
 # --zns --conventional --data-disk). Measures, on the ZNS namespace:
-#   1. fio, rw=write, one fresh zone per run ($BZ_FIO_REPEAT rounds of all
-#      runs), through io_uring passthrough
-#      (/dev/ngXnY, io_uring_cmd) and through the block device (io_uring,
-#      direct, mq-deadline), for each of $BZ_BS x $BZ_DEPTHS;
-#   2. blkmqctl stage of a $BZ_SIZE_MIB MiB file from tmpfs ($BZ_STAGES
-#      times), then the same as separate zones alloc / append / seal calls
-#      (the time split), and for reference a QD1 1 MiB O_DIRECT read-back of
-#      the zone (what seal reads) by fio, the seal's read+hash loop replayed
-#      by bz-tool readhash (read and hash timed apart), a sha256sum;
+#   1. side by side, $BZ_FIO_REPEAT rounds, each through every $BZ_BS x
+#      $BZ_DEPTHS: fio rw=write of $BZ_SIZE_MIB MiB into a zone leased from
+#      blkmqd, through io_uring passthrough (/dev/ngXnY, io_uring_cmd) and
+#      through the block device (io_uring, direct, mq-deadline); then blkmqd
+#      reloaded with AppendChunkKB=BS AppendDepth=QD and the same file staged
+#      by bz-tool stage (Allocate, Append of the file's fd, Seal: each call
+#      timed, no process spawn, no client-side hashing);
+#   2. blkmqctl stage of the file with the defaults ($BZ_STAGES times: spawn,
+#      the client's hash, allocate, append, seal), and the seal's read+hash
+#      loop replayed by bz-tool readhash (read and hash timed apart);
 #   3. Allocate+Release pairs: blkmqctl in a shell loop ($BZ_ITERS pairs),
 #      with spawn baselines (blkmqctl --version, zones free DEV), and
 #      bz-tool (one connection, no spawn) with $BZ_CITERS pairs; the zone
@@ -23,7 +24,6 @@ SIZE_MIB=${BZ_SIZE_MIB:-48}
 BS_LIST=${BZ_BS:-128k 512k}
 DEPTHS=${BZ_DEPTHS:-1 4 8}
 STAGES=${BZ_STAGES:-3}
-SPLITS=${BZ_SPLITS:-3}
 FIO_REPEAT=${BZ_FIO_REPEAT:-3}
 ITERS=${BZ_ITERS:-100}
 CITERS=${BZ_CITERS:-400}
@@ -73,61 +73,14 @@ echo mq-deadline > $Q/scheduler || die "mq-deadline on $Z"
 res "env scheduler=\"$(cat $Q/scheduler)\""
 blkzone reset $DEV || die "blkzone reset $DEV"
 
-# --- 1. fio -----------------------------------------------------------------
-# fio_run ENGINE BS QD ZONE REP: one sequential write of SIZE_MIB into zone ZONE
-# (zbd mode wants the range to be at least one zone: --size is the zone,
-# --io_size the amount).
-fio_run() {
-        _e=$1 _bs=$2 _qd=$3 _z=$4 _r=$5
-        _off=$((_z * ZBYTES))
-        blkzone reset -o $((_z * ZSECT)) -c 1 $DEV
-        if [ $_e = cmd ]; then
-                set -- --ioengine=io_uring_cmd --cmd_type=nvme --filename=$NG
-        else
-                set -- --ioengine=io_uring --direct=1 --filename=$DEV
-        fi
-        _f=$OUT/fio-$_e-$_bs-$_qd-$_r.json
-        _s=$(now)
-        fio --name=w-$_e-$_bs-$_qd --rw=write --bs=$_bs --iodepth=$_qd --size=$ZBYTES --io_size=${SIZE_MIB}M \
-                --offset=$_off --zonemode=zbd "$@" --output-format=json --output=$_f \
-                > $OUT/fio-$_e-$_bs-$_qd-$_r.err 2>&1
-        _rc=$?
-        _wall=$(dt $_s $(now))
-        _wp=$(blkzone report -o $((_z * ZSECT)) -c 1 $DEV | sed -n 's/.*wptr 0x\([0-9a-f]*\).*/\1/p')
-        res "fio engine=$_e bs=$_bs qd=$_qd rep=$_r zone=$_z rc=$_rc wall=$_wall wp_sectors=$((0x${_wp:-0}))"
-        [ $_rc = 0 ] || sed 's/^/# fio| /' $_f $OUT/fio-$_e-$_bs-$_qd-$_r.err | head -n 8
-        return $_rc
-}
-
-t0=$(now)
-zi=0
-rep=0
-while [ $rep -lt $FIO_REPEAT ]; do
-        rep=$((rep + 1))
-        for e in cmd blk; do
-                for bs in $BS_LIST; do
-                        for qd in $DEPTHS; do
-                                if ! fio_run $e $bs $qd $((zi % NZ)) $rep && [ $e = cmd ] && [ $bs = 512k ]; then
-                                        # > max_segments (127) discontiguous pages: EINVAL (src/zbd-nvme.c)
-                                        zi=$((zi + 1))
-                                        fio_run $e 508k $qd $((zi % NZ)) $rep
-                                        res "fio-fallback engine=$e bs=512k qd=$qd rep=$rep -> 508k"
-                                fi
-                                zi=$((zi + 1))
-                        done
-                done
-        done
-done
-res "fio-total secs=$(dt $t0 $(now))"
-blkzone reset $DEV || die "blkzone reset after fio"
-
-# --- blkmqd -----------------------------------------------------------------
+# --- the daemon -------------------------------------------------------------
 mkdir -p /mnt/db
 mke2fs -q /dev/$C > /dev/null 2>&1 || mke2fs /dev/$C > /dev/null || die "mke2fs /dev/$C"
 mount -t ext2 /dev/$C /mnt/db || die "mount /dev/$C"
 
 DPID=
-start_daemon() {
+# write_conf DB [APPEND-KEYS]: the daemon's configuration
+write_conf() {
         cat > /tmp/zones.conf <<EOF
 [Device zns]
 MatchZoned=host-managed
@@ -136,10 +89,15 @@ Scheduler=mq-deadline
 
 [Zones]
 Database=$1
+$2
 EOF
+}
+start_daemon() {
+        write_conf "$1"
         rm -f /tmp/blkmqd.rc
         : > /tmp/blkmqd.log
-        ( blkmqd -c /tmp/zones.conf --varlink-address $SOCK >> /tmp/blkmqd.log 2>&1; echo $? > /tmp/blkmqd.rc ) &
+        ( blkmqd -c /tmp/zones.conf --varlink-address $SOCK --log-level debug >> /tmp/blkmqd.log 2>&1
+          echo $? > /tmp/blkmqd.rc ) &
         vm_wait_for 5 pidof blkmqd > /dev/null
         DPID=$(pidof blkmqd)
         vm_wait_for 30 sh -c "blkmqctl --no-legend zones 2>/dev/null | grep -q '^$Z '" ||
@@ -152,15 +110,91 @@ stop_daemon() {
         cat /tmp/blkmqd.log >> $OUT/blkmqd.log
         DPID=
 }
+# reconf KB DEPTH: AppendChunkKB= and AppendDepth= by a reload (SIGHUP)
+reconf() {
+        _n=$(grep -c 'Configuration reloaded' /tmp/blkmqd.log)
+        write_conf /mnt/db/zones.db "AppendChunkKB=$1
+AppendDepth=$2"
+        kill -HUP $DPID
+        vm_wait_for 10 sh -c "[ \$(grep -c 'Configuration reloaded' /tmp/blkmqd.log) -gt $_n ]" ||
+                die "blkmqd reloads"
+}
 # dticks: the daemon's utime+stime, clock ticks (USER_HZ, 100 a second)
 dticks() { awk '{ print $14 + $15 }' /proc/$DPID/stat; }
 lease_of() { sed -n 's/^ *Lease: //p' "$1" | head -n1; }
 
 start_daemon /mnt/db/zones.db
-
-# --- 2. stage ---------------------------------------------------------------
 head -c $((SIZE_MIB * MIB)) /dev/urandom > /tmp/s.bin
 s=$(now); SHA=$(sha256sum /tmp/s.bin | cut -d' ' -f1); res "sha256sum secs=$(dt $s $(now))"
+
+# --- 1. side by side: fio and blkmqd, each round through every bs x qd -----
+# fio writes into a zone leased from blkmqd for the run (the daemon owns the
+# namespace: the zone is empty, and the release resets it).
+# fio_run ENGINE BS QD REP: one sequential write of SIZE_MIB (zbd mode wants
+# the range to be at least one zone: --size is the zone, --io_size the amount).
+fio_run() {
+        _e=$1 _bs=$2 _qd=$3 _r=$4
+        blkmqctl zones alloc --size=$((SIZE_MIB * MIB)) --device $Z --label fio > /tmp/fa.out ||
+                die "a lease for fio"
+        _l=$(lease_of /tmp/fa.out)
+        _lba=$(sed -n 's/^ *Start LBA: //p' /tmp/fa.out)
+        if [ $_e = cmd ]; then
+                set -- --ioengine=io_uring_cmd --cmd_type=nvme --filename=$NG
+        else
+                set -- --ioengine=io_uring --direct=1 --filename=$DEV
+        fi
+        _f=$OUT/fio-$_e-$_bs-$_qd-$_r.json
+        _s=$(now)
+        fio --name=w-$_e-$_bs-$_qd --rw=write --bs=$_bs --iodepth=$_qd --size=$ZBYTES --io_size=${SIZE_MIB}M \
+                --offset=$((_lba * 512)) --zonemode=zbd "$@" --output-format=json --output=$_f \
+                > $OUT/fio-$_e-$_bs-$_qd-$_r.err 2>&1
+        _rc=$?
+        _wall=$(dt $_s $(now))
+        _wp=$(blkzone report -o $_lba -c 1 $DEV | sed -n 's/.*wptr 0x\([0-9a-f]*\).*/\1/p')
+        res "fio engine=$_e bs=$_bs qd=$_qd rep=$_r lba=$_lba rc=$_rc wall=$_wall wp_sectors=$((0x${_wp:-0}))"
+        [ $_rc = 0 ] || sed 's/^/# fio| /' $_f $OUT/fio-$_e-$_bs-$_qd-$_r.err | head -n 8
+        blkmqctl zones release $_l > /dev/null || die "release fio's lease"
+        return $_rc
+}
+# bz_run BS QD REP: the same object through blkmqd (bz-tool stage: Allocate,
+# Append of the file's fd, Seal, each timed, then Release), with
+# AppendChunkKB=BS (capped to the device's largest) and AppendDepth=QD.
+bz_run() {
+        reconf ${1%k} $2
+        _t1=$(dticks)
+        _o=$(bz-tool stage $SOCK $Z /tmp/s.bin $SHA)
+        _rc=$?
+        _t2=$(dticks)
+        res "blkmqd bs=$1 qd=$2 rep=$3 rc=$_rc daemon_ticks=$((_t2 - _t1)) $_o"
+        [ $_rc = 0 ] || not_ok "bz-tool stage bs=$1 qd=$2"
+}
+
+t0=$(now)
+rep=0
+while [ $rep -lt $FIO_REPEAT ]; do
+        rep=$((rep + 1))
+        for bs in $BS_LIST; do
+                for qd in $DEPTHS; do
+                        if ! fio_run cmd $bs $qd $rep && [ $bs = 512k ]; then
+                                # > max_segments (127) discontiguous pages: EINVAL (src/zbd-nvme.c)
+                                fio_run cmd 508k $qd $rep
+                                res "fio-fallback engine=cmd bs=512k qd=$qd rep=$rep -> 508k"
+                        fi
+                        fio_run blk $bs $qd $rep
+                        bz_run $bs $qd $rep
+                done
+        done
+done
+res "side-by-side secs=$(dt $t0 $(now))"
+grep -o 'appending from [a-z ()]*, writes of [0-9]* KiB, up to [0-9]* in flight' /tmp/blkmqd.log | sort | uniq -c |
+        sed 's/^/# /'
+
+# --- 2. blkmqctl stage, the defaults ------------------------------------------
+# As a person runs it: one process, the client hashes the file meanwhile.
+_n=$(grep -c 'Configuration reloaded' /tmp/blkmqd.log)
+write_conf /mnt/db/zones.db
+kill -HUP $DPID
+vm_wait_for 10 sh -c "[ \$(grep -c 'Configuration reloaded' /tmp/blkmqd.log) -gt $_n ]" || die "blkmqd reloads"
 i=0
 while [ $i -lt $STAGES ]; do
         i=$((i + 1))
@@ -171,49 +205,20 @@ while [ $i -lt $STAGES ]; do
         res "stage i=$i rc=$rc secs=$(dt $s $e) lba=$(sed -n 's/^ *Start LBA: //p' /tmp/st.out)"
         [ $rc = 0 ] || sed 's/^/# stage| /' /tmp/st.err
         [ "$(sed -n 's/^ *SHA256: //p' /tmp/st.out)" = "$SHA" ] || not_ok "stage $i: sha256 as sha256sum's"
-        LBA=$(sed -n 's/^ *Start LBA: //p' /tmp/st.out)
         blkmqctl zones release "$(lease_of /tmp/st.out)" > /dev/null || not_ok "release after stage $i"
 done
-
-# The read the seal does (QD1, 1 MiB, O_DIRECT) of a written zone, alone.
+# The seal's read + hash loop, replayed on a written zone (bz-tool readhash:
+# blkmqd's sha256.c), read and hash timed apart.
 blkmqctl zones alloc --size=$((SIZE_MIB * MIB)) --device $Z > /tmp/a.out
 L=$(lease_of /tmp/a.out)
 blkmqctl zones append $L /tmp/s.bin > /dev/null
 LBA=$(blkmqctl zones get $L | sed -n 's/^ *Start LBA: //p')
-s=$(now)
-fio --name=rb --rw=read --bs=1M --iodepth=1 --ioengine=psync --direct=1 --filename=$DEV \
-        --offset=$((LBA * 512)) --size=${SIZE_MIB}M --output-format=json --output=$OUT/fio-readback.json \
-        > /dev/null 2>&1
-res "readback rc=$? wall=$(dt $s $(now))"
-# ... and the seal's loop replicated (bz-tool readhash: blkmqd's sha256.c)
 out=$(bz-tool readhash $DEV $((LBA * 512)) $((SIZE_MIB * MIB))) || not_ok "bz-tool readhash"
 [ "${out##*sha256=}" = "$SHA" ] || not_ok "readhash: the zone hashes as the file"
 res "readhash $out"
-s=$(now)
-blkmqctl zones seal $L $SHA > /dev/null || not_ok "seal after the readback"
-res "seal-alone secs=$(dt $s $(now))"
+blkmqctl zones seal $L $SHA > /dev/null || not_ok "seal after the readhash"
 blkmqctl zones release $L > /dev/null
-
-i=0
-while [ $i -lt $SPLITS ]; do
-        i=$((i + 1))
-        s=$(now)
-        blkmqctl zones alloc --size=$((SIZE_MIB * MIB)) --device $Z > /tmp/a.out; r1=$?
-        a=$(now)
-        L=$(lease_of /tmp/a.out)
-        blkmqctl zones append $L /tmp/s.bin > /dev/null; r2=$?
-        b=$(now)
-        # the seal's read + hash loop replayed on this zone (not in the split)
-        LBA=$(blkmqctl zones get $L | sed -n 's/^ *Start LBA: //p')
-        res "readhash i=$i $(bz-tool readhash $DEV $((LBA * 512)) $((SIZE_MIB * MIB)))"
-        t1=$(dticks) b2=$(now)
-        blkmqctl zones seal $L $SHA > /dev/null; r3=$?
-        c=$(now) t2=$(dticks)
-        res "seal-cpu i=$i daemon_ticks=$((t2 - t1))"
-        blkmqctl zones release $L > /dev/null; r4=$?
-        d=$(now)
-        res "split i=$i rc=$r1$r2$r3$r4 alloc=$(dt $s $a) append=$(dt $a $b) seal=$(dt $b2 $c) release=$(dt $c $d)"
-done
+grep -o 'sealed, [0-9]* bytes ([0-9]* of them verified while written)' /tmp/blkmqd.log | tail -n 4 | sed 's/^/# /'
 
 # --- 3. Allocate + Release --------------------------------------------------
 # loop KIND N: N iterations of KIND, prints the seconds

@@ -5,7 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/param.h>
+#include <sys/stat.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -27,6 +29,7 @@
 typedef struct ZDev ZDev;
 typedef struct AppendOp AppendOp;
 typedef struct SealJob SealJob;
+struct VerifyJob;
 
 typedef struct ZSlotExtra {
         char *lease;
@@ -41,6 +44,11 @@ typedef struct ZSlotExtra {
          * written in whole blocks, so it waits for more data or the seal. */
         uint8_t *tail;
         uint32_t tail_len;
+        /* Verification behind the appends (see "verification" below). */
+        Sha256 vsha;
+        uint64_t verified;
+        struct VerifyJob *verify; /* in flight */
+        SealJob *seal_wait;       /* a seal waiting for it */
 } ZSlotExtra;
 
 struct ZDev {
@@ -68,6 +76,8 @@ struct ZoneService {
         ZonesConfig config;
         UringPool *uring;
         WorkPool *work;
+        WorkPool *verifier; /* SCHED_IDLE: verification behind the appends */
+        bool freeing;
         ZoneDb *db;
         ZDev **devs;
         size_t n_devs;
@@ -75,13 +85,12 @@ struct ZoneService {
 };
 
 /* Zone append lets the device pick the offset, so several appends can be in
- * flight; the kernel and emulated backends write at the write pointer, one
- * at a time. Each append must land where the object continues: a device
- * that reorders them fails the append rather than scrambling the data. */
-#define APPEND_DEPTH_MAX 8
-
+ * flight ([Zones] AppendDepth=); the kernel and emulated backends write at
+ * the write pointer, one at a time. Each append must land where the object
+ * continues: a device that reorders them fails the append rather than
+ * scrambling the data. */
 typedef struct AppendSlot {
-        uint8_t *buf;    /* aligned, chunk bytes */
+        uint8_t *buf;    /* copy mode: aligned, chunk bytes; map mode: into the mapping */
         uint32_t len;    /* bytes being written */
         uint64_t expect; /* where they must land */
         UringReq req;
@@ -89,6 +98,16 @@ typedef struct AppendSlot {
         AppendOp *op;
 } AppendSlot;
 
+/* Data comes in one of three ways:
+ *  - map mode: a regular file passed by fd, at a page-aligned offset, with
+ *    no partial block carried from an earlier append. Its pages, mapped
+ *    read-only, go to the device as they are: no copy. The daemon never
+ *    touches the mapping itself (only the kernel does, for the writes, where
+ *    a file truncated meanwhile gives EFAULT, not SIGBUS); the last partial
+ *    block is read with a read, not through the mapping.
+ *  - copy mode: anything else passed by fd (pipes, sockets, unaligned
+ *    offsets), read chunk by chunk into the slots' buffers.
+ *  - inline: base64 data of the call, copied into the slots' buffers. */
 struct AppendOp {
         ZDev *dev;
         uint32_t zone;
@@ -96,7 +115,7 @@ struct AppendOp {
         int src_fd;        /* -1: inline */
         uint8_t *inline_data;
         size_t inline_len, inline_pos;
-        AppendSlot slots[APPEND_DEPTH_MAX];
+        AppendSlot slots[ZONES_APPEND_DEPTH_MAX];
         unsigned depth;
         unsigned cur;      /* the slot being filled; UINT_MAX: all busy */
         unsigned inflight;
@@ -114,6 +133,13 @@ struct AppendOp {
         int error;
         const char *error_what;
         UringReq rreq;
+        /* map mode */
+        void *map;
+        size_t map_len;
+        uint64_t src_pos;  /* file offset of the first byte */
+        uint64_t src_size; /* bytes from src_pos to the end of the file at the call */
+        uint64_t src_sent; /* bytes of them handed to the device */
+        bool tail_asked;
 };
 
 /* ---- helpers ---- */
@@ -316,7 +342,7 @@ static bool zdev_busy(const ZDev *d) {
         if (d->resetting)
                 return true;
         for (size_t k = 0; k < d->n; k++)
-                if (d->extra[k].append || d->extra[k].busy)
+                if (d->extra[k].append || d->extra[k].busy || d->extra[k].verify)
                         return true;
         return false;
 }
@@ -382,6 +408,8 @@ static void reset_done(void *data, void *userdata) {
                         d->extra[z].note = mfree(d->extra[z].note);
                         d->extra[z].tail = mfree(d->extra[z].tail);
                         d->extra[z].tail_len = 0;
+                        sha256_done(&d->extra[z].vsha);
+                        d->extra[z].verified = 0;
                         d->extra[z].owner_uid = ZONE_DB_UID_INVALID;
                         d->extra[z].allocated_usec = d->extra[z].sealed_usec = 0;
                         log_info("%s: zone %u reset (%u resets so far).", d->id, z, sl->reset_count);
@@ -436,6 +464,7 @@ static void zdev_free(ZDev *d) {
                 free(d->extra[i].sha256);
                 free(d->extra[i].note);
                 free(d->extra[i].tail);
+                sha256_done(&d->extra[i].vsha);
         }
         free(d->extra);
         free(d->slots);
@@ -812,8 +841,11 @@ static void append_free(AppendOp *op) {
         if (op->src_fd >= 0)
                 close(op->src_fd);
         free(op->inline_data);
-        for (unsigned i = 0; i < op->depth; i++)
-                free(op->slots[i].buf);
+        if (op->map)
+                (void) munmap(op->map, op->map_len);
+        else
+                for (unsigned i = 0; i < op->depth; i++)
+                        free(op->slots[i].buf);
         free(op->tail);
         varlink_call_unref(op->call);
         free(op);
@@ -821,6 +853,7 @@ static void append_free(AppendOp *op) {
 
 static void seal_submit(SealJob *j);
 static void seal_fail(SealJob *j, int r, const char *what);
+static void verify_kick(ZDev *d, uint32_t z);
 
 static void append_finish(AppendOp *op, int r, const char *what) {
         ZDev *d = op->dev;
@@ -927,6 +960,7 @@ static void on_append_write(UringReq *req, void *userdata) {
                 sl->zone.wp = off + slot->len;
         if (sl->zone.cond == ZONE_COND_EMPTY)
                 sl->zone.cond = ZONE_COND_IMP_OPEN;
+        verify_kick(d, op->zone);
         if (op->call && varlink_call_wants_more(op->call) && op->appended - op->last_progress >= 4 * 1024 * 1024) {
                 op->last_progress = op->appended;
                 varlink_call_notify(op->call, json_pack("{s:I, s:o}", "bytesWritten",
@@ -938,12 +972,16 @@ static void on_append_write(UringReq *req, void *userdata) {
 
 /* Moves the op on: reads into the current slot, writes full slots, and ends
  * it once the data is all out and nothing is in flight. */
+static void append_step_map(AppendOp *op);
+
 static void append_step(AppendOp *op) {
         ZDev *d = op->dev;
         ZoneSlot *sl = &d->slots[op->zone];
         uint32_t bs;
         int r;
 
+        if (op->map)
+                return append_step_map(op);
         for (;;) {
                 if (!op->error && (!d->zbd || d->gone)) {
                         op->error = -ENODEV;
@@ -1051,38 +1089,172 @@ static void append_step(AppendOp *op) {
         }
 }
 
-/* An append op for zone z, starting with the zone's carried tail. */
+static void on_append_tail_read(UringReq *req, void *userdata) {
+        AppendOp *op = userdata;
+
+        op->reading = false;
+        if (req->res < 0)
+                return append_fail(op, req->res, "reading the data");
+        if ((uint32_t) req->res != op->tail_len)
+                return append_fail(op, -ENODATA, "reading the data: the file shrank");
+        op->appended += op->tail_len;
+        append_step(op);
+}
+
+/* Map mode: whole blocks straight from the mapping, up to depth in flight;
+ * the last partial block is read into op->tail for the next append or the
+ * seal. */
+static void append_step_map(AppendOp *op) {
+        ZDev *d = op->dev;
+        ZoneSlot *sl = &d->slots[op->zone];
+        uint32_t bs;
+        uint64_t whole;
+        int r;
+
+        if (!op->error && (!d->zbd || d->gone)) {
+                op->error = -ENODEV;
+                op->error_what = "the device went away";
+        }
+        if (!op->error && op->call && !varlink_call_is_connected(op->call)) {
+                op->error = -ECONNRESET;
+                op->error_what = "the client went away";
+        }
+        if (op->error) {
+                if (op->inflight == 0 && !op->reading)
+                        append_finish(op, op->error, op->error_what);
+                return;
+        }
+        bs = d->zbd->limits.block_size ? d->zbd->limits.block_size : 512;
+        whole = op->src_size - op->src_size % bs;
+
+        if (!op->tail_asked && whole < op->src_size) {
+                op->tail_asked = true;
+                op->tail_len = (uint32_t) (op->src_size - whole);
+                op->tail = malloc(op->tail_len);
+                if (!op->tail) {
+                        op->tail_len = 0;
+                        return append_fail(op, -ENOMEM, "keeping the last block");
+                }
+                op->rreq = (UringReq) { .fd = op->src_fd, .op = URING_OP_READ, .offset = op->src_pos + whole,
+                                        .len = op->tail_len, .buf = op->tail, .cpu = -1,
+                                        .done = on_append_tail_read, .userdata = op };
+                r = uring_pool_submit(d->service->uring, &op->rreq);
+                if (r < 0)
+                        return append_fail(op, r, "queueing a read");
+                op->reading = true;
+        }
+        for (unsigned i = 0; i < op->depth && op->src_sent < whole; i++) {
+                AppendSlot *slot = &op->slots[i];
+                uint32_t w = (uint32_t) MIN((uint64_t) op->chunk, whole - op->src_sent);
+
+                if (slot->busy)
+                        continue;
+                if (op->next_off + w > sl->zone.start + sl->zone.capacity)
+                        return append_fail(op, -ENOSPC, "the data exceeds the zone's capacity");
+                slot->buf = (uint8_t *) op->map + op->src_sent;
+                slot->req = (UringReq) { .cpu = -1 };
+                r = d->zbd->ops->prep_append(d->zbd, sl->zone.start, op->next_off, slot->buf, w, &slot->req);
+                if (r < 0)
+                        return append_fail(op, r, "preparing the write");
+                slot->req.done = on_append_write;
+                slot->req.userdata = slot;
+                slot->len = w;
+                slot->expect = op->next_off;
+                r = uring_pool_submit(d->service->uring, &slot->req);
+                if (r < 0)
+                        return append_fail(op, r, "queueing the write");
+                slot->busy = true;
+                op->inflight++;
+                op->next_off += w;
+                op->src_sent += w;
+                op->appended += w;
+        }
+        if (op->src_sent == whole && op->inflight == 0 && !op->reading) {
+                /* Consumed, as a read would have: the file offset moves past the data. */
+                (void) lseek(op->src_fd, (off_t) (op->src_pos + op->src_size), SEEK_SET);
+                append_finish(op, 0, NULL);
+        }
+}
+
+/* An append op for zone z, its I/O shape from [Zones]; no buffers yet
+ * (append_map() or append_bufs() decide). */
 static AppendOp *append_new(ZDev *d, uint32_t z) {
-        ZSlotExtra *x = &d->extra[z];
+        const ZonesConfig *c = &d->service->config;
         AppendOp *op = calloc(1, sizeof *op);
+        uint32_t max = zbd_chunk_max(d->zbd);
 
         if (!op)
                 return NULL;
         op->src_fd = -1;
-        op->chunk = zbd_chunk_max(d->zbd);
-        if (op->chunk == 0 || op->chunk > 1024 * 1024)
-                op->chunk = 512 * 1024;
+        if (max == 0 || max > 1024 * 1024)
+                max = 1024 * 1024;
+        op->chunk = c->append_chunk && c->append_chunk < max ? c->append_chunk : max;
+        /* Whole pages, so that every chunk of a mapped file is page-aligned. */
+        if (op->chunk >= 4096)
+                op->chunk -= op->chunk % 4096;
         /* The device picks the offset of a zone append: several in flight. */
-        op->depth = streq(d->zbd->ops->name, "nvme") ? APPEND_DEPTH_MAX : 1;
-        for (unsigned i = 0; i < op->depth; i++) {
+        op->depth = 1;
+        if (streq(d->zbd->ops->name, "nvme"))
+                op->depth = c->append_depth ? MIN(c->append_depth, ZONES_APPEND_DEPTH_MAX) : ZONES_APPEND_DEPTH_DEFAULT;
+        for (unsigned i = 0; i < op->depth; i++)
                 op->slots[i].op = op;
-                if (posix_memalign((void **) &op->slots[i].buf, 4096, op->chunk) != 0) {
-                        op->slots[i].buf = NULL;
-                        append_free(op);
-                        return NULL;
-                }
-        }
         op->dev = d;
         op->zone = z;
         op->next_off = d->slots[z].zone.wp;
+        d->extra[z].append = op;
+        return op;
+}
+
+/* Copy and inline mode: a buffer per slot, the zone's carried tail first. */
+static int append_bufs(AppendOp *op) {
+        ZSlotExtra *x = &op->dev->extra[op->zone];
+
+        for (unsigned i = 0; i < op->depth; i++)
+                if (posix_memalign((void **) &op->slots[i].buf, 4096, op->chunk) != 0) {
+                        op->slots[i].buf = NULL;
+                        return -ENOMEM;
+                }
         if (x->tail_len) {
                 memcpy(op->slots[0].buf, x->tail, x->tail_len);
                 op->fill = x->tail_len;
                 x->tail = mfree(x->tail);
                 x->tail_len = 0;
         }
-        x->append = op;
-        return op;
+        return 0;
+}
+
+/* Map mode if the fd allows it (see struct AppendOp): 1 if mapped, 0 for
+ * copy mode, -errno (-EFBIG: more than the zone's capacity left). */
+static int append_map(AppendOp *op) {
+        const ZoneSlot *sl = &op->dev->slots[op->zone];
+        struct stat st;
+        off_t pos;
+        void *p;
+
+        if (op->dev->extra[op->zone].tail_len)
+                return 0;
+        if (fstat(op->src_fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size <= 0)
+                return 0;
+        pos = lseek(op->src_fd, 0, SEEK_CUR);
+        if (pos < 0 || pos % 4096 || pos > st.st_size)
+                return 0;
+        op->src_pos = (uint64_t) pos;
+        op->src_size = (uint64_t) (st.st_size - pos);
+        if (sl->bytes_written + op->src_size > sl->zone.capacity)
+                return -EFBIG;
+        if (op->src_size == 0 || op->src_size > SIZE_MAX / 2)
+                return 0;
+        op->map_len = (size_t) op->src_size;
+        p = mmap(NULL, op->map_len, PROT_READ, MAP_SHARED, op->src_fd, pos);
+        if (p == MAP_FAILED) {
+                log_debug_errno(errno, "%s: zone %u: cannot map the data (%m), reading it instead.", op->dev->id,
+                                op->zone);
+                op->map_len = 0;
+                return 0;
+        }
+        op->map = p;
+        op->eof = true;
+        return 1;
 }
 
 static int lease_checks(ZoneService *s, VarlinkCall *call, const char *lease, ZDev **ret_d, uint32_t *ret_z) {
@@ -1157,7 +1329,25 @@ static int method_append(VarlinkCall *call, json_t *params, void *userdata) {
         op->src_fd = src;
         op->inline_data = TAKE_PTR(inl);
         op->inline_len = inl_len;
+        r = src >= 0 ? append_map(op) : 0;
+        if (r == 0)
+                r = append_bufs(op);
+        if (r < 0) {
+                /* Nothing was written, nothing changes. */
+                uint64_t size = d->slots[z].bytes_written + d->extra[z].tail_len + op->src_size;
+
+                d->extra[z].append = NULL;
+                append_free(op);
+                if (r == -EFBIG)
+                        return varlink_call_error(call, "io.blkmqd.Zones.TooLarge",
+                                                  json_pack("{s:I, s:I}", "size", (json_int_t) size, "capacity",
+                                                            (json_int_t) d->slots[z].zone.capacity));
+                return r;
+        }
         op->call = varlink_call_ref(call);
+        log_debug("%s: zone %u: appending %s, writes of %u KiB, up to %u in flight.", d->id, z,
+                  op->map ? "from a mapped file" : src >= 0 ? "from a stream (copied)" : "inline data",
+                  op->chunk / 1024, op->depth);
         if (d->slots[z].state == ZONE_STATE_ALLOCATED) {
                 /* Recorded before the data lands: after a crash, reconcile
                  * knows the zone was being written. */
@@ -1168,54 +1358,158 @@ static int method_append(VarlinkCall *call, json_t *params, void *userdata) {
         return 0;
 }
 
+/* ---- verification ----
+ *
+ * What has landed is read back and hashed behind the appends, on the work
+ * pool, VERIFY_STEP (or a quarter of a small zone) at a time, while later
+ * data is still being written: the seal then reads back only the rest. It is still a read of the device
+ * after the write completed, as a seal-time read would be. The running
+ * digest lives in the zone's extra (vsha over the first `verified` bytes);
+ * a job in flight owns it. Any failure drops it, and the seal reads the
+ * whole zone back. */
+
+#define VERIFY_STEP (4U * 1024 * 1024)
+#define VERIFY_BUF (1024U * 1024)
+
+typedef struct VerifyJob {
+        ZDev *dev;
+        uint32_t zone;
+        Zbd *zbd;
+        uint64_t start;    /* the zone's start */
+        uint64_t from, to; /* bytes of the zone to read and hash */
+        Sha256 sha;        /* over [0, from) on entry */
+        bool ran;
+        int r;
+} VerifyJob;
+
+/* Worker side: reads [from, to) of the zone and hashes it into sha. */
+static int verify_hash(Zbd *zbd, uint64_t start, uint64_t from, uint64_t to, Sha256 *sha) {
+        _cleanup_free_ uint8_t *buf = NULL;
+        int r;
+
+        if (posix_memalign((void **) &buf, 4096, VERIFY_BUF) != 0) {
+                buf = NULL;
+                return -ENOMEM;
+        }
+        for (uint64_t off = from; off < to;) {
+                size_t n = (size_t) MIN((uint64_t) VERIFY_BUF, to - off);
+                r = zbd->ops->read(zbd, start + off, buf, n);
+                if (r < 0)
+                        return r;
+                sha256_update(sha, buf, n);
+                off += n;
+        }
+        return 0;
+}
+
+static void verify_run(void *data) {
+        VerifyJob *j = data;
+
+        j->ran = true;
+        j->r = verify_hash(j->zbd, j->start, j->from, j->to, &j->sha);
+}
+
+static void verify_forget(ZSlotExtra *x) {
+        sha256_done(&x->vsha);
+        x->verified = 0;
+}
+
+static void seal_submit(SealJob *j);
+static void verify_done(void *data, void *userdata);
+
+/* Starts a verification job if enough has landed and none runs. */
+static void verify_kick(ZDev *d, uint32_t z) {
+        ZSlotExtra *x = &d->extra[z];
+        const ZoneSlot *sl = &d->slots[z];
+        uint64_t landed = sl->zone.wp - sl->zone.start;
+        VerifyJob *j;
+
+        /* busy: sealing, its flush writes padding that is not data. */
+        if (x->verify || x->busy || !d->zbd || d->gone || sl->state != ZONE_STATE_WRITING || d->service->freeing ||
+            landed < x->verified + MIN((uint64_t) VERIFY_STEP, MAX(sl->zone.capacity / 4, (uint64_t) 65536)))
+                return;
+        if (!x->vsha.ctx) {
+                x->verified = 0;
+                if (sha256_init(&x->vsha) < 0)
+                        return;
+        }
+        j = calloc(1, sizeof *j);
+        if (!j)
+                return;
+        *j = (VerifyJob) { .dev = d, .zone = z, .zbd = d->zbd, .start = sl->zone.start, .from = x->verified,
+                           .to = landed, .sha = x->vsha };
+        x->vsha = (Sha256) {};
+        x->verify = j;
+        if (work_pool_submit(d->service->verifier, verify_run, verify_done, j, NULL) < 0) {
+                x->vsha = j->sha;
+                x->verify = NULL;
+                free(j);
+        }
+}
+
+static void verify_done(void *data, void *userdata) {
+        VerifyJob *j = data;
+        ZDev *d = j->dev;
+        uint32_t z = j->zone;
+        ZSlotExtra *x = &d->extra[z];
+
+        x->verify = NULL;
+        if (!j->ran || j->r < 0 || d->slots[j->zone].state != ZONE_STATE_WRITING) {
+                if (j->ran && j->r < 0)
+                        log_warning_errno(j->r, "%s: zone %u: reading back what landed failed, the seal will "
+                                          "read it all: %m", d->id, j->zone);
+                sha256_done(&j->sha);
+                verify_forget(x);
+        } else {
+                x->vsha = j->sha;
+                x->verified = j->to;
+        }
+        free(j);
+        if (x->seal_wait && d->service->freeing)
+                /* The main work pool is gone already. */
+                seal_fail(TAKE_PTR(x->seal_wait), -ESHUTDOWN, "verifying the zone");
+        else if (x->seal_wait)
+                seal_submit(TAKE_PTR(x->seal_wait));
+        else
+                verify_kick(d, z);
+        zdev_settle(d);
+}
+
 /* ---- seal ---- */
 
 struct SealJob {
         ZDev *dev;
         uint32_t zone;
         VarlinkCall *call;
+        Zbd *zbd;
+        uint64_t start, verified, size;
+        Sha256 sha;  /* over the first verified bytes */
         char expected[65];
         char actual[65];
-        int r;
+        int r;       /* -ECANCELED until seal_run ran */
         const char *what;
 };
 
 static void seal_run(void *data) {
         SealJob *j = data;
-        Zbd *zbd = j->dev->zbd;
-        const ZoneSlot *sl = &j->dev->slots[j->zone];
-        const size_t bufsize = 1024 * 1024;
         uint8_t digest[SHA256_DIGEST_SIZE];
-        _cleanup_free_ uint8_t *buf = NULL;
-        Sha256 c;
 
-        if (posix_memalign((void **) &buf, 4096, bufsize) != 0) {
-                buf = NULL;
-                j->r = -ENOMEM;
+        j->r = verify_hash(j->zbd, j->start, j->verified, j->size, &j->sha);
+        if (j->r < 0) {
+                j->what = "reading the zone back";
                 return;
         }
-        sha256_init(&c);
-        for (uint64_t off = 0; off < sl->bytes_written;) {
-                size_t n = MIN(bufsize, sl->bytes_written - off);
-                j->r = zbd->ops->read(zbd, sl->zone.start + off, buf, n);
-                if (j->r < 0) {
-                        j->what = "reading the zone back";
-                        return;
-                }
-                sha256_update(&c, buf, n);
-                off += n;
-        }
-        sha256_final(&c, digest);
+        sha256_final(&j->sha, digest);
         sha256_hex(digest, j->actual);
         if (strcasecmp(j->actual, j->expected) != 0) {
                 /* Kept for inspection, but finished: a failed zone must not
                  * hold one of the device's active resources. */
-                (void) zbd->ops->finish(zbd, sl->zone.start);
+                (void) j->zbd->ops->finish(j->zbd, j->start);
                 j->r = -EBADMSG;
                 return;
         }
         /* Finishing frees the zone's active resource. */
-        j->r = zbd->ops->finish(zbd, sl->zone.start);
+        j->r = j->zbd->ops->finish(j->zbd, j->start);
         if (j->r < 0)
                 j->what = "finishing the zone";
 }
@@ -1227,6 +1521,7 @@ static void seal_done(void *data, void *userdata) {
         ZSlotExtra *x = &d->extra[j->zone];
 
         x->busy = false;
+        sha256_done(&j->sha);
         if (j->r == -EBADMSG) {
                 log_warning("%s: zone %u does not verify: expected %s, read back %s.", d->id, j->zone, j->expected,
                             j->actual);
@@ -1237,15 +1532,16 @@ static void seal_done(void *data, void *userdata) {
                 (void) record(d, j->zone, j->call, NULL, "io.blkmqd.Zones.ChecksumMismatch",
                               json_pack("{s:s, s:s}", "expected", j->expected, "actual", j->actual));
         } else if (j->r < 0) {
-                error_io(j->call, j->r, j->what);
+                error_io(j->call, j->r, j->what ? j->what : "verifying the zone");
         } else {
                 sl->state = ZONE_STATE_SEALED;
                 sl->zone.cond = ZONE_COND_FULL;
                 sl->zone.wp = sl->zone.start + sl->zone.capacity;
                 (void) free_and_strdup(&x->sha256, j->actual);
                 x->sealed_usec = now_usec(CLOCK_REALTIME);
-                log_info("%s: zone %u sealed, %llu bytes, sha256 %s.", d->id, j->zone,
-                         (unsigned long long) sl->bytes_written, j->actual);
+                log_info("%s: zone %u sealed, %llu bytes (%llu of them verified while written), sha256 %s.",
+                         d->id, j->zone, (unsigned long long) sl->bytes_written, (unsigned long long) j->verified,
+                         j->actual);
                 (void) record(d, j->zone, j->call, json_pack("{s:o}", "zone", zone_json(d, j->zone)), NULL, NULL);
         }
         varlink_call_unref(j->call);
@@ -1253,8 +1549,37 @@ static void seal_done(void *data, void *userdata) {
         zdev_settle(d);
 }
 
+static void seal_fail(SealJob *j, int r, const char *what);
+
+/* After the flush: waits for a verification job in flight, then reads back
+ * and hashes what it has not covered. */
 static void seal_submit(SealJob *j) {
-        int r = work_pool_submit(j->dev->service->work, seal_run, seal_done, j, NULL);
+        ZDev *d = j->dev;
+        ZSlotExtra *x = &d->extra[j->zone];
+        const ZoneSlot *sl = &d->slots[j->zone];
+        int r;
+
+        if (x->verify) {
+                x->seal_wait = j;
+                return;
+        }
+        if (!d->zbd || d->gone)
+                return seal_fail(j, -ENODEV, "the device went away");
+        j->zbd = d->zbd;
+        j->start = sl->zone.start;
+        j->size = sl->bytes_written;
+        if (x->vsha.ctx && x->verified <= j->size) {
+                j->sha = x->vsha;
+                x->vsha = (Sha256) {};
+                j->verified = x->verified;
+        } else {
+                r = sha256_init(&j->sha);
+                if (r < 0)
+                        return seal_fail(j, r, "setting up SHA-256");
+        }
+        verify_forget(x);
+        j->r = -ECANCELED;
+        r = work_pool_submit(d->service->work, seal_run, seal_done, j, NULL);
         if (r < 0)
                 seal_fail(j, r, "queueing the verification");
 }
@@ -1263,6 +1588,7 @@ static void seal_fail(SealJob *j, int r, const char *what) {
         ZDev *d = j->dev;
 
         d->extra[j->zone].busy = false;
+        sha256_done(&j->sha);
         error_io(j->call, r, what);
         varlink_call_unref(j->call);
         free(j);
@@ -1301,7 +1627,11 @@ static int method_seal(VarlinkCall *call, json_t *params, void *userdata) {
         if (d->extra[z].tail_len) {
                 /* The partial last block goes out first, padded. */
                 AppendOp *op = append_new(d, z);
-                if (!op) {
+                if (!op || append_bufs(op) < 0) {
+                        if (op) {
+                                d->extra[z].append = NULL;
+                                append_free(op);
+                        }
                         seal_fail(j, -ENOMEM, "flushing the last block");
                         return 0;
                 }
@@ -1327,6 +1657,8 @@ static int method_release(VarlinkCall *call, json_t *params, void *userdata) {
                 return r;
         d->slots[z].state = ZONE_STATE_RELEASING;
         d->extra[z].lease = mfree(d->extra[z].lease);
+        sha256_done(&d->extra[z].vsha); /* a job in flight drops its own */
+        d->extra[z].verified = 0;
         log_info("%s: zone %u released; reset queued.", d->id, z);
         r = record(d, z, call, json_pack("{s:o}", "zone", zone_json(d, z)), NULL, NULL);
         maybe_reset(d, false);
@@ -1371,6 +1703,8 @@ static const VarlinkMethod methods[] = {
 ZoneService *zone_service_free(ZoneService *s) {
         if (!s)
                 return NULL;
+        s->freeing = true;
+        s->verifier = work_pool_free(s->verifier); /* runs the outstanding callbacks */
         while (s->pending) {
                 PendingAlloc *p = s->pending;
                 s->pending = p->next;
@@ -1389,6 +1723,17 @@ ZoneService *zone_service_free(ZoneService *s) {
         return NULL;
 }
 
+void zone_service_reload(ZoneService *s, const ZonesConfig *c) {
+        if (!streq_ptr(c->emulate, s->config.emulate) || !streq_ptr(c->database, s->config.database) ||
+            c->zone_size != s->config.zone_size || c->zone_capacity != s->config.zone_capacity ||
+            c->zone_count != s->config.zone_count || c->max_open != s->config.max_open ||
+            c->max_active != s->config.max_active)
+                log_warning("[Zones] Emulate=, Database= and the emulated geometry take effect on restart only.");
+        s->config.reset_batch = c->reset_batch;
+        s->config.append_chunk = c->append_chunk;
+        s->config.append_depth = c->append_depth;
+}
+
 int zone_service_new(ZoneService **ret, sd_event *e, const ZonesConfig *config, UringPool *uring, WorkPool *work,
                      VarlinkServer *server) {
         ZoneService *s = calloc(1, sizeof *s);
@@ -1402,6 +1747,13 @@ int zone_service_new(ZoneService **ret, sd_event *e, const ZonesConfig *config, 
         s->config.database = config->database ? strdup(config->database) : NULL;
         s->uring = uring;
         s->work = work;
+        /* One thread, at idle priority: verification lags behind the
+         * appends rather than take CPU time from them. */
+        r = work_pool_new_flags(&s->verifier, e, 1, WORK_POOL_IDLE);
+        if (r < 0) {
+                zone_service_free(s);
+                return r;
+        }
         if (!s->config.database || (config->emulate && !s->config.emulate)) {
                 zone_service_free(s);
                 return -ENOMEM;

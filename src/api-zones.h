@@ -19,6 +19,10 @@ struct WorkPool;
 int zone_service_new(ZoneService **ret, sd_event *e, const ZonesConfig *config, struct UringPool *uring,
                      struct WorkPool *work, VarlinkServer *server);
 ZoneService *zone_service_free(ZoneService *s);
+/* Takes the [Zones] keys that apply at once (ResetBatch=, AppendChunkKB=,
+ * AppendDepth=: the next Append); the others wait for a restart, said in
+ * the log. */
+void zone_service_reload(ZoneService *s, const ZonesConfig *c);
 /* A zoned kernel device a [Device] section offered (ZoneAllocator=yes);
  * found again by identity after a re-plug. */
 int zone_service_add_kernel(ZoneService *s, const char *id, const char *sysname, const char *devnode,

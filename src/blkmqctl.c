@@ -22,7 +22,7 @@
 
 #include "blkmq/varlink.h"
 #include "cleanup.h"
-#include "sha256.h" /* the core's SHA-256, compiled into blkmqctl (see src/meson.build) */
+#include "sha256.h" /* the core's SHA-256 wrapper, compiled into blkmqctl with libcrypto (see src/meson.build) */
 
 /* blkmqctl: the command-line client of io.blkmqd.Manager,
  * io.blkmqd.Metrics and io.blkmqd.Zones (see io.blkmqd.*.varlink, blkmqctl(8) and
@@ -1829,6 +1829,7 @@ static int verb_zones(int argc, char **argv) {
 
 typedef struct HashJob {
         int fd;
+        Sha256 *sha;     /* set up by verb_stage(), which frees it if hashing fails */
         int error;       /* errno */
         uint64_t length; /* bytes hashed */
         char hex[SHA256_HEX_SIZE];
@@ -1840,13 +1841,11 @@ static void *hash_thread(void *userdata) {
         HashJob *j = userdata;
         _cleanup_free_ uint8_t *buf = malloc(INLINE_CHUNK);
         uint8_t digest[SHA256_DIGEST_SIZE];
-        Sha256 c;
 
         if (!buf) {
                 j->error = ENOMEM;
                 return NULL;
         }
-        sha256_init(&c);
         for (;;) {
                 ssize_t n = pread(j->fd, buf, INLINE_CHUNK, (off_t) j->length);
                 if (n < 0 && errno == EINTR)
@@ -1857,10 +1856,10 @@ static void *hash_thread(void *userdata) {
                 }
                 if (n == 0)
                         break;
-                sha256_update(&c, buf, (size_t) n);
+                sha256_update(j->sha, buf, (size_t) n);
                 j->length += (uint64_t) n;
         }
-        sha256_final(&c, digest);
+        sha256_final(j->sha, digest);
         sha256_hex(digest, j->hex);
         return NULL;
 }
@@ -1896,6 +1895,7 @@ static int verb_stage(int argc, char **argv) {
         _cleanup_(json_decrefp) json_t *params = NULL, *alloc = NULL, *appended = NULL, *sealed = NULL, *sparams = NULL;
         _cleanup_close_ int fd = -EBADF;
         _cleanup_free_ char *lease = NULL;
+        _cleanup_sha256_ Sha256 sha = {};
         const char *path = argv[1];
         HashJob job = {};
         pthread_t thread;
@@ -1911,6 +1911,11 @@ static int verb_stage(int argc, char **argv) {
                 return fail(EXIT_USAGE, "%s: %s", path, strerror(errno));
         if (!S_ISREG(st.st_mode))
                 return fail(EXIT_USAGE, "%s: not a regular file (for pipes: zones alloc, zones append, zones seal)", path);
+
+        /* Before anything is allocated: a failure here leaves no lease behind. */
+        r = sha256_init(&sha);
+        if (r < 0)
+                return fail(EXIT_PROTOCOL, "stage: cannot set up SHA-256 (libcrypto): %s", strerror(-r));
 
         params = json_pack("{s:I}", "size", (json_int_t) st.st_size);
         if (!params || (arg_device && json_object_set_new(params, "device", json_string(arg_device)) < 0) ||
@@ -1930,6 +1935,7 @@ static int verb_stage(int argc, char **argv) {
 
         /* Hash while the daemon reads and writes. */
         job.fd = fd;
+        job.sha = &sha;
         if (pthread_create(&thread, NULL, hash_thread, &job) == 0)
                 hashing = true;
         r = append_fd(v, "stage", lease, fd, (uint64_t) st.st_size, &appended);

@@ -464,6 +464,20 @@ static int parse_zones(Parser *p, const char *key, const char *value) {
                 *(streq(key, "ZoneSizeMB") ? &z->zone_size : &z->zone_capacity) = (uint64_t) v << 20;
                 return 0;
         }
+        if (streq(key, "AppendChunkKB")) {
+                if (safe_atolli(value, &v) < 0 || v < 0 || v > 1024 || v % 4)
+                        return parser_error(p, "AppendChunkKB=: expected KiB from 4 to 1024, a multiple of 4 "
+                                            "(0: the device's largest), got \"%s\"", value);
+                z->append_chunk = (uint32_t) v * 1024;
+                return 0;
+        }
+        if (streq(key, "AppendDepth")) {
+                if (safe_atolli(value, &v) < 0 || v < 1 || v > ZONES_APPEND_DEPTH_MAX)
+                        return parser_error(p, "AppendDepth=: expected a number from 1 to %u, got \"%s\"",
+                                            ZONES_APPEND_DEPTH_MAX, value);
+                z->append_depth = (unsigned) v;
+                return 0;
+        }
         if (streq(key, "ZoneCount") || streq(key, "MaxOpen") || streq(key, "MaxActive") || streq(key, "ResetBatch")) {
                 bool count = streq(key, "ZoneCount") || streq(key, "ResetBatch");
                 if (safe_atolli(value, &v) < 0 || v < (count ? 1 : 0) || v > 1000000)

@@ -65,7 +65,15 @@ typedef struct ZonesConfig {
         uint32_t max_open, max_active; /* 0: no limit */
         unsigned reset_batch;
         char *database;
+        /* The I/O shape of an Append (reloadable): bytes per write, 0 = the
+         * device's largest; writes in flight per zone on zone-append
+         * devices, 0 = ZONES_APPEND_DEPTH_DEFAULT. */
+        uint32_t append_chunk;
+        unsigned append_depth;
 } ZonesConfig;
+
+#define ZONES_APPEND_DEPTH_DEFAULT 8U
+#define ZONES_APPEND_DEPTH_MAX 32U
 
 typedef struct Config {
         DaemonConfig daemon;

@@ -665,6 +665,8 @@ int manager_reload(Manager *m, ConfigError *err) {
                 return r;
         config_free(m->config);
         m->config = c;
+        if (m->zones)
+                zone_service_reload(m->zones, &c->zones);
         if (c->daemon.log_level >= 0)
                 log_set_max_level(c->daemon.log_level);
         if (m->profile && !config_find_profile(c, m->profile)) {

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -32,6 +33,7 @@ struct WorkPool {
         pthread_t *threads;
         unsigned n_threads;
         unsigned pending; /* loop thread only */
+        unsigned flags;
 };
 
 static void list_append(WorkItem **head, WorkItem **tail, WorkItem *w) {
@@ -46,6 +48,12 @@ static void list_append(WorkItem **head, WorkItem **tail, WorkItem *w) {
 static void *worker(void *arg) {
         WorkPool *p = arg;
 
+        if (p->flags & WORK_POOL_IDLE) {
+                struct sched_param sp = {};
+                int r = -pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
+                if (r < 0)
+                        log_debug_errno(r, "Cannot run a worker as SCHED_IDLE, it runs normally: %m");
+        }
         for (;;) {
                 WorkItem *w;
                 uint64_t one = 1;
@@ -101,6 +109,10 @@ static int on_eventfd(sd_event_source *s, int fd, uint32_t revents, void *userda
 }
 
 int work_pool_new(WorkPool **ret, sd_event *e, unsigned n_threads) {
+        return work_pool_new_flags(ret, e, n_threads, 0);
+}
+
+int work_pool_new_flags(WorkPool **ret, sd_event *e, unsigned n_threads, unsigned flags) {
         WorkPool *p;
         sigset_t all, old;
         int r;
@@ -111,6 +123,7 @@ int work_pool_new(WorkPool **ret, sd_event *e, unsigned n_threads) {
         if (!p)
                 return -ENOMEM;
         p->efd = -EBADF;
+        p->flags = flags;
         pthread_mutex_init(&p->lock, NULL);
         pthread_cond_init(&p->cond, NULL);
         p->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

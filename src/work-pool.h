@@ -14,7 +14,16 @@ typedef struct WorkPool WorkPool;
 typedef void (*work_fn_t)(void *data);
 typedef void (*work_done_fn_t)(void *data, void *userdata);
 
+enum {
+        /* The threads run as SCHED_IDLE: only on CPU time nothing else
+         * wants (work that may lag, like verifying data behind its
+         * writes). Where the policy cannot be set (SystemCallFilter=), they
+         * run normally, logged once. */
+        WORK_POOL_IDLE = 1 << 0,
+};
+
 int work_pool_new(WorkPool **ret, sd_event *e, unsigned n_threads);
+int work_pool_new_flags(WorkPool **ret, sd_event *e, unsigned n_threads, unsigned flags);
 int work_pool_submit(WorkPool *p, work_fn_t fn, work_done_fn_t done, void *data, void *userdata);
 unsigned work_pool_pending(WorkPool *p); /* submitted, done callback not yet run */
 /* Stops the threads after the running items finish; items never started

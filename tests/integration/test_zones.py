@@ -35,6 +35,7 @@ import hashlib
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -145,6 +146,27 @@ def read_img(img, offset, length):
     with open(img, "rb") as f:
         f.seek(offset)
         return f.read(length)
+
+
+def raw_call(sock_path, method, params, fds=()):
+    """One varlink call over a fresh connection, fds passed with SCM_RIGHTS
+    (the PyPI package cannot); returns the reply (the last, if "continues")."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(30 * timeout_scale())
+        s.connect(sock_path)
+        socket.send_fds(s, [json.dumps({"method": method, "parameters": params}).encode() + b"\0"], list(fds))
+        buf = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                raise RuntimeError(f"{method}: connection closed, got {buf!r}")
+            buf += chunk
+            msgs = buf.split(b"\0")
+            for m in msgs[:-1]:
+                rep = json.loads(m)
+                if not rep.get("continues"):
+                    return rep
+            buf = msgs[-1]
 
 
 def main():
@@ -543,6 +565,143 @@ Database={db}
             r.ok(p.returncode == 8 and "no free zone" in p.stderr, "stage with every zone used: NoFreeZone, exit 8",
                  show(p))
             d2.stop()
+
+        with r.case("Append from an fd: mapped file, stream, offset, TooLarge up front; verify behind the "
+                    "appends; AppendChunkKB= on reload", env):
+            img3 = os.path.join(env.tmp, "zones3.img")
+            sock3 = os.path.join(env.tmp, "io.blkmqd.3")
+            conf3 = """\
+[Zones]
+Emulate={img}
+ZoneSizeMB=16
+ZoneCapacityMB=12
+ZoneCount=4
+Database={db}
+{extra}"""
+            cfg3 = env.config(conf3.format(img=img3, db=os.path.join(env.tmp, "zones3.db"), extra=""),
+                              name="blkmqd3.conf")
+            d3 = env.daemon(["--config", cfg3, "--varlink-address", sock3, "--log-level", "debug"],
+                            name="blkmqd3")
+            d3.start(timeout=15)
+            ctl3 = Ctl(ctl_bin, sock3)
+            dev3 = "emu:" + img3
+
+            def alloc3(size, label):
+                p, o = ctl3.json("zones", "alloc", f"--size={size}", "--label", label)
+                if p.returncode != 0:
+                    raise RuntimeError(f"zones alloc: {show(p)}")
+                return o["lease"], o["zone"]
+
+            def append_fd(lease, fd):
+                return raw_call(sock3, ZONES + ".Append", {"lease": lease, "fd": 0}, [fd])
+
+            # 1. A regular file at offset 0: mapped, verified while written.
+            big = os.urandom(10 * MIB + 100)
+            path, _ = make("big.bin", 0)
+            with open(path, "wb") as f:
+                f.write(big)
+            mark = len(d3.log_text())
+            p, o = ctl3.json("stage", path, "--label", "big")
+            r.ok(p.returncode == 0 and o and o["zone"]["state"] == "sealed" and o["zone"]["sha256"] == sha(big),
+                 "stage of 10 MiB+100 B: sealed, the file's sha256", show(p), daemon=None if p.returncode == 0 else d3)
+            text = d3.log_text()[mark:]
+            r.ok("appending from a mapped file, writes of" in text, "logged: appending from a mapped file")
+            m = re.search(r"sealed, (\d+) bytes \((\d+) of them verified while written\)", text)
+            r.ok(m is not None and int(m.group(1)) == len(big) and 0 < int(m.group(2)) < len(big),
+                 "logged: part of the object was read back and hashed while it was being written",
+                 m.group(0) if m else text[-2000:])
+            if o:
+                r.eq(sha(read_img(img3, o["zone"]["start"], len(big))), sha(big),
+                     "10 MiB+100 B read back from the emulation file")
+
+            # 2. Offsets and modes: an fd at an unaligned offset (copied) leaves
+            # a partial block; a regular file after it (copied, as the carried
+            # block comes first); a pipe; the file offsets move past the data.
+            lease, z = alloc3(MIB, "modes")
+            parts = [os.urandom(5000), os.urandom(3 * 4096 + 7), os.urandom(10)]
+            fpath, _ = make("modes.bin", 0)
+            with open(fpath, "wb") as f:
+                f.write(os.urandom(1000) + parts[0])
+            fd = os.open(fpath, os.O_RDONLY)
+            os.lseek(fd, 1000, os.SEEK_SET)
+            mark = len(d3.log_text())
+            rep = append_fd(lease, fd)
+            r.ok(rep.get("parameters", {}).get("bytesWritten") == 5000 and os.lseek(fd, 0, os.SEEK_CUR) == 6000,
+                 "Append fd at offset 1000: 5000 B taken, the fd's offset moved to the end", rep)
+            os.close(fd)
+            gpath, _ = make("modes2.bin", 0)
+            with open(gpath, "wb") as f:
+                f.write(parts[1])
+            fd = os.open(gpath, os.O_RDONLY)
+            rep = append_fd(lease, fd)
+            r.ok(rep.get("parameters", {}).get("bytesWritten") == 5000 + len(parts[1]) and
+                 os.lseek(fd, 0, os.SEEK_CUR) == len(parts[1]), "Append of a file after a partial block", rep)
+            os.close(fd)
+            rfd, wfd = os.pipe()
+            os.write(wfd, parts[2])
+            os.close(wfd)
+            rep = append_fd(lease, rfd)
+            os.close(rfd)
+            r.eq(rep.get("parameters", {}).get("bytesWritten"), 5000 + len(parts[1]) + 10, "Append from a pipe", rep)
+            text = d3.log_text()[mark:]
+            r.eq(text.count("appending from a stream (copied)"), 3,
+                 "logged: all three copied (unaligned offset, a carried block, a pipe)")
+            data = b"".join(parts)
+            p, sl = ctl3.json("zones", "seal", lease, sha(data))
+            r.ok(p.returncode == 0 and sl["zone"]["state"] == "sealed", "sealed with the sha256 of the three parts",
+                 show(p))
+            r.eq(sha(read_img(img3, z["start"], len(data))), sha(data), "the three parts read back in order")
+
+            # 3. Whole blocks from a mapped file, then a mapped file with a
+            # partial last block, then the seal pads it.
+            lease, z = alloc3(MIB, "mapped")
+            a, b = os.urandom(8192), os.urandom(5000)
+            mark = len(d3.log_text())
+            for i, part in enumerate((a, b)):
+                path, _ = make(f"mapped{i}.bin", 0)
+                with open(path, "wb") as f:
+                    f.write(part)
+                fd = os.open(path, os.O_RDONLY)
+                rep = append_fd(lease, fd)
+                r.ok("error" not in rep and os.lseek(fd, 0, os.SEEK_CUR) == len(part),
+                     f"Append of a {len(part)} B file: taken whole, offset at the end", rep)
+                os.close(fd)
+            r.eq(d3.log_text()[mark:].count("appending from a mapped file"), 2, "logged: both mapped")
+            p, sl = ctl3.json("zones", "seal", lease, sha(a + b))
+            r.ok(p.returncode == 0 and sl["zone"]["bytesWritten"] == len(a + b), "sealed: 13192 B", show(p))
+            r.eq(sha(read_img(img3, z["start"], len(a + b))), sha(a + b), "13192 B read back")
+
+            # 4. A file larger than the zone's capacity is refused before a
+            # byte is written: the lease stays allocated and empty.
+            lease, z = alloc3(4096, "toolarge")
+            path, _ = make("toolarge.bin", 0)
+            with open(path, "wb") as f:
+                f.truncate(12 * MIB + 1)
+            fd = os.open(path, os.O_RDONLY)
+            rep = append_fd(lease, fd)
+            os.close(fd)
+            r.eq((rep.get("error"), rep.get("parameters")),
+                 (ZONES + ".TooLarge", {"size": 12 * MIB + 1, "capacity": 12 * MIB}),
+                 "Append of 12 MiB+1 B to a 12 MiB zone: TooLarge with size and capacity", rep)
+            p, g = ctl3.json("zones", "get", lease)
+            r.ok(p.returncode == 0 and (g["zone"]["state"], g["zone"]["bytesWritten"], g["zone"]["writePointer"]) ==
+                 ("allocated", 0, z["start"]), "nothing written: allocated, 0 B, write pointer at the start", g)
+
+            # 5. AppendChunkKB= applies to the next Append after a reload.
+            env.config(conf3.format(img=img3, db=os.path.join(env.tmp, "zones3.db"), extra="AppendChunkKB=64\n"),
+                       name="blkmqd3.conf")
+            d3.reload()
+            path, _ = make("small.bin", 0)
+            with open(path, "wb") as f:
+                f.write(os.urandom(200000))
+            mark = len(d3.log_text())
+            fd = os.open(path, os.O_RDONLY)
+            rep = append_fd(lease, fd)
+            os.close(fd)
+            r.ok("error" not in rep and "appending from a mapped file, writes of 64 KiB, up to 1 in flight"
+                 in d3.log_text()[mark:], "after a reload with AppendChunkKB=64: writes of 64 KiB", rep)
+            r.eq(d3.error_lines(), [], "no error logged")
+            d3.stop()
 
     r.finish()
 

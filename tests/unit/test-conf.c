@@ -217,6 +217,8 @@ static const char good_conf[] =
         "MaxOpen=14\n"
         "MaxActive=12\n"
         "ResetBatch=8\n"
+        "AppendChunkKB=128\n"
+        "AppendDepth=4\n"
         "Database=/var/lib/blkmqd/z.db\n"
         "\n"
         "[Device loop]\n"
@@ -286,6 +288,8 @@ static void test_good_file(void **state) {
         assert_int_equal(c->zones.max_open, 14);
         assert_int_equal(c->zones.max_active, 12);
         assert_int_equal(c->zones.reset_batch, 8);
+        assert_int_equal(c->zones.append_chunk, 128 * 1024);
+        assert_int_equal(c->zones.append_depth, 4);
         assert_string_equal(c->zones.database, "/var/lib/blkmqd/z.db");
         assert_int_equal(strv_length(c->files), 1);
         assert_string_equal(c->files[0], "good.conf");
@@ -424,6 +428,10 @@ static const struct {
         { "[Zones]\nZoneSizeMB=0\n", 2, "ZoneSizeMB=: expected MiB from 1 to 65536" },
         { "[Zones]\nZoneCount=0\n", 2, "ZoneCount=: expected a number from 1 to 1000000" },
         { "[Zones]\nMaxActive=-1\n", 2, "MaxActive=: expected a number from 0 to 1000000" },
+        { "[Zones]\nAppendChunkKB=6\n", 2, "AppendChunkKB=: expected KiB from 4 to 1024, a multiple of 4" },
+        { "[Zones]\nAppendChunkKB=2048\n", 2, "AppendChunkKB=: expected KiB from 4 to 1024" },
+        { "[Zones]\nAppendDepth=0\n", 2, "AppendDepth=: expected a number from 1 to 32" },
+        { "[Zones]\nAppendDepth=33\n", 2, "AppendDepth=: expected a number from 1 to 32" },
         { "[Zones]\nZoneAllocator=yes\n", 2, "unknown key ZoneAllocator= in this section" },
         { "[Device a]\n\n\nRqAffinity=3\n", 4, "RqAffinity=: value out of range, got \"3\"" },
         { "[Device a]\nNrRequests=0\n", 2, "NrRequests=: value out of range" },

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* SHA-256 against the FIPS 180-4 example vectors, against itself fed in
- * pieces, and against coreutils' sha256sum. Random data comes from a fixed
- * seed, so a failure reproduces. */
+/* SHA-256 (src/sha256.c, a wrapper over libcrypto's EVP) against the FIPS
+ * 180-4 example vectors, streamed in pieces against the one-shot, and both
+ * against coreutils' sha256sum; then the wrapper's context life cycle.
+ * Random data comes from a fixed seed, so a failure reproduces. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -37,7 +38,21 @@ static void fill_random(uint8_t *p, size_t n) {
 static void hex_of(const void *data, size_t len, char out[SHA256_HEX_SIZE]) {
         uint8_t d[SHA256_DIGEST_SIZE];
 
-        sha256_buffer(data, len, d);
+        assert_int_equal(sha256_buffer(data, len, d), 0);
+        sha256_hex(d, out);
+}
+
+/* The same through sha256_init/update/final, chunk bytes at a time. */
+static void hex_of_streamed(const void *data, size_t len, size_t chunk, char out[SHA256_HEX_SIZE]) {
+        const uint8_t *p = data;
+        uint8_t d[SHA256_DIGEST_SIZE];
+        Sha256 c;
+
+        assert_int_equal(sha256_init(&c), 0);
+        for (size_t off = 0; off < len; off += chunk)
+                sha256_update(&c, p + off, len - off < chunk ? len - off : chunk);
+        sha256_final(&c, d);
+        assert_null(c.ctx);
         sha256_hex(d, out);
 }
 
@@ -63,11 +78,25 @@ static void test_fips_vectors(void **state) {
         for (size_t i = 0; i < ELEMENTSOF(v); i++) {
                 hex_of(v[i].msg, strlen(v[i].msg), hex);
                 assert_string_equal(hex, v[i].hex);
+                for (size_t chunk = 1; chunk <= 3; chunk++) {
+                        hex_of_streamed(v[i].msg, strlen(v[i].msg), chunk, hex);
+                        assert_string_equal(hex, v[i].hex);
+                }
         }
 
-        /* NULL with length 0 is the empty message. */
+        /* NULL with length 0 is the empty message, one-shot and streamed. */
         hex_of(NULL, 0, hex);
         assert_string_equal(hex, v[0].hex);
+        {
+                uint8_t d[SHA256_DIGEST_SIZE];
+                Sha256 c;
+
+                assert_int_equal(sha256_init(&c), 0);
+                sha256_update(&c, NULL, 0);
+                sha256_final(&c, d);
+                sha256_hex(d, hex);
+                assert_string_equal(hex, v[0].hex);
+        }
 }
 
 static void test_million_a(void **state) {
@@ -84,7 +113,7 @@ static void test_million_a(void **state) {
         assert_string_equal(hex, expect);
 
         /* 1000 bytes at a time: never a whole number of blocks. */
-        sha256_init(&c);
+        assert_int_equal(sha256_init(&c), 0);
         for (size_t i = 0; i < 1000; i++)
                 sha256_update(&c, a + i * 1000, 1000);
         sha256_final(&c, d);
@@ -101,11 +130,11 @@ static void test_split_points(void **state) {
         /* Every length up to 257 (all padding cases, up to four blocks), each
          * split at every point. */
         for (size_t len = 0; len < sizeof(buf); len++) {
-                sha256_buffer(buf, len, one);
+                assert_int_equal(sha256_buffer(buf, len, one), 0);
                 for (size_t s = 0; s <= len; s++) {
                         Sha256 c;
 
-                        sha256_init(&c);
+                        assert_int_equal(sha256_init(&c), 0);
                         sha256_update(&c, buf, s);
                         sha256_update(&c, buf + s, len - s);
                         sha256_final(&c, two);
@@ -124,14 +153,14 @@ static void test_random_chunks(void **state) {
         fill_random(buf, LEN + 8);
 
         for (unsigned round = 0; round < 200; round++) {
-                /* Unaligned starts too: blocks are hashed in place. */
+                /* Unaligned starts too: libcrypto hashes whole blocks in place. */
                 const uint8_t *p = buf + round % 8;
                 size_t len = LEN - rng() % 4096, off = 0;
                 Sha256 c;
 
-                sha256_buffer(p, len, one);
+                assert_int_equal(sha256_buffer(p, len, one), 0);
 
-                sha256_init(&c);
+                assert_int_equal(sha256_init(&c), 0);
                 while (off < len) {
                         size_t k;
 
@@ -220,6 +249,68 @@ static void test_sha256sum(void **state) {
                 assert_int_equal(r, 0);
                 hex_of(buf, lens[i], ours);
                 assert_string_equal(ours, theirs);
+                /* Streamed, in pieces that straddle block boundaries. */
+                hex_of_streamed(buf, lens[i], 1000, ours);
+                assert_string_equal(ours, theirs);
+        }
+}
+
+static void test_lifecycle(void **state) {
+        static const char abc[] = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+        uint8_t d[SHA256_DIGEST_SIZE];
+        char hex[SHA256_HEX_SIZE];
+        Sha256 c = {};
+
+        /* Nothing set up: done is a no-op, twice. */
+        sha256_done(&c);
+        sha256_done(&c);
+        assert_null(c.ctx);
+
+        /* Set up and dropped without a digest (ASan/valgrind: no leak). */
+        assert_int_equal(sha256_init(&c), 0);
+        assert_non_null(c.ctx);
+        sha256_update(&c, "x", 1);
+        sha256_done(&c);
+        assert_null(c.ctx);
+        sha256_done(&c);
+
+        /* Reused after final: init starts afresh, nothing of "x" left. */
+        for (unsigned i = 0; i < 2; i++) {
+                assert_int_equal(sha256_init(&c), 0);
+                sha256_update(&c, "abc", 3);
+                sha256_final(&c, d);
+                assert_null(c.ctx);
+                sha256_done(&c); /* after final: a no-op */
+                sha256_hex(d, hex);
+                assert_string_equal(hex, abc);
+        }
+
+        /* Scope-bound: freed on the way out, digested or not. */
+        {
+                _cleanup_sha256_ Sha256 a = {}, b = {};
+
+                assert_int_equal(sha256_init(&a), 0);
+                assert_int_equal(sha256_init(&b), 0);
+                sha256_update(&a, "abc", 3);
+                sha256_final(&a, d);
+                sha256_update(&b, "ab", 2);
+        }
+
+        /* Two contexts interleaved do not share state. */
+        {
+                _cleanup_sha256_ Sha256 a = {}, b = {};
+                uint8_t da[SHA256_DIGEST_SIZE], db[SHA256_DIGEST_SIZE];
+
+                assert_int_equal(sha256_init(&a), 0);
+                assert_int_equal(sha256_init(&b), 0);
+                sha256_update(&a, "a", 1);
+                sha256_update(&b, "xyz", 3);
+                sha256_update(&a, "bc", 2);
+                sha256_final(&a, da);
+                sha256_final(&b, db);
+                sha256_hex(da, hex);
+                assert_string_equal(hex, abc);
+                assert_memory_not_equal(da, db, sizeof(da));
         }
 }
 
@@ -235,7 +326,7 @@ static void test_throughput(void **state) {
         fill_random(buf, LEN);
 
         assert_int_equal(clock_gettime(CLOCK_MONOTONIC, &t0), 0);
-        sha256_buffer(buf, LEN, d);
+        assert_int_equal(sha256_buffer(buf, LEN, d), 0);
         assert_int_equal(clock_gettime(CLOCK_MONOTONIC, &t1), 0);
 
         /* Reported, not asserted: shared CI machines vary too much. */
@@ -251,6 +342,7 @@ int main(void) {
                 cmocka_unit_test(test_split_points),
                 cmocka_unit_test(test_random_chunks),
                 cmocka_unit_test(test_sha256sum),
+                cmocka_unit_test(test_lifecycle),
                 cmocka_unit_test(test_throughput),
         };
 
