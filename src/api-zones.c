@@ -40,6 +40,7 @@ typedef struct ZSlotExtra {
         char *note;
         AppendOp *append; /* in flight */
         bool busy;        /* sealing */
+        unsigned verify_gen; /* bumped when the zone is reset under a lease */
         /* The last partial block of what was appended so far: zones are
          * written in whole blocks, so it waits for more data or the seal. */
         uint8_t *tail;
@@ -140,7 +141,26 @@ struct AppendOp {
         uint64_t src_size; /* bytes from src_pos to the end of the file at the call */
         uint64_t src_sent; /* bytes of them handed to the device */
         bool tail_asked;
+        /* map mode on a zone-append device: the object goes to one worker
+         * as a stream of appends; a timer follows its parts meanwhile */
+        UringStream *stream;
+        uint64_t stream_base;  /* where its first part must land */
+        uint32_t parts_seen;   /* parts checked so far */
+        sd_event_source *tick;
+        /* Appends that landed out of order (zone append allows it; seen
+         * under QEMU at depth 4-8 now and then): a stream that began on an
+         * empty zone resets it and writes the object again, one append in
+         * flight, which cannot reorder. */
+        bool restartable, reordered;
+        unsigned restarts;
+        struct { Zbd *zbd; uint64_t start; int r; } reset;
 };
+
+/* How often the loop looks at a running stream's landed parts (for the
+ * write pointer, verification behind it and progress), and the largest
+ * stream (UringReq.len is 32-bit; a larger object takes several). */
+#define STREAM_TICK_USEC (20 * 1000)
+#define STREAM_MAX (1024U * 1024 * 1024)
 
 /* ---- helpers ---- */
 
@@ -847,6 +867,11 @@ static void append_free(AppendOp *op) {
                 for (unsigned i = 0; i < op->depth; i++)
                         free(op->slots[i].buf);
         free(op->tail);
+        if (op->stream) {
+                free(op->stream->parts);
+                free(op->stream);
+        }
+        sd_event_source_disable_unref(op->tick);
         varlink_call_unref(op->call);
         free(op);
 }
@@ -854,6 +879,7 @@ static void append_free(AppendOp *op) {
 static void seal_submit(SealJob *j);
 static void seal_fail(SealJob *j, int r, const char *what);
 static void verify_kick(ZDev *d, uint32_t z);
+static void verify_forget(ZSlotExtra *x);
 
 static void append_finish(AppendOp *op, int r, const char *what) {
         ZDev *d = op->dev;
@@ -973,6 +999,7 @@ static void on_append_write(UringReq *req, void *userdata) {
 /* Moves the op on: reads into the current slot, writes full slots, and ends
  * it once the data is all out and nothing is in flight. */
 static void append_step_map(AppendOp *op);
+static void append_restart(AppendOp *op);
 
 static void append_step(AppendOp *op) {
         ZDev *d = op->dev;
@@ -1101,6 +1128,186 @@ static void on_append_tail_read(UringReq *req, void *userdata) {
         append_step(op);
 }
 
+/* The parts of the running stream that completed, in order: each must have
+ * landed where the object continues. Moves the write pointer, feeds the
+ * verification and the progress notifications. */
+static void stream_progress(AppendOp *op) {
+        ZDev *d = op->dev;
+        ZoneSlot *sl = &d->slots[op->zone];
+        UringStream *st = op->stream;
+        uint32_t done = uring_stream_parts_done(st);
+        uint64_t landed;
+
+        for (; op->parts_seen < done; op->parts_seen++) {
+                uint64_t po = (uint64_t) op->parts_seen * st->part_len, off;
+                const UringStreamPart *p = &st->parts[op->parts_seen];
+                uint32_t len = (uint32_t) MIN((uint64_t) st->part_len, st->req.len - po);
+                UringReq t = { .offset = sl->zone.start, .len = len, .res = p->res, .result64 = p->result64,
+                               .nvme_status = p->nvme_status };
+                int r = d->zbd ? d->zbd->ops->append_result(d->zbd, &t, &off) : -ENODEV;
+
+                if (op->error)
+                        continue;
+                if (r < 0) {
+                        op->error = r;
+                        op->error_what = "writing the zone";
+                        continue;
+                }
+                if (op->reordered)
+                        continue;
+                if (off != op->stream_base + po) {
+                        log_warning("%s: zone %u: an append landed at %llu instead of %llu.", d->id, op->zone,
+                                    (unsigned long long) off, (unsigned long long) (op->stream_base + po));
+                        if (op->restartable && op->restarts == 0) {
+                                op->reordered = true;
+                                continue;
+                        }
+                        op->error = -EILSEQ;
+                        op->error_what = "the device placed appends out of order";
+                        continue;
+                }
+                if (off + t.len > sl->zone.wp)
+                        sl->zone.wp = off + t.len;
+                if (sl->zone.cond == ZONE_COND_EMPTY)
+                        sl->zone.cond = ZONE_COND_IMP_OPEN;
+        }
+        if (!op->reordered)
+                verify_kick(d, op->zone);
+        landed = sl->zone.wp - sl->zone.start;
+        if (op->call && varlink_call_wants_more(op->call) && landed - op->last_progress >= 4 * 1024 * 1024 &&
+            !op->error) {
+                op->last_progress = landed;
+                varlink_call_notify(op->call, json_pack("{s:I, s:o}", "bytesWritten", (json_int_t) landed, "zone",
+                                                        zone_json(d, op->zone)));
+        }
+}
+
+static int on_stream_tick(sd_event_source *src, uint64_t usec, void *userdata) {
+        AppendOp *op = userdata;
+
+        stream_progress(op);
+        (void) sd_event_source_set_time_relative(src, STREAM_TICK_USEC);
+        return sd_event_source_set_enabled(src, SD_EVENT_ONESHOT);
+}
+
+static void on_append_stream(UringReq *req, void *userdata) {
+        AppendOp *op = userdata;
+
+        stream_progress(op);
+        if (req->res < 0 && !op->error) {
+                op->error = req->res;
+                op->error_what = "writing the zone";
+        }
+        (void) sd_event_source_set_enabled(op->tick, SD_EVENT_OFF);
+        free(op->stream->parts);
+        op->stream = mfree(op->stream);
+        op->inflight--;
+        if (op->reordered && !op->error)
+                return append_restart(op);
+        append_step(op);
+}
+
+static void restart_run(void *data) {
+        AppendOp *op = data;
+
+        op->reset.r = op->reset.zbd->ops->reset(op->reset.zbd, op->reset.start);
+}
+
+static void restart_done(void *data, void *userdata) {
+        AppendOp *op = data;
+        ZDev *d = op->dev;
+        ZSlotExtra *x = &d->extra[op->zone];
+        ZoneSlot *sl = &d->slots[op->zone];
+
+        op->inflight--;
+        if (op->reset.r < 0)
+                return append_fail(op, op->reset.r, "resetting the zone after appends landed out of order");
+        sl->zone.wp = sl->zone.start;
+        sl->zone.cond = ZONE_COND_EMPTY;
+        x->verify_gen++; /* a verification job in flight read the old data */
+        verify_forget(x);
+        op->next_off = sl->zone.start;
+        op->appended -= op->src_sent;
+        op->src_sent = 0;
+        op->last_progress = 0;
+        op->reordered = false;
+        op->restarts++;
+        op->depth = 1;
+        log_warning("%s: zone %u reset; writing the object again, one append in flight.", d->id, op->zone);
+        append_step(op);
+}
+
+/* The zone held nothing but this object when it began: reset it, then write
+ * the object again at depth 1. */
+static void append_restart(AppendOp *op) {
+        ZDev *d = op->dev;
+        int r;
+
+        if (!d->zbd || d->gone)
+                return append_fail(op, -ENODEV, "the device went away");
+        op->reset.zbd = d->zbd;
+        op->reset.start = d->slots[op->zone].zone.start;
+        op->reset.r = -ECANCELED;
+        r = work_pool_submit(d->service->work, restart_run, restart_done, op, NULL);
+        if (r < 0)
+                return append_fail(op, r, "queueing a zone reset");
+        op->inflight++;
+}
+
+/* Starts a stream of the next (up to STREAM_MAX) whole blocks. */
+static int append_stream(AppendOp *op, uint64_t whole) {
+        ZDev *d = op->dev;
+        ZoneSlot *sl = &d->slots[op->zone];
+        uint64_t n = MIN(whole - op->src_sent, (uint64_t) (STREAM_MAX - STREAM_MAX % op->chunk));
+        UringStream *st;
+        int r;
+
+        if (op->next_off + n > sl->zone.start + sl->zone.capacity)
+                return -ENOSPC;
+        st = calloc(1, sizeof *st);
+        if (!st)
+                return -ENOMEM;
+        r = d->zbd->ops->prep_stream(d->zbd, sl->zone.start, (uint8_t *) op->map + op->src_sent, (uint32_t) n,
+                                     op->chunk, st);
+        if (r >= 0) {
+                st->parts = calloc(uring_stream_parts(st), sizeof *st->parts);
+                if (!st->parts)
+                        r = -ENOMEM;
+        }
+        if (r < 0) {
+                free(st->parts);
+                free(st);
+                return r;
+        }
+        st->depth = op->depth;
+        st->req.cpu = -1;
+        st->req.done = on_append_stream;
+        st->req.userdata = op;
+        r = uring_pool_submit(d->service->uring, &st->req);
+        if (r < 0) {
+                free(st->parts);
+                free(st);
+                return r;
+        }
+        if (!op->tick) {
+                r = sd_event_add_time_relative(d->service->event, &op->tick, CLOCK_MONOTONIC, STREAM_TICK_USEC,
+                                               STREAM_TICK_USEC / 4, on_stream_tick, op);
+                if (r < 0)
+                        op->tick = NULL; /* progress comes at the end only */
+        } else {
+                (void) sd_event_source_set_time_relative(op->tick, STREAM_TICK_USEC);
+                (void) sd_event_source_set_enabled(op->tick, SD_EVENT_ONESHOT);
+        }
+        op->stream = st;
+        op->stream_base = op->next_off;
+        op->parts_seen = 0;
+        op->inflight++;
+        op->next_off += n;
+        op->src_sent += n;
+        op->appended += n;
+        return 0;
+}
+
 /* Map mode: whole blocks straight from the mapping, up to depth in flight;
  * the last partial block is read into op->tail for the next append or the
  * seal. */
@@ -1143,31 +1350,40 @@ static void append_step_map(AppendOp *op) {
                         return append_fail(op, r, "queueing a read");
                 op->reading = true;
         }
-        for (unsigned i = 0; i < op->depth && op->src_sent < whole; i++) {
-                AppendSlot *slot = &op->slots[i];
-                uint32_t w = (uint32_t) MIN((uint64_t) op->chunk, whole - op->src_sent);
+        if (d->zbd->ops->prep_stream) {
+                if (!op->stream && op->src_sent < whole) {
+                        r = append_stream(op, whole);
+                        if (r < 0)
+                                return append_fail(op, r, r == -ENOSPC ? "the data exceeds the zone's capacity" :
+                                                                         "queueing the writes");
+                }
+        } else {
+                for (unsigned i = 0; i < op->depth && op->src_sent < whole; i++) {
+                        AppendSlot *slot = &op->slots[i];
+                        uint32_t w = (uint32_t) MIN((uint64_t) op->chunk, whole - op->src_sent);
 
-                if (slot->busy)
-                        continue;
-                if (op->next_off + w > sl->zone.start + sl->zone.capacity)
-                        return append_fail(op, -ENOSPC, "the data exceeds the zone's capacity");
-                slot->buf = (uint8_t *) op->map + op->src_sent;
-                slot->req = (UringReq) { .cpu = -1 };
-                r = d->zbd->ops->prep_append(d->zbd, sl->zone.start, op->next_off, slot->buf, w, &slot->req);
-                if (r < 0)
-                        return append_fail(op, r, "preparing the write");
-                slot->req.done = on_append_write;
-                slot->req.userdata = slot;
-                slot->len = w;
-                slot->expect = op->next_off;
-                r = uring_pool_submit(d->service->uring, &slot->req);
-                if (r < 0)
-                        return append_fail(op, r, "queueing the write");
-                slot->busy = true;
-                op->inflight++;
-                op->next_off += w;
-                op->src_sent += w;
-                op->appended += w;
+                        if (slot->busy)
+                                continue;
+                        if (op->next_off + w > sl->zone.start + sl->zone.capacity)
+                                return append_fail(op, -ENOSPC, "the data exceeds the zone's capacity");
+                        slot->buf = (uint8_t *) op->map + op->src_sent;
+                        slot->req = (UringReq) { .cpu = -1 };
+                        r = d->zbd->ops->prep_append(d->zbd, sl->zone.start, op->next_off, slot->buf, w, &slot->req);
+                        if (r < 0)
+                                return append_fail(op, r, "preparing the write");
+                        slot->req.done = on_append_write;
+                        slot->req.userdata = slot;
+                        slot->len = w;
+                        slot->expect = op->next_off;
+                        r = uring_pool_submit(d->service->uring, &slot->req);
+                        if (r < 0)
+                                return append_fail(op, r, "queueing the write");
+                        slot->busy = true;
+                        op->inflight++;
+                        op->next_off += w;
+                        op->src_sent += w;
+                        op->appended += w;
+                }
         }
         if (op->src_sent == whole && op->inflight == 0 && !op->reading) {
                 /* Consumed, as a read would have: the file offset moves past the data. */
@@ -1345,6 +1561,7 @@ static int method_append(VarlinkCall *call, json_t *params, void *userdata) {
                 return r;
         }
         op->call = varlink_call_ref(call);
+        op->restartable = op->map && d->slots[z].bytes_written == 0 && d->slots[z].zone.wp == d->slots[z].zone.start;
         log_debug("%s: zone %u: appending %s, writes of %u KiB, up to %u in flight.", d->id, z,
                   op->map ? "from a mapped file" : src >= 0 ? "from a stream (copied)" : "inline data",
                   op->chunk / 1024, op->depth);
@@ -1378,6 +1595,7 @@ typedef struct VerifyJob {
         uint64_t start;    /* the zone's start */
         uint64_t from, to; /* bytes of the zone to read and hash */
         Sha256 sha;        /* over [0, from) on entry */
+        unsigned gen;      /* the zone's verify_gen when started */
         bool ran;
         int r;
 } VerifyJob;
@@ -1437,7 +1655,7 @@ static void verify_kick(ZDev *d, uint32_t z) {
         if (!j)
                 return;
         *j = (VerifyJob) { .dev = d, .zone = z, .zbd = d->zbd, .start = sl->zone.start, .from = x->verified,
-                           .to = landed, .sha = x->vsha };
+                           .to = landed, .sha = x->vsha, .gen = x->verify_gen };
         x->vsha = (Sha256) {};
         x->verify = j;
         if (work_pool_submit(d->service->verifier, verify_run, verify_done, j, NULL) < 0) {
@@ -1454,7 +1672,7 @@ static void verify_done(void *data, void *userdata) {
         ZSlotExtra *x = &d->extra[z];
 
         x->verify = NULL;
-        if (!j->ran || j->r < 0 || d->slots[j->zone].state != ZONE_STATE_WRITING) {
+        if (!j->ran || j->r < 0 || d->slots[j->zone].state != ZONE_STATE_WRITING || j->gen != x->verify_gen) {
                 if (j->ran && j->r < 0)
                         log_warning_errno(j->r, "%s: zone %u: reading back what landed failed, the seal will "
                                           "read it all: %m", d->id, j->zone);

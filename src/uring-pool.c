@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
+#include <limits.h>
 #include <linux/nvme_ioctl.h>
 #include <liburing.h>
 #include <poll.h>
@@ -10,8 +11,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/param.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -77,6 +80,7 @@ typedef struct UringWorker {
         bool wake_multishot, wake_need_arm;
         ReqList backlog;       /* taken, not yet submitted: waiting for a buffer or ring room */
         unsigned inflight, pinflight, ninflight;
+        UringStream *streams;  /* active: parts to start or in flight */
         bool stop_seen, cancel_sent;
 } UringWorker;
 
@@ -244,29 +248,134 @@ static void worker_setup_nring(UringWorker *w) {
         w->nring_state = 1;
 }
 
-static void prep_nvme(struct io_uring_sqe *sqe, const UringReq *req, void *buf) {
+static void prep_nvme(struct io_uring_sqe *sqe, int fd, const UringNvmeCmd *c, void *buf, uint32_t len) {
         struct nvme_uring_cmd cmd = {
-                .opcode = req->nvme.opcode,
-                .nsid = req->nvme.nsid,
-                .cdw2 = req->nvme.cdw2,
-                .cdw3 = req->nvme.cdw3,
+                .opcode = c->opcode,
+                .nsid = c->nsid,
+                .cdw2 = c->cdw2,
+                .cdw3 = c->cdw3,
                 .addr = (uint64_t) (uintptr_t) buf,
-                .data_len = req->len,
-                .cdw10 = req->nvme.cdw10,
-                .cdw11 = req->nvme.cdw11,
-                .cdw12 = req->nvme.cdw12,
-                .cdw13 = req->nvme.cdw13,
-                .cdw14 = req->nvme.cdw14,
-                .cdw15 = req->nvme.cdw15,
-                .timeout_ms = req->nvme.timeout_ms,
+                .data_len = len,
+                .cdw10 = c->cdw10,
+                .cdw11 = c->cdw11,
+                .cdw12 = c->cdw12,
+                .cdw13 = c->cdw13,
+                .cdw14 = c->cdw14,
+                .cdw15 = c->cdw15,
+                .timeout_ms = c->timeout_ms,
         };
 
         /* liburing 2.3 has no io_uring_prep_uring_cmd(). The command fills
          * the SQE's second half (80 bytes from sqe->cmd on an SQE128 ring). */
-        io_uring_prep_rw(IORING_OP_URING_CMD, sqe, req->fd, NULL, 0, 0);
+        io_uring_prep_rw(IORING_OP_URING_CMD, sqe, fd, NULL, 0, 0);
         sqe->cmd_op = NVME_URING_CMD_IO;
         memset(sqe->cmd, 0, 80);
         memcpy(sqe->cmd, &cmd, sizeof cmd);
+}
+
+/* ---- streams (worker side) ----
+ * A stream sits on the worker's active list from the moment it is taken
+ * until its last part completes. Its parts' CQEs carry the address of a
+ * slot (tagged with bit 0; slots are 8-aligned) naming stream and part. */
+
+#define TAG_PART UINT64_C(1)
+
+static UringStream *stream_of(UringReq *req) {
+        return (UringStream *) ((char *) req - offsetof(UringStream, req));
+}
+
+static void stream_complete(UringWorker *w, UringStream *s, ReqList *done) {
+        UringStream **pp = &w->streams;
+
+        while (*pp && *pp != s)
+                pp = &(*pp)->_next_active;
+        if (*pp)
+                *pp = s->_next_active;
+        s->_active = false;
+        s->req.res = s->_error ? s->_error : s->_next < s->_n ? -ECANCELED : (int) s->req.len;
+        list_append(done, &s->req);
+}
+
+/* Starts parts while the depth, the ring and the stream allow. */
+static void stream_fill(UringWorker *w, UringStream *s) {
+        while (!s->_error && !w->stop_seen && s->_next < s->_n && s->_inflight < s->depth &&
+               w->ninflight < URING_QD) {
+                uint64_t off = (uint64_t) s->_next * s->part_len;
+                uint32_t len = (uint32_t) MIN((uint64_t) s->part_len, s->req.len - off);
+                UringNvmeCmd c = s->req.nvme;
+                struct io_uring_sqe *sqe;
+                unsigned k = 0;
+
+                while (k < s->depth && s->_slot[k].s)
+                        k++;
+                if (k == s->depth)
+                        return;
+                sqe = io_uring_get_sqe(&w->nring);
+                if (!sqe)
+                        return;
+                c.cdw12 = (len >> s->lba_shift) - 1;
+                prep_nvme(sqe, s->req.fd, &c, (uint8_t *) s->req.buf + off, len);
+                s->_slot[k].s = s;
+                s->_slot[k].part = s->_next;
+                io_uring_sqe_set_data64(sqe, (uint64_t) (uintptr_t) &s->_slot[k] | TAG_PART);
+                s->_next++;
+                s->_inflight++;
+                w->ninflight++;
+        }
+}
+
+static void stream_start(UringWorker *w, UringStream *s, ReqList *done) {
+        if (w->nring_state == 0)
+                worker_setup_nring(w);
+        if (w->nring_state < 0) {
+                s->req.res = w->nring_state == -EINVAL ? -EOPNOTSUPP : w->nring_state;
+                list_append(done, &s->req);
+                return;
+        }
+        s->_n = uring_stream_parts(s);
+        s->_next = s->_inflight = 0;
+        s->_error = 0;
+        for (uint32_t i = 0; i < s->_n; i++)
+                s->parts[i] = (UringStreamPart) { .res = INT_MIN };
+        memset(s->_slot, 0, sizeof s->_slot);
+        atomic_store_explicit(&s->_parts_done, 0, memory_order_release);
+        s->req.worker_cpu = sched_getcpu();
+        s->_active = true;
+        s->_next_active = w->streams;
+        w->streams = s;
+        if (s->_n == 0)
+                stream_complete(w, s, done);
+}
+
+/* A part's CQE. */
+static void stream_part_done(UringWorker *w, struct UringStreamSlot *slot, const struct io_uring_cqe *cqe,
+                             ReqList *done) {
+        UringStream *s = slot->s;
+        UringStreamPart *p = &s->parts[slot->part];
+        uint32_t k;
+
+        slot->s = NULL;
+        p->result64 = 0;
+        p->nvme_status = 0;
+        if (cqe->res == 0) {
+                uint64_t off = (uint64_t) slot->part * s->part_len;
+                p->res = (int) MIN((uint64_t) s->part_len, s->req.len - off);
+                p->result64 = cqe->big_cqe[0];
+        } else if (cqe->res > 0) {
+                p->res = -EIO;
+                p->nvme_status = (uint16_t) cqe->res;
+        } else
+                p->res = cqe->res;
+        if (p->res < 0 && !s->_error)
+                s->_error = p->res;
+        s->_inflight--;
+        w->ninflight--;
+        k = atomic_load_explicit(&s->_parts_done, memory_order_relaxed);
+        while (k < s->_n && s->parts[k].res != INT_MIN)
+                k++;
+        atomic_store_explicit(&s->_parts_done, k, memory_order_release);
+        if (s->_inflight == 0 && (s->_next == s->_n || s->_error || w->stop_seen))
+                stream_complete(w, s, done);
 }
 
 static void worker_teardown(UringWorker *w) {
@@ -330,7 +439,7 @@ static int worker_prep(UringWorker *w, UringReq *req, bool bufs_blocked, Batch *
                 return 0;
 
         if (nvme)
-                prep_nvme(sqe, req, buf);
+                prep_nvme(sqe, req->fd, &req->nvme, buf, req->len);
         else if (idx >= 0 && fixed) {
                 if (req->op == URING_OP_READ)
                         io_uring_prep_read_fixed(sqe, req->fd, buf, req->len, req->offset, idx);
@@ -385,7 +494,14 @@ static void worker_dispatch(UringWorker *w, Batch *b, ReqList *done) {
         w->backlog = (ReqList) {};
         while (req) {
                 UringReq *next = req->_next;
-                int k = worker_prep(w, req, bufs_blocked, b);
+                int k;
+
+                if (req->op == URING_OP_NVME_STREAM) {
+                        stream_start(w, stream_of(req), done);
+                        req = next;
+                        continue;
+                }
+                k = worker_prep(w, req, bufs_blocked, b);
 
                 if (k == 0) {
                         list_append(&keep, req);
@@ -396,6 +512,8 @@ static void worker_dispatch(UringWorker *w, Batch *b, ReqList *done) {
                 req = next;
         }
         w->backlog = keep;
+        for (UringStream *st = w->streams; st; st = st->_next_active)
+                stream_fill(w, st);
 }
 
 /* Requests never submitted are cancelled here; in-flight ones get one
@@ -412,6 +530,11 @@ static void worker_stop(UringWorker *w, ReqList *done) {
                 req->res = -ECANCELED;
                 list_append(done, req);
                 req = next;
+        }
+        for (UringStream *st = w->streams, *nx; st; st = nx) {
+                nx = st->_next_active;
+                if (st->_inflight == 0)
+                        stream_complete(w, st, done);
         }
         if (!w->cancel_sent && w->inflight > 0) {
                 struct io_uring_sqe *sqe = io_uring_get_sqe(&w->ring);
@@ -460,6 +583,10 @@ static void worker_reap(UringWorker *w, struct io_uring *ring, RingKind kind, ui
                                         w->wake_multishot = false; /* before 5.13 */
                                 w->wake_need_arm = true;
                         }
+                        continue;
+                }
+                if (kind == RING_NVME && (ud & TAG_PART)) {
+                        stream_part_done(w, (struct UringStreamSlot *) (uintptr_t) (ud & ~TAG_PART), cqe, done);
                         continue;
                 }
                 req = (UringReq *) (uintptr_t) ud;
@@ -740,8 +867,18 @@ int uring_pool_submit(UringPool *p, UringReq *req) {
                 return -EINVAL;
         if (p->freeing)
                 return -ESHUTDOWN;
-        if (req->op != URING_OP_READ && req->op != URING_OP_WRITE && req->op != URING_OP_NVME_IO)
+        if (req->op != URING_OP_READ && req->op != URING_OP_WRITE && req->op != URING_OP_NVME_IO &&
+            req->op != URING_OP_NVME_STREAM)
                 return -EINVAL;
+        if (req->op == URING_OP_NVME_STREAM) {
+                UringStream *st = stream_of(req);
+
+                if (!req->buf || req->flags || st->depth < 1 || st->depth > URING_STREAM_DEPTH_MAX ||
+                    st->part_len == 0 || st->lba_shift > 16 || st->part_len % (UINT32_C(1) << st->lba_shift) ||
+                    req->len % (UINT32_C(1) << st->lba_shift) || (!st->parts && req->len))
+                        return -EINVAL;
+                atomic_store_explicit(&st->_parts_done, 0, memory_order_relaxed);
+        }
         if (req->op == URING_OP_NVME_IO && (req->flags & URING_REQ_POLLED))
                 return -EINVAL;
         if (!req->buf && (p->fixed_buf_size == 0 || req->len > p->fixed_buf_size))
@@ -777,6 +914,10 @@ int uring_pool_submit(UringPool *p, UringReq *req) {
                 (void) !write(w->wake_fd, &one, sizeof one);
         p->pending++;
         return 0;
+}
+
+uint32_t uring_stream_parts_done(UringStream *s) {
+        return atomic_load_explicit(&s->_parts_done, memory_order_acquire);
 }
 
 unsigned uring_pool_pending(UringPool *p) {

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <systemd/sd-event.h>
 
@@ -30,6 +32,8 @@ enum {
          * must be 0. Several may be in flight to one zone: the pool orders
          * nothing. On 6.1 the fd needs CAP_SYS_ADMIN. */
         URING_OP_NVME_IO = 2,
+        /* A stream of NVMe commands over one buffer: see UringStream. */
+        URING_OP_NVME_STREAM = 3,
 };
 
 /* The NVMe command of a URING_OP_NVME_IO request (struct nvme_uring_cmd
@@ -92,6 +96,52 @@ struct UringReq {
         uint64_t _t_submit;
         int _buf_idx;
 };
+
+/* A stream: req.buf/req.len cut into parts of part_len bytes (the last one
+ * may be shorter), each sent as the command req.nvme with cdw12 = its
+ * blocks - 1 (blocks of 1 << lba_shift bytes): for zone appends, one object
+ * into one zone. One worker keeps up to depth parts in flight and starts the
+ * next as one completes, without a trip through the loop thread in between
+ * (the point: per part, the worker does what fio's loop does, and no more).
+ * After a failed part no new one starts. parts[i] gets each part's outcome,
+ * as the fields of the same name in UringReq; uring_stream_parts_done()
+ * counts the parts completed in order from the first — parts[0 .. that)
+ * are final and may be read on the loop thread while the stream runs.
+ * Submit &s->req (op URING_OP_NVME_STREAM, fd, buf, len, nvme, cpu, done,
+ * userdata; flags 0); done runs once, when no part is in flight any more,
+ * with req.res = len, or the first part's error, or -ECANCELED if the pool
+ * stopped it. */
+#define URING_STREAM_DEPTH_MAX 32U
+
+typedef struct UringStreamPart {
+        uint64_t result64;
+        int res;
+        uint16_t nvme_status;
+} UringStreamPart;
+
+typedef struct UringStream {
+        UringReq req;
+        uint32_t part_len;        /* a multiple of 1 << lba_shift */
+        unsigned lba_shift;
+        unsigned depth;           /* 1 .. URING_STREAM_DEPTH_MAX */
+        UringStreamPart *parts;   /* uring_stream_parts() entries, caller-owned */
+
+        /* private to the pool */
+        _Atomic uint32_t _parts_done;
+        uint32_t _n, _next, _inflight;
+        int _error;
+        bool _active;
+        struct UringStream *_next_active;
+        struct UringStreamSlot {
+                struct UringStream *s;
+                uint32_t part;
+        } _slot[URING_STREAM_DEPTH_MAX];
+} UringStream;
+
+static inline uint32_t uring_stream_parts(const UringStream *s) {
+        return s->part_len ? (uint32_t) ((s->req.len + (uint64_t) s->part_len - 1) / s->part_len) : 0;
+}
+uint32_t uring_stream_parts_done(UringStream *s); /* loop thread, while it runs or after */
 
 /* n_workers >= 1; worker i is pinned to the i-th CPU of cpus (NULL: the CPUs
  * this process may run on), round-robin. Where pinning is forbidden

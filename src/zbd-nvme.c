@@ -59,6 +59,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/param.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -162,6 +163,26 @@ static int ns_prep_append(Zbd *z, uint64_t zone_start, uint64_t wp, const void *
         return 0;
 }
 
+static int ns_prep_stream(Zbd *z, uint64_t zone_start, const void *buf, uint32_t len, uint32_t part_len,
+                          UringStream *s) {
+        NvmeZbd *v = z->backend;
+        int r;
+
+        if (!s || part_len == 0 || part_len % z->limits.block_size || part_len % v->page_size)
+                return -EINVAL;
+        /* Checked as one append of the first part; the rest shares it all. */
+        r = ns_prep_append(z, zone_start, zone_start, buf, MIN(part_len, len), &s->req);
+        if (r < 0)
+                return r;
+        if (len % z->limits.block_size)
+                return -EINVAL;
+        s->req.op = URING_OP_NVME_STREAM;
+        s->req.len = len;
+        s->part_len = part_len;
+        s->lba_shift = v->lba_shift;
+        return 0;
+}
+
 static int ns_append_result(Zbd *z, const UringReq *req, uint64_t *ret_offset) {
         NvmeZbd *v = z->backend;
         uint64_t off;
@@ -212,6 +233,7 @@ static const ZbdOps ns_ops = {
         .close_zone = ns_close_zone,
         .finish = ns_finish,
         .prep_append = ns_prep_append,
+        .prep_stream = ns_prep_stream,
         .append_result = ns_append_result,
         .read = ns_read,
         .free = ns_free,

@@ -67,6 +67,7 @@ typedef struct ZbdLimits {
 
 typedef struct Zbd Zbd;
 struct UringReq;
+struct UringStream;
 
 typedef struct ZbdOps {
         const char *name; /* "kernel", "nvme", "emulated" */
@@ -84,6 +85,15 @@ typedef struct ZbdOps {
          * in flight, the device picks the offset). */
         int (*prep_append)(Zbd *z, uint64_t zone_start, uint64_t wp, const void *buf, uint32_t len,
                            struct UringReq *req);
+        /* Optional (zone-append backends): one object of len bytes into
+         * the zone as a stream of appends of part_len bytes each (see
+         * UringStream); sets s->req (fd, op, flags, offset = zone_start,
+         * len, buf, nvme), part_len and lba_shift; depth, cpu, done,
+         * userdata and parts are the caller's. Each part's outcome goes
+         * through append_result() as a request with offset, len, res,
+         * result64 and nvme_status set. */
+        int (*prep_stream)(Zbd *z, uint64_t zone_start, const void *buf, uint32_t len, uint32_t part_len,
+                           struct UringStream *s);
         /* After the request completed: the offset the data landed at. */
         int (*append_result)(Zbd *z, const struct UringReq *req, uint64_t *ret_offset);
         /* Blocking read for verification. */

@@ -557,6 +557,68 @@ static void test_nvme_not_nvme(void **state) {
         close(pfd[1]);
 }
 
+/* A stream (URING_OP_NVME_STREAM) where there is no NVMe: bad shapes are
+ * refused at submission; on a regular file the first parts fail, no part
+ * starts after that (at most depth were started), every started part is
+ * accounted in order, done runs once with the first error, and the worker
+ * goes on. The real thing runs in the vm suite (vm-zones, vm-zbd-nvme). */
+static void test_stream_not_nvme(void **state) {
+        Fixture *f = *state;
+        _cleanup_(uring_pool_freep) UringPool *p = NULL;
+        _cleanup_free_ uint8_t *buf = balloc(40 * BLK), *rbuf = balloc(BLK);
+        UringStreamPart parts[10];
+        UringStream st = {}, bad;
+        UringReq plain;
+        Counter c = {};
+        uint32_t done;
+
+        assert_int_equal(uring_pool_new(&p, f->e, 1, NULL, 0), 0);
+        st.req = mkreq(f->fd, URING_OP_NVME_STREAM, 0, 40 * BLK, buf, &c);
+        st.req.nvme = (UringNvmeCmd) { .opcode = 0x7d, .nsid = 1 };
+        st.part_len = 4 * BLK;
+        st.lba_shift = 12;
+        st.depth = 3;
+        st.parts = parts;
+        assert_int_equal(uring_stream_parts(&st), 10);
+
+        bad = st;
+        bad.depth = 0;
+        assert_int_equal(uring_pool_submit(p, &bad.req), -EINVAL);
+        bad = st;
+        bad.depth = URING_STREAM_DEPTH_MAX + 1;
+        assert_int_equal(uring_pool_submit(p, &bad.req), -EINVAL);
+        bad = st;
+        bad.part_len = BLK + 512; /* not whole blocks of 1 << 12 */
+        assert_int_equal(uring_pool_submit(p, &bad.req), -EINVAL);
+        bad = st;
+        bad.req.buf = NULL;
+        assert_int_equal(uring_pool_submit(p, &bad.req), -EINVAL);
+        assert_int_equal(uring_pool_pending(p), 0);
+
+        assert_int_equal(uring_pool_submit(p, &st.req), 0);
+        run_until(f->e, &c.n, 1);
+        done = uring_stream_parts_done(&st);
+        print_message("stream on a regular file: res %d (%s), %u of 10 parts started and done\n", st.req.res,
+                      strerror(-st.req.res), done);
+        assert_true(nvme_refused(st.req.res));
+        assert_true(done >= 1 && done <= st.depth);
+        for (uint32_t i = 0; i < done; i++) {
+                assert_true(nvme_refused(parts[i].res));
+                assert_int_equal(parts[i].result64, 0);
+        }
+        assert_int_equal(uring_pool_pending(p), 0);
+
+        /* The worker goes on: a plain read, then the stream again. */
+        c.n = 0;
+        plain = mkreq(f->fd, URING_OP_READ, 9 * BLK, BLK, rbuf, &c);
+        assert_int_equal(uring_pool_submit(p, &plain), 0);
+        assert_int_equal(uring_pool_submit(p, &st.req), 0);
+        run_until(f->e, &c.n, 2);
+        assert_int_equal(plain.res, (int) BLK);
+        assert_true(check_pat(rbuf, 9 * BLK, BLK));
+        assert_true(nvme_refused(st.req.res));
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_read_caller_buf, setup, teardown),
@@ -571,6 +633,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_resubmit_from_done, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_memlock_fallback, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_nvme_not_nvme, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_stream_not_nvme, setup, teardown),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);
