@@ -34,6 +34,7 @@ enum {
         URING_OP_NVME_IO = 2,
         /* A stream of NVMe commands over one buffer: see UringStream. */
         URING_OP_NVME_STREAM = 3,
+        _URING_OP_MAX,
 };
 
 /* The NVMe command of a URING_OP_NVME_IO request (struct nvme_uring_cmd

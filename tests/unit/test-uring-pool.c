@@ -522,7 +522,7 @@ static void test_nvme_not_nvme(void **state) {
         polled = nv[0];
         polled.flags = URING_REQ_POLLED;
         assert_int_equal(uring_pool_submit(p, &polled), -EINVAL);
-        badop = mkreq(f->fd, URING_OP_NVME_IO + 1, 0, BLK, buf, &c);
+        badop = mkreq(f->fd, _URING_OP_MAX, 0, BLK, buf, &c);
         assert_int_equal(uring_pool_submit(p, &badop), -EINVAL);
 
         for (unsigned i = 0; i < ELEMENTSOF(nv); i++)
