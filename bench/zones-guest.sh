@@ -5,9 +5,10 @@
 #      $BZ_DEPTHS: fio rw=write of $BZ_SIZE_MIB MiB into a zone leased from
 #      blkmqd, through io_uring passthrough (/dev/ngXnY, io_uring_cmd) and
 #      through the block device (io_uring, direct, mq-deadline); then blkmqd
-#      reloaded with AppendChunkKB=BS AppendDepth=QD and the same file staged
-#      by bz-tool stage (Allocate, Append of the file's fd, Seal: each call
-#      timed, no process spawn, no client-side hashing);
+#      reloaded with AppendChunkKB=BS AppendDepth=QD, VerifyWhileWriting=yes
+#      (the default) and =no, and the same file staged by bz-tool stage
+#      (Allocate, Append of the file's fd, Seal: each call timed, no process
+#      spawn, no client-side hashing);
 #   2. blkmqctl stage of the file with the defaults ($BZ_STAGES times: spawn,
 #      the client's hash, allocate, append, seal), and the seal's read+hash
 #      loop replayed by bz-tool readhash (read and hash timed apart);
@@ -110,11 +111,13 @@ stop_daemon() {
         cat /tmp/blkmqd.log >> $OUT/blkmqd.log
         DPID=
 }
-# reconf KB DEPTH: AppendChunkKB= and AppendDepth= by a reload (SIGHUP)
+# reconf KB DEPTH VERIFY: AppendChunkKB=, AppendDepth=, VerifyWhileWriting=
+# by a reload (SIGHUP)
 reconf() {
         _n=$(grep -c 'Configuration reloaded' /tmp/blkmqd.log)
         write_conf /mnt/db/zones.db "AppendChunkKB=$1
-AppendDepth=$2"
+AppendDepth=$2
+VerifyWhileWriting=$3"
         kill -HUP $DPID
         vm_wait_for 10 sh -c "[ \$(grep -c 'Configuration reloaded' /tmp/blkmqd.log) -gt $_n ]" ||
                 die "blkmqd reloads"
@@ -156,17 +159,18 @@ fio_run() {
         blkmqctl zones release $_l > /dev/null || die "release fio's lease"
         return $_rc
 }
-# bz_run BS QD REP: the same object through blkmqd (bz-tool stage: Allocate,
-# Append of the file's fd, Seal, each timed, then Release), with
-# AppendChunkKB=BS (capped to the device's largest) and AppendDepth=QD.
+# bz_run BS QD REP VERIFY: the same object through blkmqd (bz-tool stage:
+# Allocate, Append of the file's fd, Seal, each timed, then Release), with
+# AppendChunkKB=BS (capped to the device's largest), AppendDepth=QD and
+# VerifyWhileWriting=VERIFY.
 bz_run() {
-        reconf ${1%k} $2
+        reconf ${1%k} $2 $4
         _t1=$(dticks)
         _o=$(bz-tool stage $SOCK $Z /tmp/s.bin $SHA)
         _rc=$?
         _t2=$(dticks)
-        res "blkmqd bs=$1 qd=$2 rep=$3 rc=$_rc daemon_ticks=$((_t2 - _t1)) $_o"
-        [ $_rc = 0 ] || not_ok "bz-tool stage bs=$1 qd=$2"
+        res "blkmqd bs=$1 qd=$2 rep=$3 verify=$4 rc=$_rc daemon_ticks=$((_t2 - _t1)) $_o"
+        [ $_rc = 0 ] || not_ok "bz-tool stage bs=$1 qd=$2 verify=$4"
 }
 
 t0=$(now)
@@ -181,7 +185,8 @@ while [ $rep -lt $FIO_REPEAT ]; do
                                 res "fio-fallback engine=cmd bs=512k qd=$qd rep=$rep -> 508k"
                         fi
                         fio_run blk $bs $qd $rep
-                        bz_run $bs $qd $rep
+                        bz_run $bs $qd $rep yes
+                        bz_run $bs $qd $rep no
                 done
         done
 done

@@ -1647,7 +1647,8 @@ static void verify_kick(ZDev *d, uint32_t z) {
         VerifyJob *j;
 
         /* busy: sealing, its flush writes padding that is not data. */
-        if (x->verify || x->busy || !d->zbd || d->gone || sl->state != ZONE_STATE_WRITING || d->service->freeing ||
+        if (!d->service->config.verify_while_writing || x->verify || x->busy || !d->zbd || d->gone ||
+            sl->state != ZONE_STATE_WRITING || d->service->freeing ||
             landed < x->verified + MIN((uint64_t) VERIFY_STEP, MAX(sl->zone.capacity / 4, (uint64_t) 65536)))
                 return;
         if (!x->vsha.ctx) {
@@ -1954,6 +1955,7 @@ void zone_service_reload(ZoneService *s, const ZonesConfig *c) {
         s->config.reset_batch = c->reset_batch;
         s->config.append_chunk = c->append_chunk;
         s->config.append_depth = c->append_depth;
+        s->config.verify_while_writing = c->verify_while_writing;
 }
 
 int zone_service_new(ZoneService **ret, sd_event *e, const ZonesConfig *config, UringPool *uring, WorkPool *work,

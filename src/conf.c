@@ -110,6 +110,7 @@ static Config *config_new(void) {
         c->zones.zone_size = 64 * UINT64_C(1024 * 1024);
         c->zones.zone_count = 16;
         c->zones.reset_batch = 4;
+        c->zones.verify_while_writing = true;
         c->zones.database = strdup("/var/lib/blkmqd/zones.db");
         if (!c->zones.database)
                 return mfree(c);
@@ -469,6 +470,13 @@ static int parse_zones(Parser *p, const char *key, const char *value) {
                         return parser_error(p, "AppendChunkKB=: expected KiB from 4 to 1024, a multiple of 4 "
                                             "(0: the device's largest), got \"%s\"", value);
                 z->append_chunk = (uint32_t) v * 1024;
+                return 0;
+        }
+        if (streq(key, "VerifyWhileWriting")) {
+                int b = parse_boolean(value);
+                if (b < 0)
+                        return parser_error(p, "VerifyWhileWriting=: expected a boolean, got \"%s\"", value);
+                z->verify_while_writing = b;
                 return 0;
         }
         if (streq(key, "AppendDepth")) {

@@ -70,6 +70,9 @@ typedef struct ZonesConfig {
          * devices, 0 = ZONES_APPEND_DEPTH_DEFAULT. */
         uint32_t append_chunk;
         unsigned append_depth;
+        /* Read back and hash what has landed while the rest of an object
+         * is written (reloadable; default yes). */
+        bool verify_while_writing;
 } ZonesConfig;
 
 #define ZONES_APPEND_DEPTH_DEFAULT 8U

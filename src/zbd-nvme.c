@@ -79,6 +79,10 @@ typedef struct NvmeZbd {
         unsigned lba_shift;
         uint64_t dev_size;  /* bytes */
         uint32_t page_size; /* buffers are aligned to it */
+        /* Fault injection for the vm suite (BLKMQD_TEST_MISPLACE_APPEND=N):
+         * the Nth append result reports its data one append further on, as
+         * a device that reordered appends would. Logged when armed. */
+        uint64_t misplace_at, n_results;
 } NvmeZbd;
 
 /* libnvme's 0 / -1 + errno / NVMe status > 0 → 0 / -errno. */
@@ -210,6 +214,11 @@ static int ns_append_result(Zbd *z, const UringReq *req, uint64_t *ret_offset) {
                 log_debug("zbd: %s: zone append to %" PRIu64 " landed at %" PRIu64 ", outside the zone", z->path,
                           req->offset, off);
                 return -EIO;
+        }
+        if (v->misplace_at && ++v->n_results == v->misplace_at) {
+                log_warning("zbd: %s: fault injection: append result %" PRIu64 " reported at %" PRIu64
+                            " instead of %" PRIu64 ".", z->path, v->n_results, off + req->len, off);
+                off += req->len;
         }
         if (ret_offset)
                 *ret_offset = off;
@@ -453,6 +462,16 @@ int zbd_nvme_open(const char *devnode, const char *blockdir, Zbd **ret) {
         z->limits.zone_append_max = am;
         z->fd = TAKE_FD(ngfd);
         v->page_size = (uint32_t) page;
+        {
+                const char *e = secure_getenv("BLKMQD_TEST_MISPLACE_APPEND");
+                uint64_t n;
+
+                if (e && safe_atou64(e, &n) >= 0 && n > 0) {
+                        v->misplace_at = n;
+                        log_warning("zbd: %s: BLKMQD_TEST_MISPLACE_APPEND=%" PRIu64 ": append result %" PRIu64
+                                    " will be misreported (fault injection for tests).", devnode, n, n);
+                }
+        }
         log_debug("zbd: %s: nvme backend on %s (nsid %u), %" PRIu64 " zones of %" PRIu64 " bytes, max open %u "
                   "active %u, max write %u, zone append max %u (ZASL %u, zone_append_max_bytes %u, "
                   "max_hw_sectors_kb %" PRIu64 ", max_segments %" PRIu64 "), block %u",

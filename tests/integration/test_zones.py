@@ -575,7 +575,7 @@ Database={db}
 Emulate={img}
 ZoneSizeMB=16
 ZoneCapacityMB=12
-ZoneCount=4
+ZoneCount=5
 Database={db}
 {extra}"""
             cfg3 = env.config(conf3.format(img=img3, db=os.path.join(env.tmp, "zones3.db"), extra=""),
@@ -687,9 +687,10 @@ Database={db}
             r.ok(p.returncode == 0 and (g["zone"]["state"], g["zone"]["bytesWritten"], g["zone"]["writePointer"]) ==
                  ("allocated", 0, z["start"]), "nothing written: allocated, 0 B, write pointer at the start", g)
 
-            # 5. AppendChunkKB= applies to the next Append after a reload.
-            env.config(conf3.format(img=img3, db=os.path.join(env.tmp, "zones3.db"), extra="AppendChunkKB=64\n"),
-                       name="blkmqd3.conf")
+            # 5. AppendChunkKB= and VerifyWhileWriting= apply to the next
+            # Append after a reload.
+            env.config(conf3.format(img=img3, db=os.path.join(env.tmp, "zones3.db"),
+                                    extra="AppendChunkKB=64\nVerifyWhileWriting=no\n"), name="blkmqd3.conf")
             d3.reload()
             path, _ = make("small.bin", 0)
             with open(path, "wb") as f:
@@ -700,6 +701,12 @@ Database={db}
             os.close(fd)
             r.ok("error" not in rep and "appending from a mapped file, writes of 64 KiB, up to 1 in flight"
                  in d3.log_text()[mark:], "after a reload with AppendChunkKB=64: writes of 64 KiB", rep)
+            mark = len(d3.log_text())
+            p, o = ctl3.json("stage", os.path.join(env.tmp, "big.bin"), "--label", "big2")
+            m = re.search(r"sealed, (\d+) bytes \((\d+) of them verified while written\)", d3.log_text()[mark:])
+            r.ok(p.returncode == 0 and m is not None and m.groups() == (str(len(big)), "0"),
+                 "VerifyWhileWriting=no: the seal reads the whole object back (0 B verified while written)",
+                 m.group(0) if m else show(p))
             r.eq(d3.error_lines(), [], "no error logged")
             d3.stop()
 

@@ -219,6 +219,7 @@ static const char good_conf[] =
         "ResetBatch=8\n"
         "AppendChunkKB=128\n"
         "AppendDepth=4\n"
+        "VerifyWhileWriting=no\n"
         "Database=/var/lib/blkmqd/z.db\n"
         "\n"
         "[Device loop]\n"
@@ -290,6 +291,7 @@ static void test_good_file(void **state) {
         assert_int_equal(c->zones.reset_batch, 8);
         assert_int_equal(c->zones.append_chunk, 128 * 1024);
         assert_int_equal(c->zones.append_depth, 4);
+        assert_false(c->zones.verify_while_writing);
         assert_string_equal(c->zones.database, "/var/lib/blkmqd/z.db");
         assert_int_equal(strv_length(c->files), 1);
         assert_string_equal(c->files[0], "good.conf");
@@ -366,6 +368,10 @@ static void test_defaults(void **state) {
         assert_int_equal(c->daemon.log_level, -1);
         assert_int_equal(c->daemon.apply_threads, CONFIG_DEFAULT_APPLY_THREADS);
         assert_null(c->daemon.admin_group);
+        assert_int_equal(c->zones.reset_batch, 4);
+        assert_int_equal(c->zones.append_chunk, 0);
+        assert_int_equal(c->zones.append_depth, 0);
+        assert_true(c->zones.verify_while_writing);
         assert_int_equal(c->n_devices, 0);
         assert_int_equal(c->n_profiles, 0);
         assert_string_equal(c->files[0], "empty.conf");
@@ -430,6 +436,7 @@ static const struct {
         { "[Zones]\nMaxActive=-1\n", 2, "MaxActive=: expected a number from 0 to 1000000" },
         { "[Zones]\nAppendChunkKB=6\n", 2, "AppendChunkKB=: expected KiB from 4 to 1024, a multiple of 4" },
         { "[Zones]\nAppendChunkKB=2048\n", 2, "AppendChunkKB=: expected KiB from 4 to 1024" },
+        { "[Zones]\nVerifyWhileWriting=maybe\n", 2, "VerifyWhileWriting=: expected a boolean, got \"maybe\"" },
         { "[Zones]\nAppendDepth=0\n", 2, "AppendDepth=: expected a number from 1 to 32" },
         { "[Zones]\nAppendDepth=33\n", 2, "AppendDepth=: expected a number from 1 to 32" },
         { "[Zones]\nZoneAllocator=yes\n", 2, "unknown key ZoneAllocator= in this section" },

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # Guest half of test-vm-zones.sh (--zns --udev --max-active 4): blkmqd's zone
-# allocator with the kernel backend on the real ZNS namespace of a 6.1
+# allocator (nvme backend: passthrough zone appends) on the real ZNS namespace of a 6.1
 # kernel, driven by blkmqctl; every result checked without blkmqd: data
 # read back with plain dd from the start LBA and hashed with sha256sum, zone
 # conditions and write pointers from blkzone (bundled by the host when it
@@ -10,7 +10,8 @@
 #   max_active 4 -> ZoneLimitReached (exit 8); a wrong checksum -> exit 9;
 #   four releases (ResetBatch= default 4) -> reset as one batch, zones empty;
 #   kill -9 mid-append, restart -> reconciled (writing -> releasing, reset),
-#   sealed zones keep lease and sha256.
+#   sealed zones keep lease and sha256; an append reported out of place
+#   (fault injection) -> the zone is reset and the object written again.
 . /vm/daemon-lib.sh
 
 export BLKMQD_ADDRESS=/tmp/blkmqd.sock
@@ -194,8 +195,33 @@ check_eq "1m1: still reads back" "$SHA_1m1" "$(readback $LBA_1m1 1048577)"
 check_eq "the failed zone stays failed" failed "$(zstate $I4)"
 blkmqctl zones | sed 's/^/# /'
 
+# --- appends placed out of order: the zone is reset and written again ---------
+# Fault injection (src/zbd-nvme.c): the 5th append result is reported one
+# append further on, as a device that reordered them would place it.
+check_eq "SIGTERM before the fault injection: exit 0" 0 "$(daemon_stop)"
+cp $BLKMQD_LOG /tmp/blkmqd-2.log
+export BLKMQD_TEST_MISPLACE_APPEND=5
+start
+unset BLKMQD_TEST_MISPLACE_APPEND
+head -c $((10 * MIB)) /dev/urandom > /tmp/mis.bin
+want=$(sha256sum < /tmp/mis.bin | cut -d' ' -f1)
+blkmqctl stage /tmp/mis.bin --device $Z --label misplaced > /tmp/mis.out 2> /tmp/mis.err
+rc=$?
+sed 's/^/# /' /tmp/mis.out /tmp/mis.err
+check_eq "the nvme backend (streams of appends)" nvme \
+        "$(blkmqctl --no-legend zones | awk -v z=$Z '$1 == z { print $3 }')"
+check_eq "stage 10 MiB with a misplaced append: exit 0" 0 $rc
+check "log: the fault was injected" log_has "fault injection: append result 5 "
+check "log: an append landed elsewhere" log_has "an append landed at"
+check "log: the zone is reset and the object written again" \
+        log_has "writing the object again, one append in flight"
+check_eq "misplaced: SHA256 printed is sha256sum's" "$want" "$(fld /tmp/mis.out SHA256)"
+lba=$(fld /tmp/mis.out "Start LBA")
+check_eq "misplaced: dd from LBA $lba hashes as the file" "$want" "$(readback "$lba" $((10 * MIB)))"
+rm -f /tmp/mis.bin
+
 check_eq "SIGTERM: exit 0" 0 "$(daemon_stop)"
-check "no error logged" sh -c "! grep -q '^<[0-3]>' /tmp/blkmqd-1.log $BLKMQD_LOG"
+check "no error logged" sh -c "! grep -q '^<[0-3]>' /tmp/blkmqd-1.log /tmp/blkmqd-2.log $BLKMQD_LOG"
 grep -v '^<7>' /tmp/blkmqd-1.log $BLKMQD_LOG | grep -iv "sysfs" | sed 's/^/# blkmqd| /' | tail -n 40
 echo "# guest time $(awk -v a="$t0" -v b="$(vm_uptime)" 'BEGIN { printf "%.1f", b - a }') s"
 vm_summary
