@@ -159,6 +159,7 @@ struct AppendOp {
 /* How often the loop looks at a running stream's landed parts (for the
  * write pointer, verification behind it and progress), and the largest
  * stream (UringReq.len is 32-bit; a larger object takes several). */
+_Static_assert(ZONES_APPEND_DEPTH_MAX <= URING_STREAM_DEPTH_MAX, "AppendDepth= must fit a stream");
 #define STREAM_TICK_USEC (20 * 1000)
 #define STREAM_MAX (1024U * 1024 * 1024)
 

@@ -9,9 +9,9 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <stddef.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/param.h>
@@ -291,7 +291,6 @@ static void stream_complete(UringWorker *w, UringStream *s, ReqList *done) {
                 pp = &(*pp)->_next_active;
         if (*pp)
                 *pp = s->_next_active;
-        s->_active = false;
         s->req.res = s->_error ? s->_error : s->_next < s->_n ? -ECANCELED : (int) s->req.len;
         list_append(done, &s->req);
 }
@@ -340,7 +339,6 @@ static void stream_start(UringWorker *w, UringStream *s, ReqList *done) {
         memset(s->_slot, 0, sizeof s->_slot);
         atomic_store_explicit(&s->_parts_done, 0, memory_order_release);
         s->req.worker_cpu = sched_getcpu();
-        s->_active = true;
         s->_next_active = w->streams;
         w->streams = s;
         if (s->_n == 0)

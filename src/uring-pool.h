@@ -131,7 +131,6 @@ typedef struct UringStream {
         _Atomic uint32_t _parts_done;
         uint32_t _n, _next, _inflight;
         int _error;
-        bool _active;
         struct UringStream *_next_active;
         struct UringStreamSlot {
                 struct UringStream *s;
