@@ -40,7 +40,6 @@ typedef struct ZSlotExtra {
         char *note;
         AppendOp *append; /* in flight */
         bool busy;        /* sealing */
-        unsigned verify_gen; /* bumped when the zone is reset under a lease */
         /* The last partial block of what was appended so far: zones are
          * written in whole blocks, so it waits for more data or the seal. */
         uint8_t *tail;
@@ -50,6 +49,7 @@ typedef struct ZSlotExtra {
         uint64_t verified;
         struct VerifyJob *verify; /* in flight */
         SealJob *seal_wait;       /* a seal waiting for it */
+        unsigned verify_gen;      /* bumped when the zone is reset under a lease */
 } ZSlotExtra;
 
 struct ZDev {
@@ -1006,6 +1006,27 @@ static void on_append_write(UringReq *req, void *userdata) {
 static void append_step_map(AppendOp *op);
 static void append_restart(AppendOp *op);
 
+/* Records why the op cannot go on (the device gone; the client gone, if
+ * asked to look); true if it must stop: it ends here once nothing is in
+ * flight any more, else at the last completion. */
+static bool append_stopped(AppendOp *op, bool client) {
+        ZDev *d = op->dev;
+
+        if (!op->error && (!d->zbd || d->gone)) {
+                op->error = -ENODEV;
+                op->error_what = "the device went away";
+        }
+        if (client && !op->error && op->call && !varlink_call_is_connected(op->call)) {
+                op->error = -ECONNRESET;
+                op->error_what = "the client went away";
+        }
+        if (!op->error)
+                return false;
+        if (op->inflight == 0 && !op->reading)
+                append_finish(op, op->error, op->error_what);
+        return true;
+}
+
 static void append_step(AppendOp *op) {
         ZDev *d = op->dev;
         ZoneSlot *sl = &d->slots[op->zone];
@@ -1015,15 +1036,8 @@ static void append_step(AppendOp *op) {
         if (op->map)
                 return append_step_map(op);
         for (;;) {
-                if (!op->error && (!d->zbd || d->gone)) {
-                        op->error = -ENODEV;
-                        op->error_what = "the device went away";
-                }
-                if (op->error) {
-                        if (op->inflight == 0 && !op->reading)
-                                append_finish(op, op->error, op->error_what);
+                if (append_stopped(op, false))
                         return;
-                }
                 if (op->eof && op->fill == 0) {
                         if (op->inflight == 0 && !op->reading)
                                 append_finish(op, 0, NULL);
@@ -1323,19 +1337,8 @@ static void append_step_map(AppendOp *op) {
         uint64_t whole;
         int r;
 
-        if (!op->error && (!d->zbd || d->gone)) {
-                op->error = -ENODEV;
-                op->error_what = "the device went away";
-        }
-        if (!op->error && op->call && !varlink_call_is_connected(op->call)) {
-                op->error = -ECONNRESET;
-                op->error_what = "the client went away";
-        }
-        if (op->error) {
-                if (op->inflight == 0 && !op->reading)
-                        append_finish(op, op->error, op->error_what);
+        if (append_stopped(op, true))
                 return;
-        }
         bs = d->zbd->limits.block_size ? d->zbd->limits.block_size : 512;
         whole = op->src_size - op->src_size % bs;
 
