@@ -1356,6 +1356,9 @@ static void print_zone(json_t *z, const char *lease) {
         field("Lease", jstr(z, "lease") ? jstr(z, "lease") : lease);
         if (jstr(z, "device"))
                 snprintf(buf, sizeof buf, "%s (%s)", jstr(z, "device"), dash(jstr(z, "deviceId")));
+        else if (strncmp(dash(jstr(z, "deviceId")), "emu:", 4) == 0)
+                /* Emulated zones have no kernel name. */
+                snprintf(buf, sizeof buf, "%s (emulated)", jstr(z, "deviceId"));
         else
                 snprintf(buf, sizeof buf, "%s (gone)", dash(jstr(z, "deviceId")));
         field("Device", buf);

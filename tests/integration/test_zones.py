@@ -276,8 +276,9 @@ Database={db}
                      "zones get LEASE: the sealed zone", show(p))
                 p = ctl("zones", "get", lease)
                 r.ok(p.returncode == 0 and re.search(r"^\s+State: sealed$", p.stdout, re.M) and
-                     re.search(r"^\s+SHA256: " + staged[-1][3]["sha256"] + "$", p.stdout, re.M),
-                     "zones get LEASE: fields State, SHA256", show(p))
+                     re.search(r"^\s+SHA256: " + staged[-1][3]["sha256"] + "$", p.stdout, re.M) and
+                     re.search(r"^\s+Device: " + re.escape(dev) + r" \(emulated\)$", p.stdout, re.M),
+                     "zones get LEASE: fields State, SHA256, Device (emulated, not gone)", show(p))
             path, data = make("text.bin", 5000)
             p = ctl("stage", path)
             fields = dict(re.findall(r"^\s*([A-Za-z0-9 ]+): (.*)$", p.stdout, re.M))
