@@ -1001,8 +1001,6 @@ static void on_append_write(UringReq *req, void *userdata) {
         append_step(op);
 }
 
-/* Moves the op on: reads into the current slot, writes full slots, and ends
- * it once the data is all out and nothing is in flight. */
 static void append_step_map(AppendOp *op);
 static void append_restart(AppendOp *op);
 
@@ -1027,6 +1025,8 @@ static bool append_stopped(AppendOp *op, bool client) {
         return true;
 }
 
+/* Moves the op on: reads into the current slot, writes full slots, and ends
+ * it once the data is all out and nothing is in flight. */
 static void append_step(AppendOp *op) {
         ZDev *d = op->dev;
         ZoneSlot *sl = &d->slots[op->zone];
