@@ -22,7 +22,7 @@ flags=(-g -O1 -fno-omit-frame-pointer -std=gnu11 -D_GNU_SOURCE
 # shellcheck disable=SC2207
 libs=($(pkg-config --cflags --libs libsystemd jansson))
 
-"$cc" "${flags[@]}" "$root/fuzz/fuzz-varlink.c" "$root/src/varlink.c" "$root/src/varlink-idl.c" \
+"$cc" "${flags[@]}" "$root/fuzz/fuzz-varlink.c" "$root/src/varlink.c" "$root/src/varlink-wire.c" "$root/src/varlink-idl.c" \
         "$root/src/log.c" "${libs[@]}" -o "$out/fuzz-varlink"
 "$cc" "${flags[@]}" "$root/fuzz/fuzz-varlink-idl.c" "$root/src/varlink-idl.c" "${libs[@]}" \
         -o "$out/fuzz-varlink-idl"

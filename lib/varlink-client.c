@@ -11,40 +11,24 @@
 
 #include "blkmq/varlink.h"
 #include "cleanup.h"
+#include "varlink-wire.h"
 
-/* A library: no logging, no global state; errors are returned. */
+/* A library: no logging, no global state; errors are returned. The wire
+ * mechanics are the daemon's (src/varlink-wire.c, compiled in, not exported). */
 
-#define READ_SIZE 65536U
-
-struct fd_batch {
-        uint64_t start, end; /* stream offsets of the data of the recvmsg() that carried them */
-        int *fds;
-        size_t n_fds;
-};
+_Static_assert(BLKMQ_VARLINK_FDS_MAX <= VARLINK_WIRE_FDS_MAX, "varlink-wire's control buffers must hold them");
 
 struct blkmq_varlink {
         int fd;
         uint64_t timeout_usec;
         bool broken;
 
-        char *input;
-        size_t input_allocated, input_start, input_end, input_scanned;
-        uint64_t input_base;
-        struct fd_batch *batches;
-        size_t n_batches;
+        VarlinkWireInput in;
 
         json_t *last; /* the last reply; owns the error name handed out */
         int *reply_fds;
         size_t n_reply_fds;
 };
-
-static void close_many(int *fds, size_t n) {
-        for (size_t i = 0; i < n; i++)
-                if (fds[i] >= 0) {
-                        close(fds[i]);
-                        fds[i] = -EBADF;
-                }
-}
 
 static uint64_t now_mono(void) {
         struct timespec ts;
@@ -88,7 +72,7 @@ static uint64_t deadline_of(blkmq_varlink *v) {
 static void drop_last(blkmq_varlink *v) {
         json_decref(v->last);
         v->last = NULL;
-        close_many(v->reply_fds, v->n_reply_fds);
+        varlink_wire_close_many(v->reply_fds, v->n_reply_fds);
         free(v->reply_fds);
         v->reply_fds = NULL;
         v->n_reply_fds = 0;
@@ -98,12 +82,7 @@ blkmq_varlink *blkmq_varlink_free(blkmq_varlink *v) {
         if (!v)
                 return NULL;
         drop_last(v);
-        for (size_t i = 0; i < v->n_batches; i++) {
-                close_many(v->batches[i].fds, v->batches[i].n_fds);
-                free(v->batches[i].fds);
-        }
-        free(v->batches);
-        free(v->input);
+        varlink_wire_input_free(&v->in);
         if (v->fd >= 0)
                 close(v->fd);
         free(v);
@@ -176,40 +155,22 @@ int blkmq_varlink_get_fd(blkmq_varlink *v) {
 
 static int write_all(blkmq_varlink *v, const char *p, size_t len, const int *fds, size_t n_fds) {
         uint64_t deadline = deadline_of(v);
-        union {
-                struct cmsghdr cmsghdr;
-                uint8_t buf[CMSG_SPACE(sizeof(int) * BLKMQ_VARLINK_FDS_MAX)];
-        } control;
         int r;
 
         while (len > 0) {
-                struct iovec iov = { (void *) p, len };
-                struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-                ssize_t n;
+                ssize_t n = varlink_wire_send(v->fd, p, len, fds, n_fds);
 
-                if (n_fds > 0) {
-                        struct cmsghdr *cmsg;
-
-                        memset(&control, 0, sizeof control);
-                        mh.msg_control = &control;
-                        mh.msg_controllen = CMSG_SPACE(sizeof(int) * n_fds);
-                        cmsg = CMSG_FIRSTHDR(&mh);
-                        cmsg->cmsg_level = SOL_SOCKET;
-                        cmsg->cmsg_type = SCM_RIGHTS;
-                        cmsg->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
-                        memcpy(CMSG_DATA(cmsg), fds, sizeof(int) * n_fds);
-                }
-                n = sendmsg(v->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        if (errno != EAGAIN)
-                                return -errno;
+                if (n == -EINTR)
+                        continue;
+                if (n == -EAGAIN) {
                         r = wait_for(v->fd, POLLOUT, deadline);
                         if (r < 0)
                                 return r;
                         continue;
                 }
+                if (n < 0)
+                        return (int) n;
+                /* The fds went with the first byte written. */
                 n_fds = 0;
                 p += n;
                 len -= n;
@@ -255,103 +216,33 @@ int blkmq_varlink_call(blkmq_varlink *v, const char *method, json_t *parameters,
 }
 
 static int read_some(blkmq_varlink *v, uint64_t deadline) {
-        union {
-                struct cmsghdr cmsghdr;
-                uint8_t buf[CMSG_SPACE(sizeof(int) * BLKMQ_VARLINK_FDS_MAX)];
-        } control;
-        struct iovec iov;
-        struct msghdr mh = {
-                .msg_iov = &iov,
-                .msg_iovlen = 1,
-                .msg_control = &control,
-                .msg_controllen = sizeof control,
-        };
-        int *fds = NULL;
-        size_t n_fds = 0;
-        ssize_t n;
+        VarlinkWireRecv rcv;
         int r;
 
-        if (v->input_start > 0) {
-                memmove(v->input, v->input + v->input_start, v->input_end - v->input_start);
-                v->input_base += v->input_start;
-                v->input_end -= v->input_start;
-                v->input_start = 0;
-        }
-        if (v->input_allocated - v->input_end < READ_SIZE) {
-                size_t a = v->input_end + (v->input_end > READ_SIZE ? v->input_end : READ_SIZE);
-                char *p = realloc(v->input, a);
-
-                if (!p)
-                        return -ENOMEM;
-                v->input = p;
-                v->input_allocated = a;
-        }
-
+        /* No bound: read_reply() stops at BLKMQ_VARLINK_MESSAGE_SIZE_MAX. */
+        r = varlink_wire_input_reserve(&v->in, SIZE_MAX, SIZE_MAX);
+        if (r < 0)
+                return r;
         for (;;) {
-                iov = (struct iovec) { v->input + v->input_end, v->input_allocated - v->input_end };
-                n = recvmsg(v->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-                if (n >= 0)
+                r = varlink_wire_recv(v->fd, &v->in, BLKMQ_VARLINK_FDS_MAX, &rcv);
+                if (r >= 0)
                         break;
-                if (errno == EINTR)
+                if (r == -EINTR)
                         continue;
-                if (errno != EAGAIN)
-                        return -errno;
+                if (r != -EAGAIN)
+                        return r;
                 r = wait_for(v->fd, POLLIN, deadline);
                 if (r < 0)
                         return r;
         }
 
-        for (struct cmsghdr *cmsg = CMSG_FIRSTHDR(&mh); cmsg; cmsg = CMSG_NXTHDR(&mh, cmsg))
-                if (cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS) {
-                        fds = (int *) CMSG_DATA(cmsg);
-                        n_fds = (cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-                }
-        if (n_fds > 0) {
-                struct fd_batch *b = realloc(v->batches, (v->n_batches + 1) * sizeof *b);
-                int *copy = NULL;
-
-                if (b) {
-                        v->batches = b;
-                        copy = malloc(n_fds * sizeof(int));
-                }
-                if (!copy) {
-                        close_many(fds, n_fds);
-                        return -ENOMEM;
-                }
-                memcpy(copy, fds, n_fds * sizeof(int));
-                v->batches[v->n_batches++] = (struct fd_batch) {
-                        .start = v->input_base + v->input_end,
-                        .end = v->input_base + v->input_end + n,
-                        .fds = copy,
-                        .n_fds = n_fds,
-                };
-        }
-        if (mh.msg_flags & MSG_CTRUNC)
+        r = varlink_wire_input_add(&v->in, &rcv);
+        if (r < 0)
+                return r;
+        if (rcv.truncated)
                 return -EBADMSG;
-        if (n == 0)
+        if (rcv.n == 0)
                 return -ECONNRESET;
-        v->input_end += n;
-        return 0;
-}
-
-/* The fds belong to the last message starting within the data of the
- * recvmsg() that carried them (see src/varlink.c). */
-static int take_message_fds(blkmq_varlink *v, uint64_t s, uint64_t e) {
-        while (v->n_batches > 0) {
-                struct fd_batch *b = &v->batches[0];
-
-                if (b->start > e || b->end > e + 1)
-                        break;
-                if (b->start > s || v->reply_fds) {
-                        close_many(b->fds, b->n_fds);
-                        free(b->fds);
-                        memmove(v->batches, v->batches + 1, --v->n_batches * sizeof *b);
-                        return -EBADMSG;
-                }
-                v->reply_fds = b->fds;
-                v->n_reply_fds = b->n_fds;
-                memmove(v->batches, v->batches + 1, --v->n_batches * sizeof *b);
-        }
         return 0;
 }
 
@@ -359,6 +250,7 @@ int blkmq_varlink_read_reply(blkmq_varlink *v, json_t **ret_parameters, const ch
                              unsigned *ret_flags) {
         uint64_t deadline;
         json_t *m, *error, *parameters, *continues;
+        VarlinkFdBatch fds;
         char *start, *nul;
         size_t len;
         int r;
@@ -371,16 +263,10 @@ int blkmq_varlink_read_reply(blkmq_varlink *v, json_t **ret_parameters, const ch
 
         deadline = deadline_of(v);
         for (;;) {
-                size_t avail = v->input_end - v->input_start;
-
-                if (avail > v->input_scanned) {
-                        start = v->input + v->input_start;
-                        nul = memchr(start + v->input_scanned, 0, avail - v->input_scanned);
-                        if (nul)
-                                break;
-                }
-                v->input_scanned = avail;
-                if (avail > BLKMQ_VARLINK_MESSAGE_SIZE_MAX) {
+                nul = varlink_wire_input_find_nul(&v->in);
+                if (nul)
+                        break;
+                if (v->in.end - v->in.start > BLKMQ_VARLINK_MESSAGE_SIZE_MAX) {
                         v->broken = true;
                         return -EMSGSIZE;
                 }
@@ -392,13 +278,14 @@ int blkmq_varlink_read_reply(blkmq_varlink *v, json_t **ret_parameters, const ch
                 }
         }
 
+        start = v->in.buf + v->in.start;
         len = nul - start;
-        r = take_message_fds(v, v->input_base + v->input_start, v->input_base + v->input_start + len);
-        v->input_start += len + 1;
-        v->input_scanned = 0;
+        r = varlink_wire_input_take_message(&v->in, nul, &fds);
+        v->reply_fds = fds.fds;
+        v->n_reply_fds = fds.n_fds;
         if (r < 0) {
                 v->broken = true;
-                return r;
+                return -EBADMSG; /* fds out of place */
         }
 
         m = json_loadb(start, len, JSON_REJECT_DUPLICATES, NULL);
@@ -431,11 +318,7 @@ int blkmq_varlink_read_reply(blkmq_varlink *v, json_t **ret_parameters, const ch
 int blkmq_varlink_take_fd(blkmq_varlink *v, unsigned index) {
         if (!v)
                 return -EINVAL;
-        if (index >= v->n_reply_fds)
-                return -ENXIO;
-        if (v->reply_fds[index] < 0)
-                return -EBADF;
-        return TAKE_FD(v->reply_fds[index]);
+        return varlink_wire_take_fd(v->reply_fds, v->n_reply_fds, index);
 }
 
 int blkmq_varlink_call_sync(blkmq_varlink *v, const char *method, json_t *parameters,

@@ -15,10 +15,9 @@
 #include "log.h"
 #include "org.varlink.service.varlink.h"
 #include "varlink-idl.h"
+#include "varlink-wire.h"
 #include "varlink.h"
 
-/* Free space we want in the input buffer before each recvmsg(). */
-#define READ_SIZE 65536U
 /* Buffers above this are freed once they run empty. */
 #define BUFFER_KEEP_MAX (256U * 1024U)
 /* Output past this is written at once instead of at the end of the round. */
@@ -29,11 +28,7 @@
 #define PID_FMT "%i"
 #define UID_FMT "%u"
 
-typedef struct FdBatch {
-        uint64_t start, end; /* stream offsets of the data of the recvmsg() that carried them */
-        int *fds;
-        size_t n_fds;
-} FdBatch;
+_Static_assert(VARLINK_FDS_MAX <= VARLINK_WIRE_FDS_MAX, "varlink-wire's control buffers must hold VARLINK_FDS_MAX");
 
 typedef struct OutFds {
         uint64_t offset; /* stream offset of the reply's first byte */
@@ -69,12 +64,7 @@ struct VarlinkConnection {
         gid_t *groups;
         size_t n_groups;
 
-        char *input;
-        size_t input_allocated, input_start, input_end;
-        size_t input_scanned; /* bytes after input_start known to hold no NUL */
-        uint64_t input_base;  /* stream offset of input[0] */
-        FdBatch *fd_batches;
-        size_t n_fd_batches;
+        VarlinkWireInput in;
         bool read_eof;
         bool processing; /* inside connection_process(): it writes at the end */
 
@@ -115,14 +105,6 @@ struct VarlinkServer {
         bool limit_logged;
 };
 
-static void close_many(int *fds, size_t n) {
-        for (size_t i = 0; i < n; i++)
-                if (fds[i] >= 0) {
-                        close(fds[i]);
-                        fds[i] = -EBADF;
-                }
-}
-
 /* accept(2): errors of a connection that already went away; try again. */
 static bool errno_accept_transient(int e) {
         return e == EAGAIN || e == EINTR || e == ECONNABORTED || e == EPROTO || e == ENETDOWN ||
@@ -151,20 +133,13 @@ static VarlinkConnection *connection_ref(VarlinkConnection *c) {
 }
 
 static void connection_free_buffers(VarlinkConnection *c) {
-        for (size_t i = 0; i < c->n_fd_batches; i++) {
-                close_many(c->fd_batches[i].fds, c->fd_batches[i].n_fds);
-                free(c->fd_batches[i].fds);
-        }
-        c->fd_batches = mfree(c->fd_batches);
-        c->n_fd_batches = 0;
+        varlink_wire_input_free(&c->in);
         for (size_t i = 0; i < c->n_out_fds; i++) {
-                close_many(c->out_fds[i].fds, c->out_fds[i].n_fds);
+                varlink_wire_close_many(c->out_fds[i].fds, c->out_fds[i].n_fds);
                 free(c->out_fds[i].fds);
         }
         c->out_fds = mfree(c->out_fds);
         c->n_out_fds = 0;
-        c->input = mfree(c->input);
-        c->input_allocated = c->input_start = c->input_end = c->input_scanned = 0;
         c->output = mfree(c->output);
         c->output_allocated = c->output_start = c->output_end = 0;
 }
@@ -188,21 +163,8 @@ static size_t connection_pending_output(VarlinkConnection *c) {
         return c->output_end - c->output_start;
 }
 
-/* The NUL ending the next message, if it is there. */
-static char *connection_find_nul(VarlinkConnection *c) {
-        size_t avail = c->input_end - c->input_start;
-        char *nul;
-
-        if (avail == c->input_scanned)
-                return NULL;
-        nul = memchr(c->input + c->input_start + c->input_scanned, 0, avail - c->input_scanned);
-        if (!nul)
-                c->input_scanned = avail;
-        return nul;
-}
-
 static bool connection_wants_read(VarlinkConnection *c) {
-        return c->server && !c->failed && !c->read_eof && !c->current && !connection_find_nul(c);
+        return c->server && !c->failed && !c->read_eof && !c->current && !varlink_wire_input_find_nul(&c->in);
 }
 
 static void connection_update(VarlinkConnection *c) {
@@ -215,8 +177,8 @@ static void connection_update(VarlinkConnection *c) {
                 connection_disconnect(c);
                 return;
         }
-        if (c->read_eof && !c->current && !connection_find_nul(c) && connection_pending_output(c) == 0) {
-                if (c->input_end > c->input_start)
+        if (c->read_eof && !c->current && !varlink_wire_input_find_nul(&c->in) && connection_pending_output(c) == 0) {
+                if (c->in.end > c->in.start)
                         log_debug("Varlink peer " PID_FMT " closed in the middle of a message, closing.",
                                   c->ucred.pid);
                 connection_disconnect(c);
@@ -240,140 +202,63 @@ static void connection_schedule(VarlinkConnection *c) {
 }
 
 static int connection_read(VarlinkConnection *c) {
-        size_t limit = c->server->limits.max_message_size + 1 + READ_SIZE;
-        union {
-                struct cmsghdr cmsghdr;
-                uint8_t buf[CMSG_SPACE(sizeof(int) * VARLINK_FDS_MAX)];
-        } control;
-        struct iovec iov;
-        struct msghdr mh = {
-                .msg_iov = &iov,
-                .msg_iovlen = 1,
-                .msg_control = &control,
-                .msg_controllen = sizeof control,
-        };
-        int *fds = NULL;
-        size_t n_fds = 0;
-        ssize_t n;
+        VarlinkWireRecv rcv;
+        int r;
 
-        /* Compact, and let go of a big buffer once it ran empty. */
-        if (c->input_start > 0) {
-                memmove(c->input, c->input + c->input_start, c->input_end - c->input_start);
-                c->input_base += c->input_start;
-                c->input_end -= c->input_start;
-                c->input_start = 0;
+        r = varlink_wire_input_reserve(&c->in, c->server->limits.max_message_size + 1 + VARLINK_WIRE_READ_SIZE,
+                                       BUFFER_KEEP_MAX);
+        if (r < 0)
+                return r;
+        r = varlink_wire_recv(c->fd, &c->in, VARLINK_FDS_MAX, &rcv);
+        if (r == -EAGAIN || r == -EINTR)
+                return 0;
+        if (r < 0)
+                return r;
+
+        /* More fds than VARLINK_FDS_MAX (the kernel cut them off), or batches
+         * queued without the messages they go with, which would pin them here. */
+        if (rcv.n_fds > 0 && (rcv.truncated || c->in.n_batches >= FD_BATCHES_MAX)) {
+                varlink_wire_close_many(rcv.fds, rcv.n_fds);
+                return log_debug_errno(EPROTO, "Varlink peer " PID_FMT " sent too many fds, closing.",
+                                       c->ucred.pid);
         }
-        if (c->input_end == 0 && c->input_allocated > BUFFER_KEEP_MAX) {
-                c->input = mfree(c->input);
-                c->input_allocated = 0;
-        }
-        if (c->input_allocated - c->input_end < READ_SIZE) {
-                size_t a = c->input_end + (c->input_end > READ_SIZE ? c->input_end : READ_SIZE);
-                char *p;
-
-                if (a > limit)
-                        a = limit > c->input_end + READ_SIZE ? limit : c->input_end + READ_SIZE;
-                p = realloc(c->input, a);
-                if (!p)
-                        return -ENOMEM;
-                c->input = p;
-                c->input_allocated = a;
-        }
-
-        iov = (struct iovec) { c->input + c->input_end, c->input_allocated - c->input_end };
-        n = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-        if (n < 0) {
-                if (errno == EAGAIN || errno == EINTR)
-                        return 0;
-                return -errno;
-        }
-
-        for (struct cmsghdr *cmsg = CMSG_FIRSTHDR(&mh); cmsg; cmsg = CMSG_NXTHDR(&mh, cmsg))
-                if (cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS) {
-                        fds = (int *) CMSG_DATA(cmsg);
-                        n_fds = (cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-                }
-
-        if (n_fds > 0) {
-                FdBatch *b;
-                int *copy = NULL;
-
-                if ((mh.msg_flags & MSG_CTRUNC) || c->n_fd_batches >= FD_BATCHES_MAX) {
-                        close_many(fds, n_fds);
-                        return log_debug_errno(EPROTO, "Varlink peer " PID_FMT " sent too many fds, closing.",
-                                               c->ucred.pid);
-                }
-                b = realloc(c->fd_batches, (c->n_fd_batches + 1) * sizeof *b);
-                if (b) {
-                        c->fd_batches = b;
-                        copy = malloc(n_fds * sizeof(int));
-                }
-                if (!copy) {
-                        close_many(fds, n_fds);
-                        return -ENOMEM;
-                }
-                memcpy(copy, fds, n_fds * sizeof(int));
-                c->fd_batches[c->n_fd_batches++] = (FdBatch) {
-                        .start = c->input_base + c->input_end,
-                        .end = c->input_base + c->input_end + n,
-                        .fds = copy,
-                        .n_fds = n_fds,
-                };
-        } else if (mh.msg_flags & MSG_CTRUNC)
+        if (rcv.truncated)
                 return log_debug_errno(EPROTO, "Varlink peer " PID_FMT " sent truncated control data, closing.",
                                        c->ucred.pid);
-
-        if (n == 0)
+        r = varlink_wire_input_add(&c->in, &rcv);
+        if (r < 0)
+                return r;
+        if (rcv.n == 0)
                 c->read_eof = true;
-        c->input_end += n;
         return 0;
 }
 
 /* Takes the next complete message off the input buffer: 1 and the NUL
  * terminated text (valid until the next read) with the fds that came with
- * it, 0 if there is none yet, -EMSGSIZE or -EPROTO. The fds belong to the
- * last message starting within the data of the recvmsg() that carried them:
- * the kernel never reads past an skb with fds, and a sender puts them on the
- * write with the message's first byte. */
-static int connection_next_message(VarlinkConnection *c, char **ret, FdBatch *ret_fds) {
+ * it (varlink-wire.h says which those are), 0 if there is none yet,
+ * -EMSGSIZE or -EPROTO. */
+static int connection_next_message(VarlinkConnection *c, char **ret, VarlinkFdBatch *ret_fds) {
         size_t max = c->server->limits.max_message_size;
-        FdBatch fds = {};
+        VarlinkFdBatch fds;
         char *start, *nul;
-        uint64_t s, e;
-        size_t len;
+        int r;
 
-        nul = connection_find_nul(c);
+        nul = varlink_wire_input_find_nul(&c->in);
         if (!nul) {
-                if (c->input_end - c->input_start > max)
+                if (c->in.end - c->in.start > max)
                         return -EMSGSIZE;
                 return 0;
         }
-        start = c->input + c->input_start;
-        len = nul - start;
-        if (len > max)
+        start = c->in.buf + c->in.start;
+        if ((size_t) (nul - start) > max)
                 return -EMSGSIZE;
 
-        s = c->input_base + c->input_start;
-        e = s + len;
-        while (c->n_fd_batches > 0) {
-                FdBatch *b = &c->fd_batches[0];
-
-                if (b->start > e || b->end > e + 1)
-                        break; /* a later message's */
-                if (b->start > s || fds.fds) {
-                        close_many(b->fds, b->n_fds);
-                        free(b->fds);
-                        memmove(c->fd_batches, c->fd_batches + 1, --c->n_fd_batches * sizeof *b);
-                        close_many(fds.fds, fds.n_fds);
-                        free(fds.fds);
-                        return -EPROTO;
-                }
-                fds = *b;
-                memmove(c->fd_batches, c->fd_batches + 1, --c->n_fd_batches * sizeof *b);
+        r = varlink_wire_input_take_message(&c->in, nul, &fds);
+        if (r < 0) {
+                varlink_wire_close_many(fds.fds, fds.n_fds);
+                free(fds.fds);
+                return r;
         }
-
-        c->input_start += len + 1;
-        c->input_scanned = 0;
         *ret = start;
         *ret_fds = fds;
         return 1;
@@ -381,46 +266,30 @@ static int connection_next_message(VarlinkConnection *c, char **ret, FdBatch *re
 
 static int connection_write(VarlinkConnection *c) {
         while (c->output_start < c->output_end) {
-                union {
-                        struct cmsghdr cmsghdr;
-                        uint8_t buf[CMSG_SPACE(sizeof(int) * VARLINK_FDS_MAX)];
-                } control;
                 uint64_t pos = c->output_base + c->output_start;
                 size_t len = c->output_end - c->output_start;
-                struct iovec iov = { c->output + c->output_start, len };
-                struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
                 OutFds *of = c->n_out_fds > 0 ? &c->out_fds[0] : NULL;
                 bool with_fds = false;
                 ssize_t n;
 
                 if (of && of->offset == pos) {
-                        struct cmsghdr *cmsg;
-
-                        memset(&control, 0, sizeof control);
-                        mh.msg_control = &control;
-                        mh.msg_controllen = CMSG_SPACE(sizeof(int) * of->n_fds);
-                        cmsg = CMSG_FIRSTHDR(&mh);
-                        cmsg->cmsg_level = SOL_SOCKET;
-                        cmsg->cmsg_type = SCM_RIGHTS;
-                        cmsg->cmsg_len = CMSG_LEN(sizeof(int) * of->n_fds);
-                        memcpy(CMSG_DATA(cmsg), of->fds, sizeof(int) * of->n_fds);
                         with_fds = true;
                         /* Later fds must start a write of their own. */
                         if (c->n_out_fds > 1 && c->out_fds[1].offset < pos + len)
-                                iov.iov_len = c->out_fds[1].offset - pos;
+                                len = c->out_fds[1].offset - pos;
                 } else if (of && of->offset < pos + len)
-                        iov.iov_len = of->offset - pos;
+                        len = of->offset - pos;
 
-                n = sendmsg(c->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
-                if (n < 0) {
-                        if (errno == EAGAIN)
-                                return 0;
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
+                n = varlink_wire_send(c->fd, c->output + c->output_start, len, with_fds ? of->fds : NULL,
+                                      with_fds ? of->n_fds : 0);
+                if (n == -EAGAIN)
+                        return 0;
+                if (n == -EINTR)
+                        continue;
+                if (n < 0)
+                        return (int) n;
                 if (with_fds) {
-                        close_many(of->fds, of->n_fds);
+                        varlink_wire_close_many(of->fds, of->n_fds);
                         free(of->fds);
                         memmove(c->out_fds, c->out_fds + 1, --c->n_out_fds * sizeof *of);
                 }
@@ -445,13 +314,13 @@ static int connection_enqueue(VarlinkConnection *c, json_t *message, int *fds, s
 
         text = json_dumps(message, JSON_COMPACT);
         if (!text) {
-                close_many(fds, n_fds);
+                varlink_wire_close_many(fds, n_fds);
                 return -ENOMEM;
         }
         len = strlen(text) + 1;
 
         if (connection_pending_output(c) + len > c->server->limits.max_output_buffer) {
-                close_many(fds, n_fds);
+                varlink_wire_close_many(fds, n_fds);
                 log_notice("Varlink peer " PID_FMT " does not read its replies (%zu bytes queued), closing.",
                            c->ucred.pid, connection_pending_output(c));
                 c->failed = true;
@@ -475,7 +344,7 @@ static int connection_enqueue(VarlinkConnection *c, json_t *message, int *fds, s
                                 a = 4096;
                         p = realloc(c->output, a);
                         if (!p) {
-                                close_many(fds, n_fds);
+                                varlink_wire_close_many(fds, n_fds);
                                 return -ENOMEM;
                         }
                         c->output = p;
@@ -492,7 +361,7 @@ static int connection_enqueue(VarlinkConnection *c, json_t *message, int *fds, s
                         copy = malloc(n_fds * sizeof(int));
                 }
                 if (!copy) {
-                        close_many(fds, n_fds);
+                        varlink_wire_close_many(fds, n_fds);
                         return -ENOMEM;
                 }
                 memcpy(copy, fds, n_fds * sizeof(int));
@@ -578,9 +447,9 @@ VarlinkCall *varlink_call_ref(VarlinkCall *c) {
 VarlinkCall *varlink_call_unref(VarlinkCall *c) {
         if (!c || --c->n_ref > 0)
                 return NULL;
-        close_many(c->fds, c->n_fds);
+        varlink_wire_close_many(c->fds, c->n_fds);
         free(c->fds);
-        close_many(c->out_fds, c->n_out_fds);
+        varlink_wire_close_many(c->out_fds, c->n_out_fds);
         free(c->out_fds);
         free(c->method);
         connection_unref(c->connection);
@@ -619,11 +488,7 @@ int varlink_call_get_peer(VarlinkCall *c, uid_t *ret_uid, gid_t *ret_gid, pid_t 
 int varlink_call_take_fd(VarlinkCall *c, unsigned index) {
         if (!c)
                 return -EINVAL;
-        if (index >= c->n_fds)
-                return -ENXIO;
-        if (c->fds[index] < 0)
-                return -EBADF;
-        return TAKE_FD(c->fds[index]);
+        return varlink_wire_take_fd(c->fds, c->n_fds, index);
 }
 
 int varlink_call_push_fd(VarlinkCall *c, int fd) {
@@ -664,13 +529,13 @@ static int call_send(VarlinkCall *c, json_t *message, bool final) {
         int r = 0;
 
         if (!m) {
-                close_many(c->out_fds, c->n_out_fds);
+                varlink_wire_close_many(c->out_fds, c->n_out_fds);
                 c->n_out_fds = 0;
                 return -ENOMEM;
         }
 
         if (c->oneway || !conn->server || conn->failed)
-                close_many(c->out_fds, c->n_out_fds);
+                varlink_wire_close_many(c->out_fds, c->n_out_fds);
         else
                 r = connection_enqueue(conn, m, c->out_fds, c->n_out_fds);
         c->out_fds = mfree(c->out_fds);
@@ -812,7 +677,7 @@ static int call_dispatch(VarlinkCall *call, json_t *parameters, bool upgrade) {
         if ((impl->flags & VARLINK_METHOD_MUTATING) && !connection_is_privileged(call->connection))
                 return varlink_call_error(call, VARLINK_ERROR_PERMISSION_DENIED, NULL);
         if (call->n_fds > 0 && !(impl->flags & VARLINK_METHOD_ACCEPTS_FDS)) {
-                close_many(call->fds, call->n_fds);
+                varlink_wire_close_many(call->fds, call->n_fds);
                 return varlink_call_error_invalid_parameter(call, "fileDescriptors");
         }
         if (parameters && !json_is_object(parameters))
@@ -844,7 +709,7 @@ static int json_get_flag(json_t *m, const char *name, bool *ret) {
 }
 
 /* Returns < 0 if the connection is to be closed. */
-static int connection_dispatch_message(VarlinkConnection *c, const char *text, FdBatch *fds) {
+static int connection_dispatch_message(VarlinkConnection *c, const char *text, VarlinkFdBatch *fds) {
         _cleanup_(json_decrefp) json_t *m = NULL;
         _cleanup_(varlink_call_unrefp) VarlinkCall *call = NULL;
         bool oneway, more, upgrade;
@@ -854,7 +719,7 @@ static int connection_dispatch_message(VarlinkConnection *c, const char *text, F
 
         m = json_loads(text, JSON_REJECT_DUPLICATES, &error);
         if (!m || !json_is_object(m)) {
-                close_many(fds->fds, fds->n_fds);
+                varlink_wire_close_many(fds->fds, fds->n_fds);
                 free(fds->fds);
                 return log_debug_errno(EBADMSG, "Varlink peer " PID_FMT " sent %s, closing: %s", c->ucred.pid,
                                        m ? "a message that is not an object" : "invalid JSON",
@@ -863,7 +728,7 @@ static int connection_dispatch_message(VarlinkConnection *c, const char *text, F
 
         call = calloc(1, sizeof *call);
         if (!call) {
-                close_many(fds->fds, fds->n_fds);
+                varlink_wire_close_many(fds->fds, fds->n_fds);
                 free(fds->fds);
                 return log_oom();
         }
@@ -916,7 +781,7 @@ static void connection_process(VarlinkConnection *c) {
         connection_ref(c);
         c->processing = true;
         while (c->server && !c->failed && !c->current) {
-                FdBatch fds = {};
+                VarlinkFdBatch fds = {};
                 char *text;
 
                 r = connection_next_message(c, &text, &fds);
