@@ -14,6 +14,10 @@
 #include "tune.h"
 #include "util.h"
 
+/* queue_gone(): 20 x 5 ms after a failed write (a worker thread; only then). */
+#define QUEUE_GONE_POLLS 20U
+#define QUEUE_GONE_POLL_USEC 5000U
+
 static const char *const outcome_names[_TUNE_OUTCOME_MAX] = {
         [TUNE_PENDING] = "pending",   [TUNE_UNCHANGED] = "unchanged", [TUNE_CHANGED] = "changed",
         [TUNE_ADJUSTED] = "adjusted", [TUNE_SKIPPED] = "skipped",     [TUNE_FAILED] = "failed",
@@ -520,6 +524,25 @@ static void report_hctx(TuneJob *j) {
                 j->affinity_note = NULL;
 }
 
+/* Whether the device's queue/ is gone. After a failed write, first give
+ * a removal in progress a moment: del_gendisk() takes the attributes away
+ * one by one (ENOENT, EBUSY) before queue/ itself, and a device that
+ * vanishes should be said once, not once per attribute. */
+static bool queue_gone(const TuneJob *j, const char *qdir) {
+        bool failed = false;
+
+        for (size_t i = 0; i < j->n_entries; i++)
+                if (j->entries[i].outcome == TUNE_FAILED)
+                        failed = true;
+        for (unsigned t = 0;; t++) {
+                if (access(qdir, F_OK) < 0)
+                        return true;
+                if (!failed || t >= QUEUE_GONE_POLLS)
+                        return false;
+                (void) usleep(QUEUE_GONE_POLL_USEC);
+        }
+}
+
 void tune_execute(TuneJob *j) {
         uint64_t start = now_usec(CLOCK_MONOTONIC);
         _cleanup_free_ char *qdir = path_join(j->blockdir, "queue");
@@ -569,7 +592,7 @@ void tune_execute(TuneJob *j) {
         /* A device removed under our feet fails its writes with whatever
          * errno the kernel had at hand (EBUSY, ENOENT, EINVAL): say what
          * really happened, once. */
-        if (qdir && access(qdir, F_OK) < 0) {
+        if (qdir && queue_gone(j, qdir)) {
                 j->device_error = -ENODEV;
                 for (size_t i = 0; i < j->n_entries; i++)
                         if (j->entries[i].outcome == TUNE_FAILED || j->entries[i].outcome == TUNE_SKIPPED)

@@ -15,6 +15,7 @@
  * integration suite does those on real loop devices. */
 
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -24,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -872,6 +874,57 @@ static void test_execute_vanished(void **state) {
         }
 }
 
+/* A removal in progress (del_gendisk() takes attributes away before
+ * queue/ itself): the writes fail, and queue/ goes a little later. The job
+ * waits for that and says "device vanished" for every entry, once per
+ * entry, not the errors of the half-removed attributes. */
+typedef struct RemoveLater {
+        const FakeSysfs *f;
+        unsigned delay_ms;
+} RemoveLater;
+
+static void *remove_queue_later(void *arg) {
+        const RemoveLater *rl = arg;
+
+        (void) usleep(rl->delay_ms * 1000);
+        assert_int_equal(fake_sysfs_remove(rl->f, "queue"), 0);
+        return NULL;
+}
+
+static void test_execute_vanishing(void **state) {
+        _cleanup_(env_done) Env e;
+        _cleanup_free_ char *dir = NULL;
+        RemoveLater rl;
+        pthread_t t;
+        TuneJob *j;
+
+        env_init(&e, FX_NVME, K_6_1);
+        want(&e, KNOB_NR_REQUESTS, "2047");
+        want(&e, KNOB_READ_AHEAD_KB, "4096");
+        j = plan(&e);
+        /* The attribute is half gone: reading it fails (EISDIR), not ENOENT. */
+        assert_int_equal(fake_sysfs_remove(e.f, "queue/nr_requests"), 0);
+        dir = path_join(e.f->blockdir, "queue/nr_requests");
+        assert_non_null(dir);
+        assert_int_equal(mkdir(dir, 0755), 0);
+        rl = (RemoveLater) { .f = e.f, .delay_ms = 30 };
+        assert_int_equal(pthread_create(&t, NULL, remove_queue_later, &rl), 0);
+        tune_execute(j);
+        assert_int_equal(pthread_join(t, NULL), 0);
+
+        assert_int_equal(j->device_error, -ENODEV);
+        for (size_t k = 0; k < j->n_entries; k++) {
+                TuneEntry *te = &j->entries[k];
+                print_message("%s: %s, error %d, note %s\n", knob_info(te->knob)->key,
+                              tune_outcome_to_string(te->outcome), te->error, strna(te->note));
+                if (te->knob == KNOB_NR_REQUESTS) {
+                        assert_int_equal(te->outcome, TUNE_FAILED);
+                        assert_int_equal(te->error, -ENODEV);
+                        check_note(te, "device vanished");
+                }
+        }
+}
+
 static void test_execute_cpu_affinity(void **state) {
         _cleanup_(env_done) Env e;
         _cleanup_free_ char *p24 = NULL, *p25 = NULL, *v = NULL;
@@ -1050,6 +1103,7 @@ int main(void) {
                 cmocka_unit_test(test_execute_dry_run_candidates),
                 cmocka_unit_test(test_execute_scheduler_write),
                 cmocka_unit_test(test_execute_vanished),
+                cmocka_unit_test(test_execute_vanishing),
                 cmocka_unit_test(test_execute_cpu_affinity),
                 cmocka_unit_test(test_execute_hctx_map_order),
                 cmocka_unit_test(test_job_sort_and_count),
