@@ -1025,6 +1025,34 @@ static bool append_stopped(AppendOp *op, bool client) {
         return true;
 }
 
+/* Sends len bytes of slot->buf to where the object continues (op->next_off)
+ * and moves that on. -errno with *ret_what saying which step failed. */
+static int slot_submit(AppendOp *op, AppendSlot *slot, uint32_t len, const char **ret_what) {
+        ZDev *d = op->dev;
+        int r;
+
+        slot->req = (UringReq) { .cpu = -1 };
+        r = d->zbd->ops->prep_append(d->zbd, d->slots[op->zone].zone.start, op->next_off, slot->buf, len,
+                                     &slot->req);
+        if (r < 0) {
+                *ret_what = "preparing the write";
+                return r;
+        }
+        slot->req.done = on_append_write;
+        slot->req.userdata = slot;
+        slot->len = len;
+        slot->expect = op->next_off;
+        r = uring_pool_submit(d->service->uring, &slot->req);
+        if (r < 0) {
+                *ret_what = "queueing the write";
+                return r;
+        }
+        slot->busy = true;
+        op->inflight++;
+        op->next_off += len;
+        return 0;
+}
+
 /* Moves the op on: reads into the current slot, writes full slots, and ends
  * it once the data is all out and nothing is in flight. */
 static void append_step(AppendOp *op) {
@@ -1102,27 +1130,11 @@ static void append_step(AppendOp *op) {
                         op->error_what = "the data exceeds the zone's capacity";
                         continue;
                 }
-                slot->req = (UringReq) { .cpu = -1 };
-                r = d->zbd->ops->prep_append(d->zbd, sl->zone.start, op->next_off, slot->buf, (uint32_t) w,
-                                             &slot->req);
+                r = slot_submit(op, slot, (uint32_t) w, &op->error_what);
                 if (r < 0) {
                         op->error = r;
-                        op->error_what = "preparing the write";
                         continue;
                 }
-                slot->req.done = on_append_write;
-                slot->req.userdata = slot;
-                slot->len = (uint32_t) w;
-                slot->expect = op->next_off;
-                r = uring_pool_submit(d->service->uring, &slot->req);
-                if (r < 0) {
-                        op->error = r;
-                        op->error_what = "queueing the write";
-                        continue;
-                }
-                slot->busy = true;
-                op->inflight++;
-                op->next_off += w;
                 op->fill = 0;
 
                 /* The next slot to fill, if one is free. */
@@ -1374,21 +1386,12 @@ static void append_step_map(AppendOp *op) {
                                 continue;
                         if (op->next_off + w > sl->zone.start + sl->zone.capacity)
                                 return append_fail(op, -ENOSPC, "the data exceeds the zone's capacity");
+                        const char *what;
+
                         slot->buf = (uint8_t *) op->map + op->src_sent;
-                        slot->req = (UringReq) { .cpu = -1 };
-                        r = d->zbd->ops->prep_append(d->zbd, sl->zone.start, op->next_off, slot->buf, w, &slot->req);
+                        r = slot_submit(op, slot, w, &what);
                         if (r < 0)
-                                return append_fail(op, r, "preparing the write");
-                        slot->req.done = on_append_write;
-                        slot->req.userdata = slot;
-                        slot->len = w;
-                        slot->expect = op->next_off;
-                        r = uring_pool_submit(d->service->uring, &slot->req);
-                        if (r < 0)
-                                return append_fail(op, r, "queueing the write");
-                        slot->busy = true;
-                        op->inflight++;
-                        op->next_off += w;
+                                return append_fail(op, r, what);
                         op->src_sent += w;
                         op->appended += w;
                 }
