@@ -468,12 +468,7 @@ static int emu_prep_append(Zbd *z, uint64_t zone_start, uint64_t wp, const void 
         if (r < 0)
                 return r;
 
-        req->fd = z->fd;
-        req->op = URING_OP_WRITE;
-        req->flags = 0;
-        req->offset = wp;
-        req->len = len;
-        req->buf = (void *) buf; /* only read from: a write */
+        zbd_prep_write(z, wp, buf, len, req);
         return 0;
 }
 

@@ -169,12 +169,7 @@ static int kernel_prep_append(Zbd *z, uint64_t zone_start, uint64_t wp, const vo
             zone_start % l->zone_size || wp % l->block_size || wp < zone_start ||
             wp - zone_start + len > l->zone_size || wp + len > k->dev_size)
                 return -EINVAL;
-        req->fd = z->fd;
-        req->op = URING_OP_WRITE;
-        req->flags = 0;
-        req->offset = wp;
-        req->len = len;
-        req->buf = (void *) buf; /* only read from: a write */
+        zbd_prep_write(z, wp, buf, len, req);
         return 0;
 }
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "uring-pool.h"
 #include "zbd.h"
 
 void zbd_free(Zbd *z) {
@@ -19,6 +20,15 @@ void zbd_free(Zbd *z) {
                 close(z->fd);
         free(z->path);
         free(z);
+}
+
+void zbd_prep_write(Zbd *z, uint64_t offset, const void *buf, uint32_t len, UringReq *req) {
+        req->fd = z->fd;
+        req->op = URING_OP_WRITE;
+        req->flags = 0;
+        req->offset = offset;
+        req->len = len;
+        req->buf = (void *) buf; /* only read from: a write */
 }
 
 int zbd_report_zone(Zbd *z, uint64_t offset, Zone *ret) {

@@ -131,6 +131,9 @@ void zbd_free(Zbd *z);
  * start for conventional zones. prep_append() sets fd, op, flags (0),
  * offset, len and buf of the request; cpu, done, userdata are the caller's. */
 
+/* The request of a regular write of len bytes at offset (what prep_append()
+ * sets), for the backends that write at the write pointer. */
+void zbd_prep_write(Zbd *z, uint64_t offset, const void *buf, uint32_t len, struct UringReq *req);
 /* The zone containing offset; -ENXIO past the end. */
 int zbd_report_zone(Zbd *z, uint64_t offset, Zone *ret);
 /* All zones, as a malloc'd array of limits.nr_zones entries (fewer if the
