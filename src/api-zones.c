@@ -40,6 +40,7 @@ typedef struct ZSlotExtra {
         char *note;
         AppendOp *append; /* in flight */
         bool busy;        /* sealing */
+        bool releasing;   /* a Release waits for its record to be durable */
         /* The last partial block of what was appended so far: zones are
          * written in whole blocks, so it waits for more data or the seal. */
         uint8_t *tail;
@@ -282,6 +283,11 @@ static void put_done(int r, void *userdata) {
         PutDone *p = userdata;
 
         if (p->call) {
+                /* Crash tests: "durable:io.blkmqd.Zones.Seal" dies with the
+                 * record on disk and the reply not sent. */
+                char point[128];
+                snprintf(point, sizeof point, "durable:%s", varlink_call_get_method(p->call));
+                test_kill_point(point);
                 if (r < 0)
                         varlink_call_error(p->call, "io.blkmqd.Zones.IOError",
                                            json_pack("{s:i, s:s}", "errno", -r, "message",
@@ -298,14 +304,12 @@ static void put_done(int r, void *userdata) {
         free(p);
 }
 
-/* Records zone i; if call is given, replies with reply (or error) once the
- * record is durable. Takes reply and error_params. */
-static int record(ZDev *d, uint32_t i, VarlinkCall *call, json_t *reply, const char *error, json_t *error_params) {
-        ZoneService *s = d->service;
+/* The record of zone i as the slot holds it now. Borrows the strings. */
+static ZoneRecord record_of(const ZDev *d, uint32_t i) {
         const ZoneSlot *sl = &d->slots[i];
         const ZSlotExtra *x = &d->extra[i];
-        PutDone *p = calloc(1, sizeof *p);
-        ZoneRecord rec = {
+
+        return (ZoneRecord) {
                 .device_id = d->id,
                 .zone_index = i,
                 .state = (char *) zone_state_to_string(sl->state),
@@ -320,6 +324,14 @@ static int record(ZDev *d, uint32_t i, VarlinkCall *call, json_t *reply, const c
                 .updated_usec = now_usec(CLOCK_REALTIME),
                 .note = x->note,
         };
+}
+
+/* Records zone i; if call is given, replies with reply (or error) once the
+ * record is durable. Takes reply and error_params. */
+static int record(ZDev *d, uint32_t i, VarlinkCall *call, json_t *reply, const char *error, json_t *error_params) {
+        ZoneService *s = d->service;
+        PutDone *p = calloc(1, sizeof *p);
+        ZoneRecord rec = record_of(d, i);
         int r;
 
         if (!p) {
@@ -408,6 +420,7 @@ static void reset_done(void *data, void *userdata) {
         ResetJob *j = data;
         ZDev *d = j->dev;
 
+        test_kill_point("reset-done");
         d->resetting = false;
         for (size_t i = 0; i < j->n; i++) {
                 uint32_t z = j->zones[i];
@@ -1505,7 +1518,7 @@ static int lease_checks(ZoneService *s, VarlinkCall *call, const char *lease, ZD
                 varlink_call_error(call, "io.blkmqd.Zones.DeviceGone", json_pack("{s:s}", "deviceId", d->id));
                 return 0;
         }
-        if (d->extra[z].append || d->extra[z].busy) {
+        if (d->extra[z].append || d->extra[z].busy || d->extra[z].releasing) {
                 varlink_call_error(call, "io.blkmqd.Zones.LeaseBusy", json_pack("{s:s}", "lease", lease));
                 return 0;
         }
@@ -1875,9 +1888,47 @@ static int method_seal(VarlinkCall *call, json_t *params, void *userdata) {
         return 0;
 }
 
+typedef struct ReleaseOp {
+        ZDev *dev;
+        uint32_t zone;
+        VarlinkCall *call;
+} ReleaseOp;
+
+/* The "releasing" record is durable: only now may the zone's data go. Until
+ * then the zone stays sealed under its lease, in memory as on disk, so a
+ * kill -9 at any point leaves a record that matches the device: sealed with
+ * the data, or releasing (and the reset is done again at start). */
+static void release_committed(int r, void *userdata) {
+        _cleanup_free_ ReleaseOp *op = userdata;
+        ZDev *d = op->dev;
+        uint32_t z = op->zone;
+        ZSlotExtra *x = &d->extra[z];
+
+        x->releasing = false;
+        if (r < 0) {
+                log_warning_errno(r, "%s: zone %u: the release could not be made durable; the lease is kept: %m", d->id,
+                                  z);
+                (void) error_io(op->call, r, "the release could not be made durable; the lease is kept");
+                varlink_call_unref(op->call);
+                return;
+        }
+        test_kill_point("durable:io.blkmqd.Zones.Release");
+        d->slots[z].state = ZONE_STATE_RELEASING;
+        x->lease = mfree(x->lease);
+        sha256_done(&x->vsha); /* a job in flight drops its own */
+        x->verified = 0;
+        log_info("%s: zone %u released; reset queued.", d->id, z);
+        (void) varlink_call_reply(op->call, json_pack("{s:o}", "zone", zone_json(d, z)));
+        varlink_call_unref(op->call);
+        if (!d->service->freeing)
+                maybe_reset(d, false);
+}
+
 static int method_release(VarlinkCall *call, json_t *params, void *userdata) {
         ZoneService *s = userdata;
         const char *lease = json_string_value(json_object_get(params, "lease"));
+        ReleaseOp *op;
+        ZoneRecord rec;
         ZDev *d;
         uint32_t z;
         int r;
@@ -1885,14 +1936,18 @@ static int method_release(VarlinkCall *call, json_t *params, void *userdata) {
         r = lease_checks(s, call, lease, &d, &z);
         if (r <= 0)
                 return r;
-        d->slots[z].state = ZONE_STATE_RELEASING;
-        d->extra[z].lease = mfree(d->extra[z].lease);
-        sha256_done(&d->extra[z].vsha); /* a job in flight drops its own */
-        d->extra[z].verified = 0;
-        log_info("%s: zone %u released; reset queued.", d->id, z);
-        r = record(d, z, call, json_pack("{s:o}", "zone", zone_json(d, z)), NULL, NULL);
-        maybe_reset(d, false);
-        return r;
+        op = calloc(1, sizeof *op);
+        if (!op)
+                return -ENOMEM;
+        *op = (ReleaseOp) { .dev = d, .zone = z, .call = varlink_call_ref(call) };
+        rec = record_of(d, z);
+        rec.state = (char *) zone_state_to_string(ZONE_STATE_RELEASING);
+        rec.lease = NULL;
+        d->extra[z].releasing = true;
+        r = zone_db_put(s->db, &rec, release_committed, op);
+        if (r < 0)
+                release_committed(r, op);
+        return 0;
 }
 
 static int method_get(VarlinkCall *call, json_t *params, void *userdata) {

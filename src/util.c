@@ -3,11 +3,13 @@
 #include <errno.h>
 #include <fnmatch.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "log.h"
 #include "util.h"
 
 int safe_atolli(const char *s, long long *ret) {
@@ -336,4 +338,16 @@ uint64_t now_usec(int clock) {
         struct timespec ts;
         clock_gettime(clock, &ts);
         return (uint64_t) ts.tv_sec * 1000000 + (uint64_t) ts.tv_nsec / 1000;
+}
+
+void test_kill_point(const char *point) {
+        const char *e = secure_getenv("BLKMQD_TEST_KILL_AT");
+        size_t n = strlen(point);
+
+        for (const char *p = e; p && *p; p += strcspn(p, ","), p += *p == ',') {
+                if (strncmp(p, point, n) == 0 && (p[n] == ',' || p[n] == '\0')) {
+                        log_warning("BLKMQD_TEST_KILL_AT=%s: killed at \"%s\".", e, point);
+                        (void) raise(SIGKILL);
+                }
+        }
 }

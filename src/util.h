@@ -59,3 +59,8 @@ int kernel_version_parse(const char *release, unsigned *ret);
 #define KERNEL_VERSION_CODE(a, b) (((unsigned) (a) << 16) | ((unsigned) (b) << 8))
 
 uint64_t now_usec(int clock);
+
+/* Crash tests: when BLKMQD_TEST_KILL_AT names this point (a comma-separated
+ * list), the process kills itself with SIGKILL right here, as a power cut
+ * or kill -9 would end it. Does nothing otherwise. */
+void test_kill_point(const char *point);

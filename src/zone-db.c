@@ -66,6 +66,7 @@ struct ZoneDb {
         OpList done;                  /* ran, callback not yet called; protected by lock */
         bool stopping;                /* protected by lock */
         uint64_t commits;             /* atomic */
+        unsigned delay_ms;            /* BLKMQD_TEST_DB_DELAY_MS: a slow store, for tests; read-only */
 
         unsigned pending;             /* loop thread only */
         bool in_callback;             /* loop thread only */
@@ -396,6 +397,8 @@ static void *store_thread(void *arg) {
                 if (!first)
                         return NULL; /* stopping, and nothing left */
 
+                if (db->delay_ms)
+                        (void) usleep(db->delay_ms * 1000U);
                 run_group(db, first, n);
 
                 pthread_mutex_lock(&db->lock);
@@ -688,6 +691,15 @@ int zone_db_open(ZoneDb **ret, sd_event *e, const char *path) {
         if (!db)
                 return -ENOMEM;
         db->efd = -EBADF;
+        {
+                /* Tests of the zone service's ordering make the store slow. */
+                const char *env = secure_getenv("BLKMQD_TEST_DB_DELAY_MS");
+                int ms;
+                if (env && safe_atoi(env, &ms) >= 0 && ms > 0) {
+                        db->delay_ms = (unsigned) ms;
+                        log_warning("zone-db: BLKMQD_TEST_DB_DELAY_MS=%d: every commit waits that long first.", ms);
+                }
+        }
         pthread_mutex_init(&db->lock, NULL);
         pthread_cond_init(&db->cond, NULL);
         db->path = strdup(path);
