@@ -65,6 +65,7 @@ static bool arg_interval_set = false, arg_count_set = false;
 static const char *arg_state = NULL;       /* zones DEV */
 static const char *arg_device = NULL;      /* zones alloc, stage */
 static const char *arg_label = NULL;       /* zones alloc, stage */
+static uint64_t arg_settle_usec = 30ULL * 1000000ULL; /* stage: how long to wait for blkmqd to come back */
 static uint64_t arg_size = 0;              /* zones alloc */
 static bool arg_size_set = false;
 static bool arg_inline = false;            /* zones append */
@@ -1893,9 +1894,76 @@ gone:
              r < 0 ? strerror(-r) : error);
 }
 
+/* blkmqd went away in the middle of a stage (a crash, a restart): the
+ * zone may be sealed with our data, or reclaimed, or still leased. Wait
+ * for blkmqd to come back (systemd restarts it), ask what became of the
+ * lease, and settle it: sealed with our SHA-256 and size is a success
+ * (*ret_zone); anything else is released, and the stage failed. Never
+ * leaves a lease behind without saying so. */
+static uint64_t monotonic_usec(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000ULL + (uint64_t) ts.tv_nsec / 1000;
+}
+
+static int stage_settle(const char *lease, const char *hex, uint64_t size, json_t **ret_zone) {
+        _cleanup_(json_decrefp) json_t *params = json_pack("{s:s}", "lease", lease);
+        uint64_t deadline = monotonic_usec() + arg_settle_usec;
+        bool said = false;
+
+        if (!params)
+                return fail(EXIT_PROTOCOL, "out of memory");
+        for (;;) {
+                _cleanup_(blkmq_varlink_freep) blkmq_varlink *v = NULL;
+                _cleanup_(json_decrefp) json_t *reply = NULL;
+                const char *error = NULL;
+                int r = blkmq_varlink_connect(&v, arg_address);
+
+                if (r >= 0) {
+                        blkmq_varlink_set_timeout(v, CALL_TIMEOUT_USEC);
+                        r = blkmq_varlink_call_sync(v, ZONES_INTERFACE ".Get", params, &reply, &error);
+                }
+                if (r >= 0 && error && streq(error, ZONES_INTERFACE ".LeaseNotFound"))
+                        return fail(EXIT_UNREACHABLE,
+                                    "stage: blkmqd restarted before lease %s was sealed; it reclaimed the zone, "
+                                    "nothing is staged",
+                                    lease);
+                if (r >= 0 && error)
+                        return varlink_error("stage", error, reply);
+                if (r >= 0) {
+                        json_t *z = json_object_get(reply, "zone");
+                        if (streq_ptr(jstr(z, "state"), "sealed") && streq_ptr(jstr(z, "sha256"), hex) &&
+                            jint(z, "bytesWritten", -1) == (long long) size) {
+                                fprintf(stderr, "stage: lease %s was sealed before blkmqd went away; staged.\n",
+                                        lease);
+                                *ret_zone = json_incref(z);
+                                return EXIT_OK;
+                        }
+                        stage_release(v, lease);
+                        return fail(EXIT_UNREACHABLE,
+                                    "stage: blkmqd went away while staging; lease %s was %s, not sealed with the "
+                                    "file, and is released",
+                                    lease, jstr(z, "state") ?: "in an unknown state");
+                }
+                if (monotonic_usec() >= deadline)
+                        return fail(EXIT_UNREACHABLE,
+                                    "stage: blkmqd went away and did not come back within %llu s; the outcome of "
+                                    "lease %s is unknown. When blkmqd is back: blkmqctl zones get %s; staged if it "
+                                    "is sealed with SHA-256 %s, otherwise: blkmqctl zones release %s",
+                                    (unsigned long long) (arg_settle_usec / 1000000ULL), lease, lease, hex, lease);
+                if (!said) {
+                        fprintf(stderr, "stage: lost blkmqd (%s); waiting up to %llu s for it to settle lease %s\n",
+                                strerror(-r), (unsigned long long) (arg_settle_usec / 1000000ULL), lease);
+                        said = true;
+                }
+                (void) usleep(100 * 1000);
+        }
+}
+
 static int verb_stage(int argc, char **argv) {
         _cleanup_(blkmq_varlink_freep) blkmq_varlink *v = NULL;
-        _cleanup_(json_decrefp) json_t *params = NULL, *alloc = NULL, *appended = NULL, *sealed = NULL, *sparams = NULL;
+        _cleanup_(json_decrefp) json_t *params = NULL, *alloc = NULL, *appended = NULL, *sealed = NULL, *sparams = NULL,
+                                       *sealed_zone = NULL;
         _cleanup_close_ int fd = -EBADF;
         _cleanup_free_ char *lease = NULL;
         _cleanup_sha256_ Sha256 sha = {};
@@ -1928,6 +1996,9 @@ static int verb_stage(int argc, char **argv) {
         if (r != EXIT_OK)
                 return r;
         r = call_on(v, "stage", ZONES_INTERFACE ".Allocate", params, &alloc);
+        if (r == EXIT_UNREACHABLE)
+                return fail(r, "stage: blkmqd went away before it answered the allocation; nothing was written, "
+                               "and blkmqd reclaims a zone it did not hand out when it starts again");
         if (r != EXIT_OK)
                 return r;
         if (!jstr(alloc, "lease"))
@@ -1935,6 +2006,10 @@ static int verb_stage(int argc, char **argv) {
         lease = strdup(jstr(alloc, "lease"));
         if (!lease)
                 return fail(EXIT_PROTOCOL, "out of memory");
+        /* Said at once, so that whatever happens next the lease is known. */
+        z = json_object_get(alloc, "zone");
+        fprintf(stderr, "stage: lease %s: %s zone %lld\n", lease,
+                jstr(z, "device") ?: jstr(z, "deviceId") ?: "?", jint(z, "zoneIndex", -1));
 
         /* Hash while the daemon reads and writes. */
         job.fd = fd;
@@ -1946,9 +2021,10 @@ static int verb_stage(int argc, char **argv) {
                 pthread_join(thread, NULL);
         else
                 hash_thread(&job);
+        if (r == EXIT_UNREACHABLE)
+                return stage_settle(lease, job.error == 0 ? job.hex : "", (uint64_t) st.st_size, &sealed_zone);
         if (r != EXIT_OK) {
-                if (r != EXIT_UNREACHABLE)
-                        stage_release(v, lease);
+                stage_release(v, lease);
                 return r;
         }
         if (job.error != 0) {
@@ -1965,16 +2041,20 @@ static int verb_stage(int argc, char **argv) {
         if (!sparams)
                 return fail(EXIT_PROTOCOL, "out of memory");
         r = call_on(v, "stage", ZONES_INTERFACE ".Seal", sparams, &sealed);
-        if (r != EXIT_OK) {
+        if (r == EXIT_UNREACHABLE) {
+                r = stage_settle(lease, job.hex, (uint64_t) st.st_size, &sealed_zone);
+                if (r != EXIT_OK)
+                        return r;
+        } else if (r != EXIT_OK) {
                 /* A mismatch leaves the zone failed, for a look (zones get LEASE). */
-                if (r != EXIT_CHECKSUM && r != EXIT_UNREACHABLE)
+                if (r != EXIT_CHECKSUM)
                         stage_release(v, lease);
-                else if (r == EXIT_CHECKSUM)
+                else
                         fail(EXIT_OK, "stage: lease %s kept for inspection: blkmqctl zones get %s", lease, lease);
                 return r;
         }
 
-        z = json_object_get(sealed, "zone");
+        z = sealed_zone ?: json_object_get(sealed, "zone");
         if (arg_json) {
                 _cleanup_(json_decrefp) json_t *o = json_pack(
                         "{s:s?, s:s?, s:I, s:I, s:s, s:s, s:I, s:O?}", "device", jstr(z, "device"), "deviceId",
@@ -2073,6 +2153,8 @@ static void help(void) {
                "      --device=DEV     with zones alloc, stage: the zoned device (default: any)\n"
                "      --label=LABEL    with zones alloc, stage: a label kept with the lease\n"
                "      --inline         with zones append: send base64 data, not the fd\n"
+               "      --settle-timeout=SEC  with stage: wait that long for blkmqd to come back and\n"
+               "                       settle the lease after it went away (default 30)\n"
                "  -h, --help           show this help\n"
                "      --version        show the version\n\n"
                "Exit status:\n"
@@ -2105,6 +2187,7 @@ static int parse_argv(int argc, char **argv) {
                 ARG_LABEL,
                 ARG_SIZE,
                 ARG_INLINE,
+                ARG_SETTLE_TIMEOUT,
         };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
@@ -2121,6 +2204,7 @@ static int parse_argv(int argc, char **argv) {
                 { "label", required_argument, NULL, ARG_LABEL },
                 { "size", required_argument, NULL, ARG_SIZE },
                 { "inline", no_argument, NULL, ARG_INLINE },
+                { "settle-timeout", required_argument, NULL, ARG_SETTLE_TIMEOUT },
                 {}
         };
         int c;
@@ -2196,6 +2280,17 @@ static int parse_argv(int argc, char **argv) {
                                 return -(fail(EXIT_USAGE, "--size=%s: not a size in bytes (K, M, G suffixes allowed)", optarg));
                         arg_size_set = true;
                         break;
+                case ARG_SETTLE_TIMEOUT: {
+                        char *end;
+                        unsigned long long sec;
+                        errno = 0;
+                        sec = strtoull(optarg, &end, 10);
+                        if (errno || end == optarg || *end || *optarg == '-' || sec > 24 * 3600)
+                                return -(fail(EXIT_USAGE, "--settle-timeout=%s: not a number of seconds (0 to 86400)",
+                                              optarg));
+                        arg_settle_usec = sec * 1000000ULL;
+                        break;
+                }
                 case ARG_INLINE:
                         arg_inline = true;
                         break;
