@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <langinfo.h>
+#include <limits.h>
 #include <locale.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -174,7 +175,10 @@ static unsigned columns(void) {
         }
         if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) >= 0 && ws.ws_col > 0)
                 return ws.ws_col;
-        return 80;
+        /* Not a terminal: a script or a file reads it, and an ID cut to
+         * "emu…" or a lease cut short is worth nothing there (as systemctl,
+         * whole lines when not on a terminal). */
+        return isatty(STDOUT_FILENO) ? 80 : UINT_MAX;
 }
 
 /* Display width of UTF-8 text, one column per code point (the daemon sends
