@@ -251,8 +251,9 @@ def ordering_cases(r, env, ctl_bin):
 class Stager(threading.Thread):
     """Stages files and releases some of its sealed leases until told to stop."""
 
-    def __init__(self, k, svc, ctl, env, book, rnd):
+    def __init__(self, k, svc, ctl, env, book, rnd, prefix=""):
         super().__init__(daemon=True)
+        self.prefix = prefix          # labels are unique per device: one per round
         self.k, self.svc, self.ctl, self.env, self.book, self.rnd = k, svc, ctl, env, book, rnd
         self.stop = threading.Event()
         self.n = 0
@@ -269,7 +270,7 @@ class Stager(threading.Thread):
                 self.book.released(lease, p.returncode == 0)
                 continue
             size = self.rnd.choice([1, 4096, 100000, MIB + 1, 3 * MIB - 4096])
-            label = f"s{self.k}-{self.n}"
+            label = f"{self.prefix}s{self.k}-{self.n}"
             path = os.path.join(self.env.tmp, f"{label}.bin")
             data = os.urandom(size)
             with open(path, "wb") as f:
@@ -368,7 +369,7 @@ def rounds(r, env, ctl_bin, n, seed, stagers):
         svc.write_config(batch)
         point = rnd.choice([None, None] + KILL_POINTS)
         svc.start(BLKMQD_TEST_KILL_AT=point)
-        threads = [Stager(k, svc, ctl, env, book, random.Random(rnd.random())) for k in range(stagers)]
+        threads = [Stager(k, svc, ctl, env, book, random.Random(rnd.random()), f"r{i}-") for k in range(stagers)]
         for t in threads:
             t.start()
         delay = rnd.uniform(0.05, 1.5)

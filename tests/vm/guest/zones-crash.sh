@@ -48,10 +48,10 @@ readback() {
         dd if=$DEV bs=512 skip=$1 count=$((($2 + 511) / 512)) 2>/dev/null | head -c $2 | sha256sum | cut -d' ' -f1
 }
 
-# stager K: until /tmp/stop exists. Acknowledged seals go to /tmp/ack.K as
+# stager K ROUND: until /tmp/stop exists. Acknowledged seals go to /tmp/ack.K as
 # "lease sha256 lba size"; a release in flight is in /tmp/rel.K.
 stager() {
-        k=$1 n=0 full=0
+        k=$1 round=$2 n=0 full=0
         while [ ! -e /tmp/stop ]; do
                 n=$((n + 1))
                 if [ -s /tmp/ack.$k ] && { [ $full = 1 ] || [ $((RANDOM % 3)) = 0 ]; }; then
@@ -67,7 +67,7 @@ stager() {
                 case $((RANDOM % 4)) in 0) size=1 ;; 1) size=4096 ;; 2) size=100000 ;; *) size=1048577 ;; esac
                 head -c $size /dev/urandom > /tmp/s$k.bin
                 want=$(sha256sum < /tmp/s$k.bin | cut -d' ' -f1)
-                blkmqctl stage /tmp/s$k.bin --device $Z --label s$k-$n --settle-timeout=60 > /tmp/s$k.out 2> /tmp/s$k.err
+                blkmqctl stage /tmp/s$k.bin --device $Z --label r$round-s$k-$n --settle-timeout=60 > /tmp/s$k.out 2> /tmp/s$k.err
                 rc=$?
                 if [ $rc = 0 ]; then
                         echo "$(fld /tmp/s$k.out Lease) $(fld /tmp/s$k.out SHA256) $(fld /tmp/s$k.out 'Start LBA') $size" >> /tmp/ack.$k
@@ -131,7 +131,7 @@ for i in $(seq 1 $ROUNDS); do
         start
         unset BLKMQD_TEST_KILL_AT
         pids=
-        for k in $(seq 0 $((STAGERS - 1))); do stager $k & pids="$pids $!"; done
+        for k in $(seq 0 $((STAGERS - 1))); do stager $k $i & pids="$pids $!"; done
         if [ -n "$point" ] && vm_wait_for 20 test -s $BLKMQD_RC; then
                 kills="$kills $point"
         else
