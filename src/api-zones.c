@@ -2,6 +2,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +11,7 @@
 #include <sys/param.h>
 #include <sys/stat.h>
 #include <sys/random.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,6 +44,9 @@ typedef struct ZSlotExtra {
         AppendOp *append; /* in flight */
         bool busy;        /* sealing */
         bool releasing;   /* a Release waits for its record to be durable */
+        unsigned readers; /* Read, Verify or the scrub reading the sealed object */
+        uint64_t scrub_usec; /* CLOCK_REALTIME of the last check; 0: none since start */
+        int scrub_result;    /* of it: 0, -EBADMSG (mismatch), -errno */
         /* The last partial block of what was appended so far: zones are
          * written in whole blocks, so it waits for more data or the seal. */
         uint8_t *tail;
@@ -84,6 +90,10 @@ struct ZoneService {
         ZDev **devs;
         size_t n_devs;
         PendingAlloc *pending;
+        sd_event_source *scrub_timer;
+        bool scrubbing;           /* one scrub read at a time */
+        uint64_t start_usec;      /* CLOCK_REALTIME at start: scrub ages count from here at most */
+        uint64_t scrubbed, scrub_errors; /* objects checked, mismatches and read errors found */
 };
 
 /* Zone append lets the device pick the offset, so several appends can be in
@@ -248,6 +258,18 @@ static void make_lease(char out[37]) {
                  b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
 }
 
+static json_t *scrub_json(const ZSlotExtra *x) {
+        json_t *o = json_pack("{s:I, s:s}", "usec", (json_int_t) x->scrub_usec, "result",
+                              x->scrub_result == 0          ? "ok"
+                              : x->scrub_result == -EBADMSG ? "mismatch"
+                                                            : "ioError");
+        if (o && x->scrub_result < 0)
+                json_object_set_new(o, "message",
+                                    json_string(x->scrub_result == -EBADMSG ? "the data does not match its SHA-256"
+                                                                            : strerror(-x->scrub_result)));
+        return o;
+}
+
 static json_t *zone_json(const ZDev *d, uint32_t i) {
         const ZoneSlot *s = &d->slots[i];
         const ZSlotExtra *x = &d->extra[i];
@@ -269,6 +291,10 @@ static json_t *zone_json(const ZDev *d, uint32_t i) {
                 json_object_set_new(o, "sha256", json_string(x->sha256));
         if (x->note)
                 json_object_set_new(o, "note", json_string(x->note));
+        if (x->sealed_usec)
+                json_object_set_new(o, "sealedUsec", json_integer((json_int_t) x->sealed_usec));
+        if (x->scrub_usec)
+                json_object_set_new(o, "scrub", scrub_json(x));
         return o;
 }
 
@@ -355,7 +381,8 @@ static ZDev *find_dev(ZoneService *s, const char *name) {
         for (size_t i = 0; i < s->n_devs; i++) {
                 ZDev *d = s->devs[i];
                 if (streq(d->id, name) || streq_ptr(d->sysname, name) ||
-                    (strncmp(name, "/dev/", 5) == 0 && d->sysname && streq(name + 5, d->sysname)))
+                    (strncmp(name, "/dev/", 5) == 0 && d->sysname && streq(name + 5, d->sysname)) ||
+                    (name[0] == '/' && strncmp(d->id, "emu:", 4) == 0 && streq(d->id + 4, name)))
                         return d;
         }
         return NULL;
@@ -375,7 +402,7 @@ static bool zdev_busy(const ZDev *d) {
         if (d->resetting)
                 return true;
         for (size_t k = 0; k < d->n; k++)
-                if (d->extra[k].append || d->extra[k].busy || d->extra[k].verify)
+                if (d->extra[k].append || d->extra[k].busy || d->extra[k].verify || d->extra[k].readers)
                         return true;
         return false;
 }
@@ -757,6 +784,15 @@ static int method_list_zones(VarlinkCall *call, json_t *params, void *userdata) 
 
 static int do_allocate(ZoneService *s, VarlinkCall *call, json_t *params, bool may_wait);
 
+/* The zone of d whose lease carries label (allocated, being written, sealed
+ * or failed), or -1. */
+static int label_holder(const ZDev *d, const char *label) {
+        for (size_t i = 0; i < d->n; i++)
+                if (d->extra[i].lease && streq_ptr(d->extra[i].label, label))
+                        return (int) i;
+        return -1;
+}
+
 static void retry_pending(ZoneService *s) {
         PendingAlloc *p = s->pending;
 
@@ -778,7 +814,8 @@ static int do_allocate(ZoneService *s, VarlinkCall *call, json_t *params, bool m
         json_int_t size = json_integer_value(json_object_get(params, "size"));
         uint64_t cap = 0;
         bool waiting = false;
-        const ZDev *limited = NULL;
+        const ZDev *limited = NULL, *dup = NULL;
+        int dup_zone = -1;
         uid_t uid = 0;
         int r;
 
@@ -796,6 +833,11 @@ static int do_allocate(ZoneService *s, VarlinkCall *call, json_t *params, bool m
 
                 if ((name && d != find_dev(s, name)) || !d->zbd || d->gone)
                         continue;
+                if (label && s->config.unique_labels && (r = label_holder(d, label)) >= 0) {
+                        dup = d;
+                        dup_zone = r;
+                        continue;
+                }
                 r = zone_pick(d->slots, d->n, &d->zbd->limits, (uint64_t) size);
                 for (size_t k = 0; k < d->n; k++)
                         if (d->slots[k].zone.capacity > cap)
@@ -837,6 +879,10 @@ static int do_allocate(ZoneService *s, VarlinkCall *call, json_t *params, bool m
                 return record(d, z, call, json_pack("{s:s, s:o}", "lease", lease, "zone", zone_json(d, z)), NULL,
                               NULL);
         }
+        if (dup && !waiting && !limited)
+                return varlink_call_error(call, "io.blkmqd.Zones.LabelExists",
+                                          json_pack("{s:s, s:s}", "label", label, "lease",
+                                                    dup->extra[dup_zone].lease));
         if (waiting) {
                 PendingAlloc *p = calloc(1, sizeof *p);
                 if (!p)
@@ -1518,7 +1564,7 @@ static int lease_checks(ZoneService *s, VarlinkCall *call, const char *lease, ZD
                 varlink_call_error(call, "io.blkmqd.Zones.DeviceGone", json_pack("{s:s}", "deviceId", d->id));
                 return 0;
         }
-        if (d->extra[z].append || d->extra[z].busy || d->extra[z].releasing) {
+        if (d->extra[z].append || d->extra[z].busy || d->extra[z].releasing || d->extra[z].readers) {
                 varlink_call_error(call, "io.blkmqd.Zones.LeaseBusy", json_pack("{s:s}", "lease", lease));
                 return 0;
         }
@@ -1915,6 +1961,9 @@ static void release_committed(int r, void *userdata) {
         test_kill_point("durable:io.blkmqd.Zones.Release");
         d->slots[z].state = ZONE_STATE_RELEASING;
         x->lease = mfree(x->lease);
+        x->label = mfree(x->label);
+        x->owner_uid = ZONE_DB_UID_INVALID;
+        x->scrub_usec = 0;
         sha256_done(&x->vsha); /* a job in flight drops its own */
         x->verified = 0;
         log_info("%s: zone %u released; reset queued.", d->id, z);
@@ -1943,6 +1992,8 @@ static int method_release(VarlinkCall *call, json_t *params, void *userdata) {
         rec = record_of(d, z);
         rec.state = (char *) zone_state_to_string(ZONE_STATE_RELEASING);
         rec.lease = NULL;
+        rec.label = NULL;
+        rec.owner_uid = ZONE_DB_UID_INVALID;
         d->extra[z].releasing = true;
         r = zone_db_put(s->db, &rec, release_committed, op);
         if (r < 0)
@@ -1975,6 +2026,537 @@ static int method_get(VarlinkCall *call, json_t *params, void *userdata) {
         return varlink_call_reply(call, json_pack("{s:o}", "zone", zone_json(d, z)));
 }
 
+/* ---- objects: find by label, read back, verify, scrub ----
+ *
+ * A sealed zone holds one object: its label, size, SHA-256 and lease. A
+ * Read writes it into a descriptor the client passed, hashing on the way;
+ * Verify and the background scrub read it and hash it only. All three run
+ * on a worker thread (the reads block, and so may a write into a client's
+ * pipe), while the zone counts a reader: no Release, reset or second write
+ * meanwhile. A mismatch or a read error is kept with the zone (its scrub
+ * result, logged at error level, and the note of its record) and never
+ * repaired: the object is the stager's to replace. */
+
+#define READ_BUF (1024U * 1024)
+#define READ_CLIENT_TIMEOUT_MSEC (30 * 1000)
+#define SCRUB_TICK_USEC (10ULL * 1000000)
+#define READ_PROGRESS_USEC (250ULL * 1000)
+
+static bool is_object(const ZDev *d, uint32_t i) {
+        return d->slots[i].state == ZONE_STATE_SEALED && d->extra[i].lease && d->extra[i].sha256;
+}
+
+static json_t *object_json(const ZDev *d, uint32_t i) {
+        const ZoneSlot *sl = &d->slots[i];
+        const ZSlotExtra *x = &d->extra[i];
+        json_t *o = json_pack("{s:I, s:s, s:s, s:s, s:i, s:I, s:I, s:I}", "size", (json_int_t) sl->bytes_written,
+                              "sha256", x->sha256, "lease", x->lease, "deviceId", d->id, "zoneIndex", (int) i,
+                              "startLba", (json_int_t) (sl->zone.start / 512), "start", (json_int_t) sl->zone.start,
+                              "sealedUsec", (json_int_t) x->sealed_usec);
+        if (!o)
+                return NULL;
+        if (x->label)
+                json_object_set_new(o, "label", json_string(x->label));
+        if (x->owner_uid != ZONE_DB_UID_INVALID)
+                json_object_set_new(o, "ownerUid", json_integer(x->owner_uid));
+        if (d->sysname)
+                json_object_set_new(o, "device", json_string(d->sysname));
+        if (x->scrub_usec)
+                json_object_set_new(o, "scrub", scrub_json(x));
+        return o;
+}
+
+/* Sealed objects labelled label, on only (if given): how many, and the first. */
+static size_t objects_labelled(ZoneService *s, const char *label, const ZDev *only, ZDev **ret_d, uint32_t *ret_z) {
+        size_t n = 0;
+
+        for (size_t i = 0; i < s->n_devs; i++) {
+                ZDev *d = s->devs[i];
+                if (only && d != only)
+                        continue;
+                for (size_t k = 0; k < d->n; k++)
+                        if (is_object(d, (uint32_t) k) && streq_ptr(d->extra[k].label, label) && n++ == 0) {
+                                *ret_d = d;
+                                *ret_z = (uint32_t) k;
+                        }
+        }
+        return n;
+}
+
+static int method_list_objects(VarlinkCall *call, json_t *params, void *userdata) {
+        ZoneService *s = userdata;
+        const char *name = json_string_value(json_object_get(params, "device"));
+        const char *label = json_string_value(json_object_get(params, "label"));
+        const ZDev *only = NULL;
+        json_t *a = json_array();
+
+        if (name && !(only = find_dev(s, name))) {
+                json_decref(a);
+                return error_device(call, name);
+        }
+        for (size_t i = 0; i < s->n_devs; i++) {
+                const ZDev *d = s->devs[i];
+                if (only && d != only)
+                        continue;
+                for (size_t k = 0; k < d->n; k++)
+                        if (is_object(d, (uint32_t) k) && (!label || streq_ptr(d->extra[k].label, label)))
+                                json_array_append_new(a, object_json(d, (uint32_t) k));
+        }
+        return varlink_call_reply(call, json_pack("{s:o}", "objects", a));
+}
+
+/* The sealed object a call names, by lease or by label (and device).
+ * Returns 1 with *ret_d and *ret_z; 0 once it replied with the error. */
+static int object_lookup(ZoneService *s, VarlinkCall *call, json_t *params, bool check_peer, ZDev **ret_d,
+                         uint32_t *ret_z) {
+        const char *lease = json_string_value(json_object_get(params, "lease"));
+        const char *label = json_string_value(json_object_get(params, "label"));
+        const char *name = json_string_value(json_object_get(params, "device"));
+        ZDev *d = NULL, *only = NULL;
+        uint32_t z = 0;
+        int r;
+
+        if (lease && label)
+                return varlink_call_error_invalid_parameter(call, "label"), 0;
+        if (lease) {
+                d = find_lease(s, lease, &z);
+                if (!d)
+                        return error_lease(call, lease), 0;
+                if (!is_object(d, z))
+                        return varlink_call_error(call, "io.blkmqd.Zones.WrongState",
+                                                  json_pack("{s:s, s:s}", "lease", lease, "state",
+                                                            zone_state_to_string(d->slots[z].state))),
+                               0;
+        } else if (label) {
+                size_t n;
+                if (name && !(only = find_dev(s, name)))
+                        return error_device(call, name), 0;
+                n = objects_labelled(s, label, only, &d, &z);
+                if (n == 0)
+                        return varlink_call_error(call, "io.blkmqd.Zones.LabelNotFound",
+                                                  json_pack("{s:s}", "label", label)),
+                               0;
+                if (n > 1)
+                        return varlink_call_error(call, "io.blkmqd.Zones.LabelNotUnique",
+                                                  json_pack("{s:s, s:i}", "label", label, "count", (int) n)),
+                               0;
+        } else
+                return varlink_call_error_invalid_parameter(call, "lease"), 0;
+        if (check_peer) {
+                r = peer_may(call, &d->extra[z]);
+                if (r < 0)
+                        return r;
+                if (!r)
+                        return varlink_call_error(call, VARLINK_ERROR_PERMISSION_DENIED, NULL), 0;
+        }
+        if (!d->zbd || d->gone)
+                return varlink_call_error(call, "io.blkmqd.Zones.DeviceGone", json_pack("{s:s}", "deviceId", d->id)),
+                       0;
+        *ret_d = d;
+        *ret_z = z;
+        return 1;
+}
+
+static int method_find(VarlinkCall *call, json_t *params, void *userdata) {
+        ZDev *d;
+        uint32_t z;
+        int r;
+
+        r = object_lookup(userdata, call, params, false, &d, &z);
+        if (r <= 0)
+                return r;
+        return varlink_call_reply(call, json_pack("{s:o}", "object", object_json(d, z)));
+}
+
+typedef struct ObjectBatch ObjectBatch;
+
+typedef struct ReadJob {
+        ZDev *dev;
+        uint32_t zone;
+        Zbd *zbd;
+        uint64_t start, size;
+        int fd;                 /* the client's, or -1: hash only */
+        uint64_t rate;          /* bytes/s, 0: as fast as it goes */
+        bool idle;              /* idle I/O priority (the scrub) */
+        VarlinkCall *call;      /* Read */
+        ObjectBatch *batch;     /* Verify */
+        sd_event_source *tick;  /* Read with "more": progress */
+        _Atomic uint64_t bytes; /* read so far (worker writes, loop reads) */
+        _Atomic bool cancel;    /* the client went away */
+        char expected[65], actual[65];
+        const char *what;
+        bool ran;
+        int r;
+} ReadJob;
+
+struct ObjectBatch {
+        VarlinkCall *call;
+        unsigned pending;
+        size_t n;
+        struct { ZDev *dev; uint32_t zone; } *zones;
+};
+
+/* Writes all of buf into a client's descriptor, which may be a pipe or a
+ * socket that does not drain: waits at most READ_CLIENT_TIMEOUT_MSEC for
+ * room, in slices, so that a client going away is seen. */
+static int write_client(ReadJob *j, const uint8_t *buf, size_t n) {
+        unsigned waited = 0;
+
+        while (n > 0) {
+                ssize_t w = write(j->fd, buf, n);
+                if (w > 0) {
+                        buf += w;
+                        n -= (size_t) w;
+                        waited = 0;
+                        continue;
+                }
+                if (w < 0 && errno != EAGAIN && errno != EINTR)
+                        return -errno;
+                if (atomic_load(&j->cancel))
+                        return -ECONNRESET;
+                if (waited >= READ_CLIENT_TIMEOUT_MSEC)
+                        return -ETIMEDOUT;
+                struct pollfd p = { .fd = j->fd, .events = POLLOUT };
+                (void) poll(&p, 1, 250);
+                waited += 250;
+        }
+        return 0;
+}
+
+#define IOPRIO_CLASS_IDLE_VALUE (3 << 13) /* IOPRIO_PRIO_VALUE(IOPRIO_CLASS_IDLE, 0) */
+
+static void read_run(void *data) {
+        ReadJob *j = data;
+        _cleanup_free_ uint8_t *buf = NULL;
+        _cleanup_sha256_ Sha256 sha = {};
+        uint8_t digest[SHA256_DIGEST_SIZE];
+        uint64_t t0 = now_usec(CLOCK_MONOTONIC);
+        int r;
+
+        j->ran = true;
+        if (j->idle)
+                /* ioprio_set(IOPRIO_WHO_PROCESS, this thread): below the workload. */
+                (void) syscall(SYS_ioprio_set, 1, 0, IOPRIO_CLASS_IDLE_VALUE);
+        if (posix_memalign((void **) &buf, 4096, READ_BUF) != 0) {
+                buf = NULL;
+                j->r = -ENOMEM;
+                return;
+        }
+        r = sha256_init(&sha);
+        if (r < 0) {
+                j->r = r;
+                return;
+        }
+        for (uint64_t off = 0; off < j->size;) {
+                size_t n = (size_t) MIN((uint64_t) READ_BUF, j->size - off);
+                r = j->zbd->ops->read(j->zbd, j->start + off, buf, n);
+                if (r < 0) {
+                        j->r = r;
+                        j->what = "reading the zone";
+                        return;
+                }
+                sha256_update(&sha, buf, n);
+                if (j->fd >= 0) {
+                        r = write_client(j, buf, n);
+                        if (r < 0) {
+                                j->r = r;
+                                j->what = r == -ETIMEDOUT ? "the client stopped reading"
+                                                          : "writing into the client's file descriptor";
+                                return;
+                        }
+                }
+                off += n;
+                atomic_store(&j->bytes, off);
+                if (atomic_load(&j->cancel)) {
+                        j->r = -ECONNRESET;
+                        return;
+                }
+                if (j->rate) {
+                        /* Paced: off bytes may take off / rate seconds. */
+                        uint64_t due = t0 + off * 1000000 / j->rate, now = now_usec(CLOCK_MONOTONIC);
+                        if (due > now)
+                                (void) usleep((useconds_t) MIN(due - now, (uint64_t) 1000000));
+                }
+        }
+        sha256_final(&sha, digest);
+        sha256_hex(digest, j->actual);
+        j->r = strcasecmp(j->actual, j->expected) == 0 ? 0 : -EBADMSG;
+}
+
+/* Keeps what a read found with the zone: its scrub result and, for a
+ * mismatch or read error, an error line, a note in its record and the
+ * count in the metrics. Never repairs anything. */
+static void scrub_note(ZDev *d, uint32_t z, ReadJob *j) {
+        ZSlotExtra *x = &d->extra[z];
+        bool was_bad = x->scrub_usec && x->scrub_result < 0;
+        int x_prev_result = x->scrub_result;
+        char note[128];
+
+        if (j->r < 0 && j->r != -EBADMSG && (j->fd >= 0 || j->r == -ECONNRESET || j->r == -ECANCELED))
+                return; /* the client's side failed, or the read never ran: says nothing about the zone */
+        x->scrub_usec = now_usec(CLOCK_REALTIME);
+        x->scrub_result = j->r;
+        d->service->scrubbed++;
+        if (j->r == 0) {
+                if (was_bad)
+                        log_notice("%s: zone %u (%s) reads back to its SHA-256 again.", d->id, z, strna(x->label));
+                return;
+        }
+        d->service->scrub_errors++;
+        if (was_bad && x_prev_result == j->r)
+                log_debug("%s: zone %u (%s): still %s.", d->id, z, strna(x->label),
+                          j->r == -EBADMSG ? "not matching its SHA-256" : "unreadable");
+        else if (j->r == -EBADMSG) {
+                log_error("%s: zone %u (%s, lease %s) no longer matches its SHA-256: recorded %s, read %s. "
+                          "Not repaired: stage the object again.",
+                          d->id, z, strna(x->label), x->lease, j->expected, j->actual);
+        } else {
+                log_error_errno(j->r, "%s: zone %u (%s, lease %s) cannot be read back: %m", d->id, z, strna(x->label),
+                                x->lease);
+        }
+        if (j->r == -EBADMSG)
+                snprintf(note, sizeof note, "scrub: SHA-256 mismatch, read %.16s…", j->actual);
+        else
+                snprintf(note, sizeof note, "scrub: read error: %s", strerror(-j->r));
+        if (!streq_ptr(x->note, note)) {
+                (void) free_and_strdup(&x->note, note);
+                (void) record(d, z, NULL, NULL, NULL, NULL);
+        }
+}
+
+static void batch_finish(ObjectBatch *b) {
+        json_t *a = json_array();
+
+        for (size_t i = 0; i < b->n; i++)
+                if (is_object(b->zones[i].dev, b->zones[i].zone))
+                        json_array_append_new(a, object_json(b->zones[i].dev, b->zones[i].zone));
+        (void) varlink_call_reply(b->call, json_pack("{s:o}", "objects", a));
+        varlink_call_unref(b->call);
+        free(b->zones);
+        free(b);
+}
+
+static void read_done(void *data, void *userdata) {
+        ReadJob *j = data;
+        ZDev *d = j->dev;
+        ZSlotExtra *x = &d->extra[j->zone];
+
+        x->readers--;
+        if (!j->ran)
+                j->r = -ECANCELED;
+        scrub_note(d, j->zone, j);
+        if (j->call) {
+                if (j->r == 0)
+                        (void) varlink_call_reply(j->call, json_pack("{s:I, s:s, s:o}", "bytes", (json_int_t) j->size,
+                                                                     "sha256", j->actual, "object",
+                                                                     object_json(d, j->zone)));
+                else if (j->r == -EBADMSG)
+                        (void) varlink_call_error(j->call, "io.blkmqd.Zones.ChecksumMismatch",
+                                                  json_pack("{s:s, s:s}", "expected", j->expected, "actual",
+                                                            j->actual));
+                else
+                        (void) error_io(j->call, j->r, j->what ? j->what : "reading the object back");
+                varlink_call_set_disconnect_callback(j->call, NULL, NULL);
+                varlink_call_unref(j->call);
+        } else if (j->batch) {
+                if (--j->batch->pending == 0)
+                        batch_finish(j->batch);
+        } else
+                d->service->scrubbing = false;
+        sd_event_source_disable_unref(j->tick);
+        if (j->fd >= 0)
+                close(j->fd);
+        free(j);
+        zdev_settle(d);
+}
+
+static ReadJob *read_job_new(ZDev *d, uint32_t z) {
+        ReadJob *j = calloc(1, sizeof *j);
+
+        if (!j)
+                return NULL;
+        j->dev = d;
+        j->zone = z;
+        j->zbd = d->zbd;
+        j->start = d->slots[z].zone.start;
+        j->size = d->slots[z].bytes_written;
+        j->fd = -EBADF;
+        snprintf(j->expected, sizeof j->expected, "%s", d->extra[z].sha256);
+        return j;
+}
+
+static int read_submit(ReadJob *j, WorkPool *pool) {
+        int r = work_pool_submit(pool, read_run, read_done, j, NULL);
+        if (r >= 0)
+                j->dev->extra[j->zone].readers++;
+        return r;
+}
+
+static void read_client_gone(VarlinkCall *call, void *userdata) {
+        ReadJob *j = userdata;
+        atomic_store(&j->cancel, true);
+}
+
+static int read_progress(sd_event_source *es, uint64_t usec, void *userdata) {
+        ReadJob *j = userdata;
+
+        (void) varlink_call_notify(j->call, json_pack("{s:I}", "bytes", (json_int_t) atomic_load(&j->bytes)));
+        (void) sd_event_source_set_time_relative(es, READ_PROGRESS_USEC);
+        return sd_event_source_set_enabled(es, SD_EVENT_ONESHOT);
+}
+
+static int method_read(VarlinkCall *call, json_t *params, void *userdata) {
+        ZoneService *s = userdata;
+        json_t *jfd = json_object_get(params, "fd");
+        _cleanup_close_ int fd = -EBADF;
+        ReadJob *j;
+        ZDev *d;
+        uint32_t z;
+        int r;
+
+        if (!json_is_integer(jfd) || json_integer_value(jfd) < 0 || json_integer_value(jfd) > INT_MAX)
+                return varlink_call_error_invalid_parameter(call, "fd");
+        fd = varlink_call_take_fd(call, (unsigned) json_integer_value(jfd));
+        if (fd < 0)
+                return varlink_call_error_invalid_parameter(call, "fd");
+        r = object_lookup(s, call, params, true, &d, &z);
+        if (r <= 0)
+                return r;
+        j = read_job_new(d, z);
+        if (!j)
+                return -ENOMEM;
+        j->fd = TAKE_FD(fd);
+        j->call = varlink_call_ref(call);
+        varlink_call_set_disconnect_callback(call, read_client_gone, j);
+        if (varlink_call_wants_more(call))
+                (void) sd_event_add_time_relative(s->event, &j->tick, CLOCK_MONOTONIC, READ_PROGRESS_USEC, 0,
+                                                  read_progress, j);
+        log_debug("%s: zone %u (%s): reading %llu bytes back into the caller's descriptor.", d->id, z, strna(d->extra[z].label),
+                  (unsigned long long) j->size);
+        r = read_submit(j, s->work);
+        if (r < 0) {
+                varlink_call_set_disconnect_callback(call, NULL, NULL);
+                varlink_call_unref(j->call);
+                sd_event_source_disable_unref(j->tick);
+                close(j->fd);
+                free(j);
+                return error_io(call, r, "starting the read");
+        }
+        return 0;
+}
+
+static int method_verify(VarlinkCall *call, json_t *params, void *userdata) {
+        ZoneService *s = userdata;
+        const char *name = json_string_value(json_object_get(params, "device"));
+        bool one = json_object_get(params, "lease") || json_object_get(params, "label");
+        ObjectBatch *b;
+        const ZDev *only = NULL;
+        ZDev *d1 = NULL;
+        uint32_t z1 = 0;
+        int r;
+
+        if (one) {
+                r = object_lookup(s, call, params, false, &d1, &z1);
+                if (r <= 0)
+                        return r;
+        } else if (name && !(only = find_dev(s, name)))
+                return error_device(call, name);
+        b = calloc(1, sizeof *b);
+        if (!b)
+                return -ENOMEM;
+        b->call = varlink_call_ref(call);
+        b->pending = 1; /* until every job is submitted */
+        for (size_t i = 0; i < s->n_devs; i++) {
+                ZDev *d = s->devs[i];
+                if ((one && d != d1) || (only && d != only) || !d->zbd || d->gone)
+                        continue;
+                for (size_t k = 0; k < d->n; k++) {
+                        ReadJob *j;
+                        if ((one && k != z1) || !is_object(d, (uint32_t) k))
+                                continue;
+                        void *t = realloc(b->zones, sizeof *b->zones * (b->n + 1));
+                        if (!t || !(j = read_job_new(d, (uint32_t) k))) {
+                                if (t)
+                                        b->zones = t;
+                                continue;
+                        }
+                        b->zones = t;
+                        b->zones[b->n].dev = d;
+                        b->zones[b->n++].zone = (uint32_t) k;
+                        j->batch = b;
+                        b->pending++;
+                        if (read_submit(j, s->work) < 0) {
+                                b->pending--;
+                                free(j);
+                        }
+                }
+        }
+        if (--b->pending == 0)
+                batch_finish(b);
+        return 0;
+}
+
+/* The scrub: every ScrubIntervalSec=, each sealed object is read back at
+ * ScrubRateMBps= and idle I/O priority, on the verifier's thread (idle CPU
+ * priority too), one at a time, the one checked longest ago first. */
+static int scrub_tick(sd_event_source *es, uint64_t usec, void *userdata) {
+        ZoneService *s = userdata;
+        uint64_t now = now_usec(CLOCK_REALTIME), best_age = 0;
+        ZDev *bd = NULL;
+        uint32_t bz = 0;
+
+        /* Looks every 10 s, or as often as the interval asks for, down to 1 s. */
+        (void) sd_event_source_set_time_relative(
+                es, MIN(SCRUB_TICK_USEC, MAX(s->config.scrub_interval_usec, 1000000ULL)));
+        (void) sd_event_source_set_enabled(es, SD_EVENT_ONESHOT);
+        if (!s->config.scrub_interval_usec || s->scrubbing || s->freeing)
+                return 0;
+        for (size_t i = 0; i < s->n_devs; i++) {
+                ZDev *d = s->devs[i];
+                if (!d->zbd || d->gone)
+                        continue;
+                for (size_t k = 0; k < d->n; k++) {
+                        const ZSlotExtra *x = &d->extra[k];
+                        uint64_t last = MAX(MAX(x->scrub_usec, x->sealed_usec), s->start_usec), age;
+                        if (!is_object(d, (uint32_t) k) || x->readers || x->busy || x->releasing)
+                                continue;
+                        age = now > last ? now - last : 0;
+                        if (age >= s->config.scrub_interval_usec && age > best_age) {
+                                best_age = age;
+                                bd = d;
+                                bz = (uint32_t) k;
+                        }
+                }
+        }
+        if (!bd)
+                return 0;
+        ReadJob *j = read_job_new(bd, bz);
+        if (!j)
+                return 0;
+        j->idle = true;
+        j->rate = s->config.scrub_rate;
+        log_debug("%s: scrubbing zone %u (%s), %llu bytes.", bd->id, bz, strna(bd->extra[bz].label),
+                  (unsigned long long) j->size);
+        if (read_submit(j, s->verifier) < 0)
+                free(j);
+        else
+                s->scrubbing = true;
+        return 0;
+}
+
+void zone_service_scrub_stats(ZoneService *s, uint64_t *ret_checked, uint64_t *ret_errors, unsigned *ret_bad) {
+        unsigned bad = 0;
+
+        for (size_t i = 0; s && i < s->n_devs; i++)
+                for (size_t k = 0; k < s->devs[i]->n; k++)
+                        if (is_object(s->devs[i], (uint32_t) k) && s->devs[i]->extra[k].scrub_usec &&
+                            s->devs[i]->extra[k].scrub_result < 0)
+                                bad++;
+        *ret_checked = s ? s->scrubbed : 0;
+        *ret_errors = s ? s->scrub_errors : 0;
+        *ret_bad = bad;
+}
+
 static const VarlinkMethod methods[] = {
         { "ListDevices", method_list_devices, 0 },
         { "ListZones", method_list_zones, 0 },
@@ -1983,12 +2565,17 @@ static const VarlinkMethod methods[] = {
         { "Seal", method_seal, VARLINK_METHOD_MUTATING },
         { "Release", method_release, VARLINK_METHOD_MUTATING },
         { "Get", method_get, 0 },
+        { "ListObjects", method_list_objects, 0 },
+        { "Find", method_find, 0 },
+        { "Read", method_read, VARLINK_METHOD_ACCEPTS_FDS },
+        { "Verify", method_verify, 0 },
 };
 
 ZoneService *zone_service_free(ZoneService *s) {
         if (!s)
                 return NULL;
         s->freeing = true;
+        s->scrub_timer = sd_event_source_disable_unref(s->scrub_timer);
         s->verifier = work_pool_free(s->verifier); /* runs the outstanding callbacks */
         while (s->pending) {
                 PendingAlloc *p = s->pending;
@@ -2018,6 +2605,9 @@ void zone_service_reload(ZoneService *s, const ZonesConfig *c) {
         s->config.append_chunk = c->append_chunk;
         s->config.append_depth = c->append_depth;
         s->config.verify_while_writing = c->verify_while_writing;
+        s->config.unique_labels = c->unique_labels;
+        s->config.scrub_interval_usec = c->scrub_interval_usec;
+        s->config.scrub_rate = c->scrub_rate;
 }
 
 int zone_service_new(ZoneService **ret, sd_event *e, const ZonesConfig *config, UringPool *uring, WorkPool *work,
@@ -2033,6 +2623,12 @@ int zone_service_new(ZoneService **ret, sd_event *e, const ZonesConfig *config, 
         s->config.database = config->database ? strdup(config->database) : NULL;
         s->uring = uring;
         s->work = work;
+        s->start_usec = now_usec(CLOCK_REALTIME);
+        r = sd_event_add_time_relative(e, &s->scrub_timer, CLOCK_MONOTONIC, SCRUB_TICK_USEC, 0, scrub_tick, s);
+        if (r < 0) {
+                zone_service_free(s);
+                return r;
+        }
         /* One thread, at idle priority: verification lags behind the
          * appends rather than take CPU time from them. */
         r = work_pool_new_flags(&s->verifier, e, 1, WORK_POOL_IDLE);

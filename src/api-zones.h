@@ -19,6 +19,9 @@ struct WorkPool;
 int zone_service_new(ZoneService **ret, sd_event *e, const ZonesConfig *config, struct UringPool *uring,
                      struct WorkPool *work, VarlinkServer *server);
 ZoneService *zone_service_free(ZoneService *s);
+/* Objects the scrub (and Read, Verify) checked since start, mismatches and
+ * read errors found, and sealed objects whose last check failed now. */
+void zone_service_scrub_stats(ZoneService *s, uint64_t *ret_checked, uint64_t *ret_errors, unsigned *ret_bad);
 /* Takes the [Zones] keys that apply at once (ResetBatch=, AppendChunkKB=,
  * AppendDepth=: the next Append); the others wait for a restart, said in
  * the log. */

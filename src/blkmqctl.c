@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <ctype.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <langinfo.h>
@@ -15,6 +16,9 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/param.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -66,6 +70,8 @@ static bool arg_interval_set = false, arg_count_set = false;
 static const char *arg_state = NULL;       /* zones DEV */
 static const char *arg_device = NULL;      /* zones alloc, stage */
 static const char *arg_label = NULL;       /* zones alloc, stage */
+static const char *arg_output = NULL;      /* zones cat */
+static char arg_device_buf[PATH_MAX + 8];
 static uint64_t arg_settle_usec = 30ULL * 1000000ULL; /* stage: how long to wait for blkmqd to come back */
 static uint64_t arg_size = 0;              /* zones alloc */
 static bool arg_size_set = false;
@@ -452,8 +458,17 @@ static int varlink_error(const char *verb, const char *error, json_t *p) {
                         return fail(EXIT_ZONE_IO, "%s: I/O error: %s", verb,
                                     explain_errno(buf, sizeof buf, jstr(p, "message"), (int) jint(p, "errno", 0)));
                 if (streq(name, "LeaseBusy"))
-                        return fail(EXIT_LEASE_STATE, "%s: lease busy (another append or seal is in progress)",
+                        return fail(EXIT_LEASE_STATE, "%s: lease busy (an append, seal, release or read is in progress)",
                                     dash(jstr(p, "lease")));
+                if (streq(name, "LabelExists"))
+                        return fail(EXIT_LEASE_STATE, "%s: label already used on this device, by lease %s "
+                                    "(labels are unique per device; see UniqueLabels= in blkmqd.conf(5))",
+                                    dash(jstr(p, "label")), dash(jstr(p, "lease")));
+                if (streq(name, "LabelNotFound"))
+                        return fail(EXIT_NO_SUCH, "%s: no sealed object with this label", dash(jstr(p, "label")));
+                if (streq(name, "LabelNotUnique"))
+                        return fail(EXIT_LEASE_STATE, "%s: %lld sealed objects have this label: name the device "
+                                    "(--device=) or the lease", dash(jstr(p, "label")), jint(p, "count", 0));
                 if (streq(name, "WrongState"))
                         return fail(EXIT_LEASE_STATE, "%s: %s: not possible while the zone is %s", verb,
                                     dash(jstr(p, "lease")), dash(jstr(p, "state")));
@@ -1385,6 +1400,17 @@ static void print_zone(json_t *z, const char *lease) {
         }
         if (jstr(z, "sha256"))
                 field("SHA256", jstr(z, "sha256"));
+        if (jint(z, "sealedUsec", 0) > 0) {
+                format_timestamp(buf, sizeof buf, jint(z, "sealedUsec", 0), false);
+                field("Sealed", buf);
+        }
+        if (json_object_get(z, "scrub")) {
+                json_t *sc = json_object_get(z, "scrub");
+                format_timestamp(a, sizeof a, jint(sc, "usec", 0), false);
+                snprintf(buf, sizeof buf, "%s at %s%s%s", dash(jstr(sc, "result")), a, jstr(sc, "message") ? ": " : "",
+                         jstr(sc, "message") ?: "");
+                field("Checked", buf);
+        }
         snprintf(buf, sizeof buf, "%lld", jint(z, "resetCount", 0));
         field("Resets", buf);
         if (jstr(z, "note"))
@@ -1428,7 +1454,10 @@ static int zones_list_devices(void) {
 
                 format_bytes(size, sizeof size, jint(d, "zoneSize", 0));
                 format_bytes(cap, sizeof cap, jint(d, "zoneCapacity", 0));
-                if (table_add(t, jstr(d, "device")) < 0 || table_add(t, jstr(d, "deviceId")) < 0 ||
+                const char *id = jstr(d, "deviceId");
+                /* An emulated device has no kernel name: its file is what a person knows it by. */
+                const char *dev = jstr(d, "device") ?: (id && strncmp(id, "emu:", 4) == 0 ? id + 4 : NULL);
+                if (table_add(t, dev) < 0 || table_add(t, id) < 0 ||
                     table_add(t, jstr(d, "backend")) < 0 || table_addf(t, "%lld", jint(d, "zones", 0)) < 0 ||
                     table_add(t, size) < 0 || table_add(t, cap) < 0 ||
                     table_addf(t, "%lld", jint(d, "free", 0)) < 0 || table_addf(t, "%lld", jint(d, "allocated", 0)) < 0 ||
@@ -1450,6 +1479,18 @@ static int list_zones(const char *verb, const char *device, const char *state, j
         if (!params || (state && json_object_set_new(params, "state", json_string(state)) < 0))
                 return fail(EXIT_PROTOCOL, "out of memory");
         return call(verb, ZONES_INTERFACE ".ListZones", params, ret);
+}
+
+/* A sealed zone whose last check failed is not just "sealed": the table
+ * says so in the same column, as one word a script cannot mistake. */
+static const char *zone_state_text(json_t *z, char *buf, size_t size) {
+        json_t *sc = json_object_get(z, "scrub");
+        const char *state = jstr(z, "state");
+
+        if (!sc || streq_ptr(jstr(sc, "result"), "ok") || !streq_ptr(state, "sealed"))
+                return state;
+        snprintf(buf, size, "sealed!%s", jstr(sc, "result") ?: "?");
+        return buf;
 }
 
 static int zones_list_zones(const char *device) {
@@ -1474,11 +1515,12 @@ static int zones_list_zones(const char *device) {
                 return fail(EXIT_PROTOCOL, "out of memory");
         for (size_t c = 0; c < ELEMENTSOF(h); c++)
                 t->fixed[c] = c != 5 && c != 6; /* LEASE and LABEL give way */
+        char statebuf[64];
         json_array_foreach(zones, i, z)
                 if (table_addf(t, "%lld", jint(z, "zoneIndex", -1)) < 0 ||
                     table_addf(t, "%lld", jint(z, "startLba", -1)) < 0 ||
                     table_addf(t, "%lld", jint(z, "writePointer", 0) / (long long) SECTOR_SIZE) < 0 ||
-                    table_add(t, jstr(z, "condition")) < 0 || table_add(t, jstr(z, "state")) < 0 ||
+                    table_add(t, jstr(z, "condition")) < 0 || table_add(t, zone_state_text(z, statebuf, sizeof statebuf)) < 0 ||
                     table_add(t, jstr(z, "lease")) < 0 || table_add(t, jstr(z, "label")) < 0 ||
                     table_addf(t, "%lld", jint(z, "bytesWritten", 0)) < 0)
                         return fail(EXIT_PROTOCOL, "out of memory");
@@ -1782,15 +1824,286 @@ static int zones_get(int argc, char **argv) {
         return print_zone_reply(reply, argc == 3 ? argv[2] : NULL);
 }
 
+/* A zoned device as a person types it: nvme0n1, /dev/nvme0n1, its ID, or
+ * an emulation file by its path (emu:PATH, or just PATH, relative or not).
+ * Paths become absolute here, where the working directory is the user's. */
+static const char *device_arg(const char *in, char buf[static PATH_MAX + 8]) {
+        const char *path = strncmp(in, "emu:", 4) == 0 ? in + 4 : in;
+        char real[PATH_MAX];
+
+        struct stat st;
+
+        /* nvme0n1, /dev/nvme0n1, an ID: as they are. A path: only to a file. */
+        if (strncmp(in, "/dev/", 5) == 0 || stat(path, &st) < 0 || !S_ISREG(st.st_mode) || !realpath(path, real))
+                return in;
+        snprintf(buf, PATH_MAX + 8, "emu:%s", real);
+        return buf;
+}
+
+/* ---- objects: zones objects, find, cat, verify ---- */
+
+/* A lease is a UUID; anything else names an object by its label. */
+static bool looks_like_lease(const char *s) {
+        if (strlen(s) != 36)
+                return false;
+        for (size_t i = 0; i < 36; i++)
+                if ((i == 8 || i == 13 || i == 18 || i == 23) ? s[i] != '-' : !isxdigit((unsigned char) s[i]))
+                        return false;
+        return true;
+}
+
+/* {"lease": X} or {"label": X[, "device": --device]} */
+static json_t *object_params(const char *what) {
+        json_t *p = looks_like_lease(what) ? json_pack("{s:s}", "lease", what) : json_pack("{s:s}", "label", what);
+
+        if (p && !looks_like_lease(what) && arg_device && json_object_set_new(p, "device", json_string(arg_device)) < 0)
+                return json_decref(p), NULL;
+        return p;
+}
+
+static const char *scrub_text(json_t *o, char *buf, size_t size) {
+        json_t *sc = json_object_get(o, "scrub");
+
+        if (!sc)
+                return "-";
+        if (streq_ptr(jstr(sc, "result"), "ok")) {
+                char ts[64];
+                format_timestamp(ts, sizeof ts, jint(sc, "usec", 0), false);
+                snprintf(buf, size, "ok %s", ts);
+        } else
+                snprintf(buf, size, "%s!", jstr(sc, "result") ?: "?");
+        return buf;
+}
+
+static int print_objects(json_t *objects) {
+        _cleanup_(table_freep) Table *t = NULL;
+        json_t *o;
+        size_t i;
+
+        if (arg_json) {
+                print_json(objects);
+                return EXIT_OK;
+        }
+        static const char *const h[] = { "LABEL", ">SIZE", "SHA256", "DEVICE", ">ZONE", ">START-LBA", "SEALED",
+                                         "SCRUB", "LEASE" };
+        t = table_new(ELEMENTSOF(h), h);
+        if (!t)
+                return fail(EXIT_PROTOCOL, "out of memory");
+        json_array_foreach(objects, i, o) {
+                char size[64], sealed[64], scrub[96];
+                format_bytes(size, sizeof size, jint(o, "size", 0));
+                format_timestamp(sealed, sizeof sealed, jint(o, "sealedUsec", 0), false);
+                if (table_add(t, jstr(o, "label")) < 0 || table_add(t, size) < 0 || table_add(t, jstr(o, "sha256")) < 0 ||
+                    table_add(t, jstr(o, "device") ?: jstr(o, "deviceId")) < 0 ||
+                    table_addf(t, "%lld", jint(o, "zoneIndex", -1)) < 0 ||
+                    table_addf(t, "%lld", jint(o, "startLba", -1)) < 0 || table_add(t, sealed) < 0 ||
+                    table_add(t, scrub_text(o, scrub, sizeof scrub)) < 0 || table_add(t, jstr(o, "lease")) < 0)
+                        return fail(EXIT_PROTOCOL, "out of memory");
+        }
+        if (table_rows(t) > 0)
+                table_print(t);
+        if (arg_legend)
+                printf("%s%zu object%s listed (START-LBA in 512-byte sectors).\n", table_rows(t) > 0 ? "\n" : "",
+                       table_rows(t), table_rows(t) == 1 ? "" : "s");
+        return EXIT_OK;
+}
+
+/* zones objects [DEVICE]: the sealed objects. */
+static int zones_objects(const char *device) {
+        _cleanup_(json_decrefp) json_t *reply = NULL, *params = device ? json_pack("{s:s}", "device", device) : json_object();
+        int r;
+
+        if (!params)
+                return fail(EXIT_PROTOCOL, "out of memory");
+        r = call("zones objects", ZONES_INTERFACE ".ListObjects", params, &reply);
+        if (r != EXIT_OK)
+                return r;
+        return print_objects(json_object_get(reply, "objects"));
+}
+
+/* zones find LABEL: the one sealed object with that label. */
+static int zones_find(const char *label) {
+        _cleanup_(json_decrefp) json_t *reply = NULL, *params = json_pack("{s:s}", "label", label), *one = NULL;
+        int r;
+
+        if (!params || (arg_device && json_object_set_new(params, "device", json_string(arg_device)) < 0))
+                return fail(EXIT_PROTOCOL, "out of memory");
+        r = call("zones find", ZONES_INTERFACE ".Find", params, &reply);
+        if (r != EXIT_OK)
+                return r;
+        if (arg_json) {
+                print_json(json_object_get(reply, "object"));
+                return EXIT_OK;
+        }
+        one = json_array();
+        if (!one || json_array_append(one, json_object_get(reply, "object")) < 0)
+                return fail(EXIT_PROTOCOL, "out of memory");
+        return print_objects(one);
+}
+
+/* The lease of the one sealed object labelled label (--device= narrows). */
+static int lease_of_label(const char *label, char **ret) {
+        _cleanup_(json_decrefp) json_t *reply = NULL, *params = json_pack("{s:s}", "label", label);
+
+        if (!params || (arg_device && json_object_set_new(params, "device", json_string(arg_device)) < 0))
+                return fail(EXIT_PROTOCOL, "out of memory");
+        int r = call("zones", ZONES_INTERFACE ".Find", params, &reply);
+        if (r != EXIT_OK)
+                return r;
+        *ret = strdup(jstr(json_object_get(reply, "object"), "lease") ?: "");
+        return *ret ? EXIT_OK : fail(EXIT_PROTOCOL, "out of memory");
+}
+
+/* zones verify [LEASE|LABEL|DEVICE]: read back and check now. */
+static int zones_verify(const char *what) {
+        _cleanup_(json_decrefp) json_t *reply = NULL, *params = NULL;
+        json_t *objects, *o;
+        size_t i;
+        int r, bad = 0;
+
+        if (!what)
+                params = json_object();
+        else if (looks_like_lease(what) || !(strchr(what, '/') || strncmp(what, "emu:", 4) == 0 || arg_device))
+                /* a lease or a label; a device is named by a path, or with --device */
+                params = object_params(what);
+        else
+                params = json_pack("{s:s}", "device", what);
+        if (!params)
+                return fail(EXIT_PROTOCOL, "out of memory");
+        r = call("zones verify", ZONES_INTERFACE ".Verify", params, &reply);
+        if (r != EXIT_OK)
+                return r;
+        objects = json_object_get(reply, "objects");
+        json_array_foreach(objects, i, o) {
+                json_t *sc = json_object_get(o, "scrub");
+                if (!sc || !streq_ptr(jstr(sc, "result"), "ok"))
+                        bad++;
+        }
+        r = print_objects(objects);
+        if (r != EXIT_OK)
+                return r;
+        if (bad)
+                return fail(EXIT_CHECKSUM, "zones verify: %d of %zu objects do not read back to their SHA-256 "
+                                           "(SCRUB column; blkmqd logged each)",
+                            bad, json_array_size(objects));
+        return EXIT_OK;
+}
+
+/* zones cat LABEL|LEASE [-o FILE]: the object, read back by blkmqd into a
+ * descriptor we pass and verified on the way. Nothing reaches FILE or
+ * standard output before the SHA-256 matched: blkmqd writes into a file of
+ * our own (an unnamed file beside FILE, linked in at the end; a memfd for
+ * standard output, copied out at the end). */
+static int zones_cat(const char *what, const char *out) {
+        _cleanup_(blkmq_varlink_freep) blkmq_varlink *v = NULL;
+        _cleanup_(json_decrefp) json_t *params = object_params(what), *last = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ char *dir = NULL;
+        unsigned flags = 0;
+        uint64_t total = 0;
+        int r;
+
+        if (!params)
+                return fail(EXIT_PROTOCOL, "out of memory");
+        if (out) {
+                const char *slash = strrchr(out, '/');
+                dir = slash ? strndup(out, (size_t) (slash - out) + (slash == out)) : strdup(".");
+                if (!dir)
+                        return fail(EXIT_PROTOCOL, "out of memory");
+                fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+                if (fd < 0)
+                        return fail(EXIT_USAGE, "%s: cannot create a file in %s: %s", out, dir, strerror(errno));
+        } else {
+                fd = memfd_create("blkmqctl-cat", MFD_CLOEXEC);
+                if (fd < 0)
+                        return fail(EXIT_PROTOCOL, "memfd_create: %s", strerror(errno));
+        }
+        {
+                /* the size, for the progress bar */
+                _cleanup_(json_decrefp) json_t *found = NULL;
+                if (!looks_like_lease(what) && call("zones cat", ZONES_INTERFACE ".Find", params, &found) == EXIT_OK)
+                        total = (uint64_t) jint(json_object_get(found, "object"), "size", 0);
+        }
+        if (json_object_set_new(params, "fd", json_integer(0)) < 0)
+                return fail(EXIT_PROTOCOL, "out of memory");
+        r = connect_daemon(&v);
+        if (r != EXIT_OK)
+                return r;
+        r = blkmq_varlink_call(v, ZONES_INTERFACE ".Read", params, BLKMQ_VARLINK_MORE, &fd, 1);
+        if (r < 0)
+                return transport_error(r);
+        do {
+                _cleanup_(json_decrefp) json_t *p = NULL;
+                const char *error = NULL;
+
+                r = blkmq_varlink_read_reply(v, &p, &error, &flags);
+                if (r < 0) {
+                        progress_done();
+                        return transport_error(r);
+                }
+                if (error) {
+                        progress_done();
+                        return varlink_error("zones cat", error, p);
+                }
+                if (flags & BLKMQ_VARLINK_REPLY_CONTINUES)
+                        progress("read", (uint64_t) jint(p, "bytes", 0), total);
+                else
+                        last = TAKE_PTR(p);
+        } while (flags & BLKMQ_VARLINK_REPLY_CONTINUES);
+        progress_done();
+
+        /* Verified: only now does anything reach the reader. */
+        if (out) {
+                char proc[64];
+                snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+                if (fsync(fd) < 0)
+                        return fail(EXIT_PROTOCOL, "%s: %s", out, strerror(errno));
+                (void) unlink(out);
+                if (linkat(AT_FDCWD, proc, AT_FDCWD, out, AT_SYMLINK_FOLLOW) < 0)
+                        return fail(EXIT_USAGE, "%s: %s", out, strerror(errno));
+        } else {
+                off_t off = 0;
+                uint64_t n = (uint64_t) jint(last, "bytes", 0);
+                while ((uint64_t) off < n) {
+                        ssize_t w = sendfile(STDOUT_FILENO, fd, &off, (size_t) MIN(n - (uint64_t) off, (uint64_t) 1 << 30));
+                        if (w < 0 && errno == EINTR)
+                                continue;
+                        if (w <= 0) {
+                                /* not a target sendfile takes (a tty, some pipes): plain copies */
+                                uint8_t buf[65536];
+                                ssize_t k = pread(fd, buf, sizeof buf, off);
+                                if (k <= 0 || write(STDOUT_FILENO, buf, (size_t) k) != k)
+                                        return fail(EXIT_USAGE, "standard output: %s", strerror(errno ?: EIO));
+                                off += k;
+                        }
+                }
+        }
+        if (arg_json) {
+                _cleanup_(json_decrefp) json_t *o = json_pack("{s:I, s:s, s:O}", "bytes", (json_int_t) jint(last, "bytes", 0),
+                                                              "sha256", jstr(last, "sha256") ?: "", "object",
+                                                              json_object_get(last, "object"));
+                if (o && out) {
+                        char *txt = json_dumps(o, JSON_COMPACT);
+                        if (txt)
+                                fprintf(stderr, "%s\n", txt);
+                        free(txt);
+                }
+        } else if (out)
+                fprintf(stderr, "%s: %lld bytes, SHA-256 %s verified.\n", out, jint(last, "bytes", 0), jstr(last, "sha256"));
+        return EXIT_OK;
+}
+
 static int verb_zones(int argc, char **argv) {
         static const struct {
                 const char *name;
                 int min_args, max_args; /* including "zones" and the subcommand */
         } subs[] = {
-                { "free", 3, 3 }, { "alloc", 2, 2 },   { "append", 4, 4 },
-                { "seal", 4, 4 }, { "release", 3, 3 }, { "get", 3, 4 },
+                { "free", 3, 3 },    { "alloc", 2, 2 },  { "append", 4, 4 }, { "seal", 4, 4 },
+                { "release", 3, 3 }, { "get", 3, 4 },    { "objects", 2, 3 }, { "find", 3, 3 },
+                { "cat", 3, 3 },     { "verify", 2, 3 },
         };
         const char *sub = argc > 1 ? argv[1] : NULL;
+        char devbuf[PATH_MAX + 8];
         bool known = false;
 
         for (size_t i = 0; sub && i < ELEMENTSOF(subs); i++)
@@ -1802,12 +2115,18 @@ static int verb_zones(int argc, char **argv) {
                                 return fail(EXIT_USAGE, "zones %s: too many arguments (see blkmqctl --help)", sub);
                 }
         if (!known && argc > 2)
-                return fail(EXIT_USAGE, "zones %s: unknown zones command (free, alloc, append, seal, release, get)", sub);
+                return fail(EXIT_USAGE, "zones %s: unknown zones command (free, alloc, append, seal, release, get, "
+                                        "objects, find, cat, verify)", sub);
 
         if (arg_state && (known || argc != 2))
                 return fail(EXIT_USAGE, "--state goes with zones DEVICE");
-        if ((arg_device || arg_label) && !streq_ptr(sub, "alloc"))
-                return fail(EXIT_USAGE, "--%s goes with zones alloc and stage", arg_device ? "device" : "label");
+        if (arg_label && !streq_ptr(sub, "alloc"))
+                return fail(EXIT_USAGE, "--label goes with zones alloc and stage");
+        if (arg_device && !streq_ptr(sub, "alloc") && !streq_ptr(sub, "find") && !streq_ptr(sub, "cat") &&
+            !streq_ptr(sub, "verify") && !streq_ptr(sub, "release"))
+                return fail(EXIT_USAGE, "--device goes with zones alloc, find, cat, verify, release and stage");
+        if (arg_output && !streq_ptr(sub, "cat"))
+                return fail(EXIT_USAGE, "--output goes with zones cat");
         if (arg_size_set && !streq_ptr(sub, "alloc"))
                 return fail(EXIT_USAGE, "--size goes with zones alloc");
         if (arg_inline && !streq_ptr(sub, "append"))
@@ -1816,9 +2135,9 @@ static int verb_zones(int argc, char **argv) {
         if (argc == 1)
                 return zones_list_devices();
         if (!known)
-                return zones_list_zones(sub);
+                return zones_list_zones(device_arg(sub, devbuf));
         if (streq(sub, "free"))
-                return zones_free(argv[2]);
+                return zones_free(device_arg(argv[2], devbuf));
         if (streq(sub, "alloc")) {
                 if (!arg_size_set)
                         return fail(EXIT_USAGE, "zones alloc: --size is required");
@@ -1828,8 +2147,24 @@ static int verb_zones(int argc, char **argv) {
                 return zones_append(argv[2], argv[3]);
         if (streq(sub, "seal"))
                 return zones_lease_call("zones seal", ZONES_INTERFACE ".Seal", argv[2], argv[3]);
-        if (streq(sub, "release"))
-                return zones_lease_call("zones release", ZONES_INTERFACE ".Release", argv[2], NULL);
+        if (streq(sub, "release")) {
+                /* by lease, or by the label of a sealed object */
+                _cleanup_free_ char *lease = NULL;
+                if (!looks_like_lease(argv[2])) {
+                        int r = lease_of_label(argv[2], &lease);
+                        if (r != EXIT_OK)
+                                return r;
+                }
+                return zones_lease_call("zones release", ZONES_INTERFACE ".Release", lease ?: argv[2], NULL);
+        }
+        if (streq(sub, "objects"))
+                return zones_objects(argc > 2 ? device_arg(argv[2], devbuf) : NULL);
+        if (streq(sub, "find"))
+                return zones_find(argv[2]);
+        if (streq(sub, "cat"))
+                return zones_cat(argv[2], arg_output);
+        if (streq(sub, "verify"))
+                return zones_verify(argc > 2 ? device_arg(argv[2], devbuf) : NULL);
         return zones_get(argc, argv);
 }
 
@@ -2209,13 +2544,19 @@ static int parse_argv(int argc, char **argv) {
                 { "size", required_argument, NULL, ARG_SIZE },
                 { "inline", no_argument, NULL, ARG_INLINE },
                 { "settle-timeout", required_argument, NULL, ARG_SETTLE_TIMEOUT },
+                { "output", required_argument, NULL, 'o' },
                 {}
         };
         int c;
 
         opterr = 0; /* reported below, as "blkmqctl: …" */
-        while ((c = getopt_long(argc, argv, ":h", options, NULL)) >= 0)
+        while ((c = getopt_long(argc, argv, ":ho:", options, NULL)) >= 0)
                 switch (c) {
+                case 'o':
+                        if (!*optarg)
+                                return -(fail(EXIT_USAGE, "--output: empty file name"));
+                        arg_output = optarg;
+                        break;
                 case 'h':
                         help();
                         return 0;
@@ -2274,7 +2615,7 @@ static int parse_argv(int argc, char **argv) {
                 case ARG_DEVICE:
                         if (!*optarg)
                                 return -(fail(EXIT_USAGE, "--device: empty name"));
-                        arg_device = optarg;
+                        arg_device = device_arg(optarg, arg_device_buf);
                         break;
                 case ARG_LABEL:
                         arg_label = optarg;

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -165,6 +166,10 @@ int main(int argc, char **argv) {
         if (r <= 0)
                 return r < 0 ? 1 : 0;
         bump_nofile();
+        /* A client's pipe closed under a Read is EPIPE for that call, not the
+         * end of the daemon (systemd's IgnoreSIGPIPE= does this for services;
+         * this covers runs outside it). */
+        (void) signal(SIGPIPE, SIG_IGN);
 
         r = config_load(a.config_path, &config, &err);
         if (r < 0) {

@@ -111,6 +111,9 @@ static Config *config_new(void) {
         c->zones.zone_count = 16;
         c->zones.reset_batch = 4;
         c->zones.verify_while_writing = true;
+        c->zones.unique_labels = true;
+        c->zones.scrub_interval_usec = ZONES_SCRUB_INTERVAL_DEFAULT_USEC;
+        c->zones.scrub_rate = ZONES_SCRUB_RATE_DEFAULT;
         c->zones.database = strdup("/var/lib/blkmqd/zones.db");
         if (!c->zones.database)
                 return mfree(c);
@@ -472,11 +475,25 @@ static int parse_zones(Parser *p, const char *key, const char *value) {
                 z->append_chunk = (uint32_t) v * 1024;
                 return 0;
         }
-        if (streq(key, "VerifyWhileWriting")) {
+        if (streq(key, "VerifyWhileWriting") || streq(key, "UniqueLabels")) {
                 int b = parse_boolean(value);
                 if (b < 0)
-                        return parser_error(p, "VerifyWhileWriting=: expected a boolean, got \"%s\"", value);
-                z->verify_while_writing = b;
+                        return parser_error(p, "%s=: expected a boolean, got \"%s\"", key, value);
+                *(streq(key, "UniqueLabels") ? &z->unique_labels : &z->verify_while_writing) = b;
+                return 0;
+        }
+        if (streq(key, "ScrubIntervalSec")) {
+                if (safe_atolli(value, &v) < 0 || v < 0 || v > 10LL * 365 * 24 * 3600)
+                        return parser_error(p, "ScrubIntervalSec=: expected seconds from 0 (never) to 315360000, "
+                                            "got \"%s\"", value);
+                z->scrub_interval_usec = (uint64_t) v * 1000000;
+                return 0;
+        }
+        if (streq(key, "ScrubRateMBps")) {
+                if (safe_atolli(value, &v) < 0 || v < 1 || v > 100000)
+                        return parser_error(p, "ScrubRateMBps=: expected MiB/s from 1 to 100000, got \"%s\"",
+                                            value);
+                z->scrub_rate = (uint64_t) v << 20;
                 return 0;
         }
         if (streq(key, "AppendDepth")) {

@@ -73,7 +73,17 @@ typedef struct ZonesConfig {
         /* Read back and hash what has landed while the rest of an object
          * is written (reloadable; default yes). */
         bool verify_while_writing;
+        /* A label names one object per device (reloadable; default yes). */
+        bool unique_labels;
+        /* Scrub: every sealed zone is read back and checked against its
+         * SHA-256 once per scrub_interval (0: never), at most scrub_rate
+         * bytes per second, at idle I/O priority (reloadable). */
+        uint64_t scrub_interval_usec;
+        uint64_t scrub_rate;
 } ZonesConfig;
+
+#define ZONES_SCRUB_INTERVAL_DEFAULT_USEC (7ULL * 24 * 3600 * 1000000)
+#define ZONES_SCRUB_RATE_DEFAULT (16ULL << 20)
 
 #define ZONES_APPEND_DEPTH_DEFAULT 8U
 #define ZONES_APPEND_DEPTH_MAX 32U

@@ -7,6 +7,7 @@
 
 #include "log.h"
 #include "metrics-text.h"
+#include "api-zones.h"
 #include "metrics.h"
 #include "probe.h"
 #include "util.h"
@@ -181,6 +182,20 @@ int metrics_render(Manager *m, strbuf_t *sb) {
                         struct metric_label l[] = { LBL("device", t->sysname), LBL("kind", kinds[k]) };
                         metrics_text_gauge(sb, "blkmqd_latency_alert_active", l, 2, alert_is_active(a));
                 }
+        }
+        if (m->zones) {
+                uint64_t checked, errors;
+                unsigned bad;
+                zone_service_scrub_stats(m->zones, &checked, &errors, &bad);
+                metrics_text_family(sb, "blkmqd_zone_objects_checked_total", METRIC_COUNTER,
+                                    "Sealed objects read back and checked against their SHA-256 (scrub, Verify, Read).");
+                metrics_text_counter(sb, "blkmqd_zone_objects_checked_total", NULL, 0, checked);
+                metrics_text_family(sb, "blkmqd_zone_object_errors_total", METRIC_COUNTER,
+                                    "Checks that found a SHA-256 mismatch or a read error.");
+                metrics_text_counter(sb, "blkmqd_zone_object_errors_total", NULL, 0, errors);
+                metrics_text_family(sb, "blkmqd_zone_objects_damaged", METRIC_GAUGE,
+                                    "Sealed objects whose last check failed (an alert: never repaired by blkmqd).");
+                metrics_text_gauge(sb, "blkmqd_zone_objects_damaged", NULL, 0, bad);
         }
         return strbuf_error(sb);
 }

@@ -313,7 +313,7 @@ Database={db}
         with r.case("MaxActive=3: the fourth lease is refused", env):
             leases = []
             for size in (1, 1, "3M"):      # 3 MiB: exactly the capacity
-                p, o = ctl.json("zones", "alloc", f"--size={size}", "--label", "active")
+                p, o = ctl.json("zones", "alloc", f"--size={size}", "--label", f"active-{len(leases)}")
                 r.ok(p.returncode == 0 and o and o["zone"]["state"] == "allocated",
                      f"zones alloc --size={size}: allocated", show(p))
                 if o:
@@ -412,7 +412,8 @@ Database={db}
                 client = varlink.Client.new_with_address("unix:" + sock)
                 iface = client.get_interface(ZONES)
                 methods = {n for n, m in iface.members.items() if type(m).__name__ == "_Method"}
-                r.eq(methods, {"ListDevices", "ListZones", "Allocate", "Append", "Seal", "Release", "Get"},
+                r.eq(methods, {"ListDevices", "ListZones", "Allocate", "Append", "Seal", "Release", "Get", "ListObjects",
+                               "Find", "Read", "Verify"},
                      "the package parses the io.blkmqd.Zones IDL")
                 data = os.urandom(2 * MIB + 3)
                 with client.open(ZONES) as zs:
@@ -557,7 +558,7 @@ Database={db}
             n_free = sum(1 for z in zones() if z["state"] == "free")
             for i in range(n_free):
                 path, _ = make(f"fill{i}.bin", 512)
-                p = ctl("stage", path, "--label", "fill")
+                p = ctl("stage", path, "--label", f"fill{i}")
                 r.eq(p.returncode, 0, f"stage fill{i} (one of the {n_free} free zones)")
             p = ctl("zones", "free", dev)
             r.ok(p.returncode == 3 and p.stdout == "" and "no free empty zone" in p.stderr,

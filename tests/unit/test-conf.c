@@ -220,6 +220,9 @@ static const char good_conf[] =
         "AppendChunkKB=128\n"
         "AppendDepth=4\n"
         "VerifyWhileWriting=no\n"
+        "UniqueLabels=no\n"
+        "ScrubIntervalSec=86400\n"
+        "ScrubRateMBps=4\n"
         "Database=/var/lib/blkmqd/z.db\n"
         "\n"
         "[Device loop]\n"
@@ -292,6 +295,9 @@ static void test_good_file(void **state) {
         assert_int_equal(c->zones.append_chunk, 128 * 1024);
         assert_int_equal(c->zones.append_depth, 4);
         assert_false(c->zones.verify_while_writing);
+        assert_false(c->zones.unique_labels);
+        assert_int_equal(c->zones.scrub_interval_usec, 86400ULL * 1000000);
+        assert_int_equal(c->zones.scrub_rate, 4ULL << 20);
         assert_string_equal(c->zones.database, "/var/lib/blkmqd/z.db");
         assert_int_equal(strv_length(c->files), 1);
         assert_string_equal(c->files[0], "good.conf");
@@ -372,6 +378,9 @@ static void test_defaults(void **state) {
         assert_int_equal(c->zones.append_chunk, 0);
         assert_int_equal(c->zones.append_depth, 0);
         assert_true(c->zones.verify_while_writing);
+        assert_true(c->zones.unique_labels);
+        assert_int_equal(c->zones.scrub_interval_usec, ZONES_SCRUB_INTERVAL_DEFAULT_USEC);
+        assert_int_equal(c->zones.scrub_rate, ZONES_SCRUB_RATE_DEFAULT);
         assert_int_equal(c->n_devices, 0);
         assert_int_equal(c->n_profiles, 0);
         assert_string_equal(c->files[0], "empty.conf");
@@ -438,6 +447,10 @@ static const struct {
         { "[Zones]\nAppendChunkKB=2048\n", 2, "AppendChunkKB=: expected KiB from 4 to 1024" },
         { "[Zones]\nVerifyWhileWriting=maybe\n", 2, "VerifyWhileWriting=: expected a boolean, got \"maybe\"" },
         { "[Zones]\nAppendDepth=0\n", 2, "AppendDepth=: expected a number from 1 to 32" },
+        { "[Zones]\nUniqueLabels=often\n", 2, "UniqueLabels=: expected a boolean, got \"often\"" },
+        { "[Zones]\nScrubIntervalSec=-1\n", 2, "ScrubIntervalSec=: expected seconds from 0 (never)" },
+        { "[Zones]\nScrubIntervalSec=1h\n", 2, "ScrubIntervalSec=: expected seconds from 0 (never)" },
+        { "[Zones]\nScrubRateMBps=0\n", 2, "ScrubRateMBps=: expected MiB/s from 1 to 100000" },
         { "[Zones]\nAppendDepth=33\n", 2, "AppendDepth=: expected a number from 1 to 32" },
         { "[Zones]\nZoneAllocator=yes\n", 2, "unknown key ZoneAllocator= in this section" },
         { "[Device a]\n\n\nRqAffinity=3\n", 4, "RqAffinity=: value out of range, got \"3\"" },
