@@ -39,7 +39,7 @@ import sys
 import threading
 import time
 
-from blkmqtest import Env, Runner, log, main_guard, need_root, timeout_scale, wait_for
+from blkmqtest import DaemonError, Env, Runner, log, main_guard, need_root, timeout_scale, wait_for
 from test_zones import Ctl, ctl_path, raw_call, read_img, sha, show
 
 ZONES = "io.blkmqd.Zones"
@@ -75,14 +75,21 @@ ResetBatch={reset_batch}
 Database={self.db}
 {extra}""", name=f"{self.name}.conf")
 
-    def start(self, **environ):
+    def start(self, may_die=False, **environ):
+        """may_die: a kill point may end the daemon during its start (a
+        reset at the reconcile); then it returns None, as a kill there."""
         self.n += 1
         saved = {k: os.environ.get(k) for k in environ}
         os.environ.update({k: v for k, v in environ.items() if v is not None})
         try:
             self.d = self.env.daemon(["--config", self.cfg, "--varlink-address", self.sock, "--log-level", "debug"],
                                      name=f"{self.name}-{self.n}")
-            self.d.start(timeout=15)
+            try:
+                self.d.start(timeout=15)
+            except DaemonError:
+                if not (may_die and self.died(5)):
+                    raise
+                return None
         finally:
             for k, v in saved.items():
                 if v is None:
@@ -368,7 +375,13 @@ def rounds(r, env, ctl_bin, n, seed, stagers):
         batch = 1 if i % 2 else 2
         svc.write_config(batch)
         point = rnd.choice([None, None] + KILL_POINTS)
-        svc.start(BLKMQD_TEST_KILL_AT=point)
+        if svc.start(may_die=True, BLKMQD_TEST_KILL_AT=point) is None:
+            tally[point + " (at start)"] = tally.get(point + " (at start)", 0) + 1
+            svc.start()
+            if not check_round(r, svc, book, i, quiet=n > 50):
+                failed += 1
+            svc.d.stop()
+            continue
         threads = [Stager(k, svc, ctl, env, book, random.Random(rnd.random()), f"r{i}-") for k in range(stagers)]
         for t in threads:
             t.start()

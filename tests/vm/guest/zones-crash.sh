@@ -40,9 +40,10 @@ Database=/tmp/crash.db
 $1
 EOF
 }
+listed_or_dead() { zone_listed || [ -s $BLKMQD_RC ]; }
 start() {
         daemon_start -c $CONF --varlink-address /tmp/blkmqd.sock --log-level debug
-        vm_wait_for 30 zone_listed
+        vm_wait_for 30 listed_or_dead   # a kill point may end it in its start-up reconcile
 }
 readback() {
         dd if=$DEV bs=512 skip=$1 count=$((($2 + 511) / 512)) 2>/dev/null | head -c $2 | sha256sum | cut -d' ' -f1
