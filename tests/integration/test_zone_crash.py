@@ -98,6 +98,14 @@ Database={self.db}
                     os.environ[k] = v
         return self.d
 
+    def stop(self):
+        """SIGTERM, and the harness's notify socket and files closed: 500
+        rounds start 1000 daemons, and a notify socket past fd 1023 is out
+        of select()'s reach (READY=1 would never be seen)."""
+        rc = self.d.stop()
+        self.d.close()
+        return rc
+
     def kill9(self):
         if self.d and self.d.alive():
             self.d.proc.send_signal(signal.SIGKILL)
@@ -380,7 +388,7 @@ def rounds(r, env, ctl_bin, n, seed, stagers):
             svc.start()
             if not check_round(r, svc, book, i, quiet=n > 50):
                 failed += 1
-            svc.d.stop()
+            svc.stop()
             continue
         threads = [Stager(k, svc, ctl, env, book, random.Random(rnd.random()), f"r{i}-") for k in range(stagers)]
         for t in threads:
@@ -399,7 +407,7 @@ def rounds(r, env, ctl_bin, n, seed, stagers):
             t.join(180 * timeout_scale())
         if not check_round(r, svc, book, i, quiet=n > 50):
             failed += 1
-        svc.d.stop()
+        svc.stop()
     log(f"# {n} rounds in {time.monotonic() - t0:.0f} s, {failed} failed; kills: {tally}; "
         f"{len(book.acked)} sealed objects held at the end")
 
