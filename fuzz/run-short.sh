@@ -1,8 +1,9 @@
 #!/bin/bash
 # SPDX-License-Identifier: LGPL-2.1-or-later
-# Builds the varlink fuzzers with clang, libFuzzer, ASan and UBSan (no meson
+# Builds the fuzzers (the varlink message path, the IDL parser, the config
+# loader with drop-ins, the emulated zones' state decoder) with clang, libFuzzer, ASan and UBSan (no meson
 # needed) and runs each for FUZZ_SECONDS (default 15, so ~30 s in all) over
-# its seed corpus in fuzz/corpus/<target>/. New inputs go to a scratch
+# its corpus in fuzz/corpus/<target>/ (FUZZ_TARGETS= picks some). New inputs go to a scratch
 # directory, the seeds stay as they are. Exit status: 0, or libFuzzer's on a
 # crash, leak or sanitizer report (the reproducer is left in $FUZZ_OUT).
 set -euo pipefail
@@ -26,12 +27,32 @@ libs=($(pkg-config --cflags --libs libsystemd jansson))
         "$root/src/log.c" "${libs[@]}" -o "$out/fuzz-varlink"
 "$cc" "${flags[@]}" "$root/fuzz/fuzz-varlink-idl.c" "$root/src/varlink-idl.c" "${libs[@]}" \
         -o "$out/fuzz-varlink-idl"
+# conf.c wants the build's config.h: the paths do not matter here.
+cat > "$out/config.h" <<'H'
+#pragma once
+#define PACKAGE_VERSION "fuzz"
+#define SYSCONFDIR "/nonexistent/etc"
+#define LIBDIR_CONF "/nonexistent/lib"
+#define RUNSTATEDIR "/nonexistent/run"
+#define VARLINK_ADDRESS "/nonexistent/io.blkmqd"
+H
+# shellcheck disable=SC2207
+"$cc" "${flags[@]}" "$root/fuzz/fuzz-conf.c" "$root/src/conf.c" "$root/src/knobs.c" "$root/src/util.c" "$root/src/log.c" \
+        $(pkg-config --cflags --libs inih libsystemd) -o "$out/fuzz-conf"
+"$cc" "${flags[@]}" "$root/fuzz/fuzz-zone-record.c" "$root/src/zbd.c" "$root/src/log.c" "$root/src/util.c" \
+        $(pkg-config --cflags --libs libsystemd liburing) -lpthread -o "$out/fuzz-zone-record"
 
+[ "${FUZZ_BUILD_ONLY:-0}" = 1 ] && exit 0
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
-for target in varlink varlink-idl; do
+for target in ${FUZZ_TARGETS:-varlink varlink-idl conf zone-record}; do
         work="$out/work-$target"
         mkdir -p "$work"
+        # Every crash found so far, first: each must run clean now.
+        if compgen -G "$root/fuzz/regressions/$target/*" > /dev/null; then
+                echo "== fuzz-$target: regression cases"
+                (cd "$out" && "./fuzz-$target" "$root/fuzz/regressions/$target"/*)
+        fi
         echo "== fuzz-$target for ${secs}s"
         (cd "$out" && "./fuzz-$target" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
                 -max_len=65536 -print_final_stats=1 "$work" "$root/fuzz/corpus/$target")

@@ -704,6 +704,18 @@ static int meta_load(EmuZbd *e, const ZbdEmuConfig *c, const char *meta_path) {
                                        "zbd-emu: %s holds %" PRIu32 " zones of %" PRIu64 " (capacity %" PRIu64
                                        ", %" PRIu32 " conventional), not what was asked for",
                                        meta_path, h.nr_zones, h.zone_size, h.zone_capacity, h.nr_conv);
+        /* The records of every zone must be there: a truncated (or lying)
+         * state file is refused before its geometry sizes an allocation. */
+        struct stat st;
+        if (fstat(e->meta_fd, &st) < 0)
+                return -errno;
+        if ((uint64_t) st.st_size < EMU_HDR_SIZE + (uint64_t) h.nr_zones * EMU_ZONE_STRIDE)
+                return log_error_errno(EBADMSG,
+                                       "zbd-emu: %s is truncated: %" PRIu64 " bytes, where %" PRIu32
+                                       " zones need %" PRIu64 "; restore it, or remove it and its data file "
+                                       "to start over empty",
+                                       meta_path, (uint64_t) st.st_size, h.nr_zones,
+                                       EMU_HDR_SIZE + (uint64_t) h.nr_zones * EMU_ZONE_STRIDE);
         e->zone_size = h.zone_size;
         e->capacity = h.zone_capacity;
         e->nr_zones = h.nr_zones;
