@@ -14,10 +14,17 @@
 #include "util.h"
 #include "varlink-subscribers.h"
 
+/* A mutating call replies once the tune jobs it started are back: those
+ * of its devices that were busy, or marked to run again, right after the
+ * call. Other devices' jobs (a hotplug storm) never hold it up; a device
+ * that stays busy longer than CallTimeoutSec= ends it with Timeout. */
 typedef struct Waiter {
         struct Waiter *next;
+        struct ApiManager *api;
         VarlinkCall *call;
-        char *device; /* NULL: all devices */
+        char *device;     /* the call's device; NULL: all devices */
+        char **wait_for;  /* sysnames of the devices whose jobs it waits for */
+        sd_event_source *deadline;
 } Waiter;
 
 struct ApiManager {
@@ -73,33 +80,98 @@ static void waiter_complete(ApiManager *a, Waiter *w) {
         varlink_call_reply(w->call, json_pack("{s:o}", "results", results));
 }
 
-/* Calls that changed devices reply when no job is in flight any more. */
-static void waiters_flush(ApiManager *a) {
-        Waiter *w = a->waiters;
+static bool device_settled(const Device *d) {
+        return !d || d->removed || (!d->busy && !d->dirty);
+}
 
-        if (manager_tune_jobs(a->manager) > 0)
-                return;
-        a->waiters = NULL;
-        while (w) {
-                Waiter *next = w->next;
+static bool waiter_settled(ApiManager *a, const Waiter *w) {
+        STRV_FOREACH(n, w->wait_for)
+                if (!device_settled(manager_find_device(a->manager, *n)))
+                        return false;
+        return true;
+}
+
+static void waiter_free(Waiter *w) {
+        sd_event_source_disable_unref(w->deadline);
+        varlink_call_unref(w->call);
+        strv_free(w->wait_for);
+        free(w->device);
+        free(w);
+}
+
+static void waiter_unlink(ApiManager *a, Waiter *w) {
+        for (Waiter **p = &a->waiters; *p; p = &(*p)->next)
+                if (*p == w) {
+                        *p = w->next;
+                        return;
+                }
+}
+
+/* Replies to every call whose own jobs are back. */
+static void waiters_flush(ApiManager *a) {
+        for (Waiter *w = a->waiters, *next; w; w = next) {
+                next = w->next;
+                if (!waiter_settled(a, w))
+                        continue;
+                waiter_unlink(a, w);
                 waiter_complete(a, w);
-                varlink_call_unref(w->call);
-                free(w->device);
-                free(w);
-                w = next;
+                waiter_free(w);
         }
 }
 
+static int waiter_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
+        Waiter *w = userdata;
+        ApiManager *a = w->api;
+        const char *busy = NULL;
+
+        STRV_FOREACH(n, w->wait_for)
+                if (!device_settled(manager_find_device(a->manager, *n))) {
+                        busy = *n;
+                        break;
+                }
+        log_warning("%s: %s still being tuned after %llu s: the call gets Timeout; the tuning goes on.",
+                    varlink_call_get_method(w->call), strna(busy),
+                    (unsigned long long) (a->manager->config->daemon.call_timeout_usec / 1000000));
+        varlink_call_error(w->call, "io.blkmqd.Manager.Timeout",
+                           json_pack("{s:s?, s:I}", "device", busy, "seconds",
+                                     (json_int_t) (a->manager->config->daemon.call_timeout_usec / 1000000)));
+        waiter_unlink(a, w);
+        waiter_free(w);
+        return 0;
+}
+
 static int wait_for_jobs(ApiManager *a, VarlinkCall *call, const char *device) {
+        Manager *m = a->manager;
         Waiter *w = calloc(1, sizeof *w);
+        int r;
 
         if (!w)
                 return -ENOMEM;
+        w->api = a;
         if (device && !(w->device = strdup(device))) {
                 free(w);
                 return -ENOMEM;
         }
+        /* The jobs this call started: its devices that are busy or due
+         * again now, right after the call asked for them. */
+        for (size_t i = 0; i < m->n_devices; i++) {
+                Device *d = m->devices[i];
+                if ((device && !streq(d->sysname, device)) || device_settled(d))
+                        continue;
+                if (strv_extend(&w->wait_for, d->sysname) < 0) {
+                        waiter_free(w);
+                        return -ENOMEM;
+                }
+        }
         w->call = varlink_call_ref(call);
+        if (m->config->daemon.call_timeout_usec > 0) {
+                r = sd_event_add_time_relative(m->event, &w->deadline, CLOCK_MONOTONIC,
+                                               m->config->daemon.call_timeout_usec, 0, waiter_timeout, w);
+                if (r < 0) {
+                        waiter_free(w);
+                        return r;
+                }
+        }
         w->next = a->waiters;
         a->waiters = w;
         waiters_flush(a);
@@ -136,6 +208,7 @@ void api_manager_event(Manager *m, ManagerEventType type, Device *d, void *userd
                 break;
         case MANAGER_EVENT_DEVICE_APPLIED:
                 monitors_send(a, d->last && d->last->restore ? "restored" : "applied", d, NULL);
+                waiters_flush(a);
                 break;
         case MANAGER_EVENT_RELOADED:
                 monitors_send(a, "reloaded", NULL, NULL);
@@ -438,9 +511,7 @@ ApiManager *api_manager_free(ApiManager *a) {
         while (a->waiters) {
                 Waiter *w = a->waiters;
                 a->waiters = w->next;
-                varlink_call_unref(w->call);
-                free(w->device);
-                free(w);
+                waiter_free(w);
         }
         free(a);
         return NULL;

@@ -397,6 +397,10 @@ static int varlink_error(const char *verb, const char *error, json_t *p) {
         if (strncmp(error, INTERFACE ".", strlen(INTERFACE) + 1) == 0) {
                 if (streq(name, "NoSuchDevice"))
                         return fail(EXIT_NO_SUCH, "%s: no such device", dash(jstr(p, "device")));
+                if (streq(name, "Timeout"))
+                        return fail(EXIT_SETTING_FAILED, "%s: %s is still being tuned after %lld s (CallTimeoutSec=); "
+                                    "blkmqd goes on, see blkmqctl show", verb, dash(jstr(p, "device")),
+                                    jint(p, "seconds", 0));
                 if (streq(name, "NoSuchProfile"))
                         return fail(EXIT_NO_SUCH, "%s: no such profile", dash(jstr(p, "profile")));
                 if (streq(name, "ConfigInvalid")) {

@@ -107,6 +107,7 @@ static Config *config_new(void) {
         c->daemon.apply_threads = CONFIG_DEFAULT_APPLY_THREADS;
         c->daemon.probe_interval_usec = CONFIG_DEFAULT_PROBE_INTERVAL_USEC;
         c->daemon.probe_threads = CONFIG_DEFAULT_PROBE_THREADS;
+        c->daemon.call_timeout_usec = CONFIG_DEFAULT_CALL_TIMEOUT_USEC;
         c->zones.zone_size = 64 * UINT64_C(1024 * 1024);
         c->zones.zone_count = 16;
         c->zones.reset_batch = 4;
@@ -444,6 +445,14 @@ static int parse_daemon(Parser *p, const char *key, const char *value) {
                 if (*value && (value[0] != '/' || n < 6 || !streq(value + n - 5, ".prom")))
                         return parser_error(p, "MetricsTextfile=: expected an absolute path ending in .prom (node_exporter's textfile collector), got \"%s\"", value);
                 return free_and_strdup(&d->metrics_textfile, *value ? value : NULL);
+        }
+        if (streq(key, "CallTimeoutSec")) {
+                long long v;
+                if (safe_atolli(value, &v) < 0 || v < 0 || v > 86400)
+                        return parser_error(p, "CallTimeoutSec=: expected seconds from 0 (no limit) to 86400, got \"%s\"",
+                                            value);
+                d->call_timeout_usec = (uint64_t) v * 1000000;
+                return 0;
         }
         if (streq(key, "AdminGroup")) {
                 if (*value && !section_name_valid(value))

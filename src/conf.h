@@ -55,7 +55,10 @@ typedef struct DaemonConfig {
         uint64_t probe_interval_usec; /* default for [Device] ProbeIntervalSec=; 0: no probes */
         unsigned probe_threads;
         char *metrics_textfile;
+        uint64_t call_timeout_usec; /* a mutating call waits this long for its jobs; 0: for ever */
 } DaemonConfig;
+
+#define CONFIG_DEFAULT_CALL_TIMEOUT_USEC (30 * UINT64_C(1000000))
 
 typedef struct ZonesConfig {
         char *emulate;          /* file to emulate zones over, or NULL */

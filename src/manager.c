@@ -248,7 +248,19 @@ static void manager_remove_device_slot(Manager *m, Device *d) {
 static int device_apply(Device *d);
 static int device_restore(Device *d);
 
+/* Tests hold one device's jobs up: BLKMQD_TEST_JOB_DELAY=SYSNAME:MSEC. */
+static void test_job_delay(const TuneJob *j) {
+        const char *e = secure_getenv("BLKMQD_TEST_JOB_DELAY"), *colon;
+        int ms;
+
+        if (!e || !(colon = strchr(e, ':')) || strncmp(e, j->sysname, (size_t) (colon - e)) != 0 ||
+            j->sysname[colon - e] != '\0' || safe_atoi(colon + 1, &ms) < 0 || ms <= 0)
+                return;
+        (void) usleep((useconds_t) ms * 1000);
+}
+
 static void job_run(void *data) {
+        test_job_delay(data);
         tune_execute(data);
 }
 

@@ -448,6 +448,8 @@ static const struct {
         { "[Zones]\nVerifyWhileWriting=maybe\n", 2, "VerifyWhileWriting=: expected a boolean, got \"maybe\"" },
         { "[Zones]\nAppendDepth=0\n", 2, "AppendDepth=: expected a number from 1 to 32" },
         { "[Zones]\nUniqueLabels=often\n", 2, "UniqueLabels=: expected a boolean, got \"often\"" },
+        { "[Daemon]\nCallTimeoutSec=-5\n", 2, "CallTimeoutSec=: expected seconds from 0 (no limit) to 86400" },
+        { "[Daemon]\nCallTimeoutSec=86401\n", 2, "CallTimeoutSec=: expected seconds from 0 (no limit) to 86400" },
         { "[Zones]\nScrubIntervalSec=-1\n", 2, "ScrubIntervalSec=: expected seconds from 0 (never)" },
         { "[Zones]\nScrubIntervalSec=1h\n", 2, "ScrubIntervalSec=: expected seconds from 0 (never)" },
         { "[Zones]\nScrubRateMBps=0\n", 2, "ScrubRateMBps=: expected MiB/s from 1 to 100000" },
