@@ -271,6 +271,13 @@ static int method_get_status(VarlinkCall *call, json_t *params, void *userdata) 
                               "devices", (int) m->n_devices, "managed", managed, "changed", changed, "failed", failed);
         if (m->profile)
                 json_object_set_new(o, "profile", json_string(m->profile));
+        if (m->loop_hist.count) {
+                uint64_t p99 = 0;
+                (void) hist_percentile(&m->loop_hist, 99.0, &p99);
+                json_object_set_new(o, "loopIterations", json_integer((json_int_t) m->loop_hist.count));
+                json_object_set_new(o, "loopP99Usec", json_integer((json_int_t) (p99 / 1000)));
+                json_object_set_new(o, "loopMaxUsec", json_integer((json_int_t) (m->loop_hist.max / 1000)));
+        }
         return varlink_call_reply(call, o);
 }
 

@@ -790,6 +790,7 @@ int manager_new(Manager **ret, const ManagerOptions *opts, Config *config) {
                 return -ENOMEM;
         m->opts = *opts;
         m->start_usec = now_usec(CLOCK_MONOTONIC);
+        hist_init(&m->loop_hist);
         if (opts->config_path && !(m->config_path = strdup(opts->config_path)))
                 return -ENOMEM;
         m->tune.sysfs_root = strdup(opts->sysfs_root ? opts->sysfs_root : "/sys");
@@ -948,10 +949,49 @@ int manager_start(Manager *m) {
         return udev_watch_enumerate(m->udev);
 }
 
+static uint64_t now_nsec(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
+}
+
+/* sd_event_loop(), with each iteration's busy time (prepare, and the one
+ * source dispatch runs) recorded, the wait left out. */
+static int loop_timed(Manager *m) {
+        sd_event *e = m->event;
+        int r, code = 0;
+
+        while (sd_event_get_state(e) != SD_EVENT_FINISHED) {
+                uint64_t t = now_nsec(), spent;
+
+                r = sd_event_prepare(e);
+                if (r < 0)
+                        return r;
+                spent = now_nsec() - t;
+                if (r == 0) {
+                        r = sd_event_wait(e, UINT64_MAX);
+                        if (r < 0)
+                                return r;
+                }
+                if (r > 0) {
+                        t = now_nsec();
+                        r = sd_event_dispatch(e);
+                        spent += now_nsec() - t;
+                        if (r < 0)
+                                return r;
+                }
+                hist_record(&m->loop_hist, spent);
+                if (spent > 100ULL * 1000 * 1000)
+                        log_debug("event loop: one iteration took %.1f ms.", spent / 1e6);
+        }
+        r = sd_event_get_exit_code(e, &code);
+        return r < 0 ? r : code;
+}
+
 int manager_run(Manager *m) {
         int r;
 
-        r = sd_event_loop(m->event);
+        r = loop_timed(m);
         if (r < 0)
                 return log_error_errno(r, "Event loop failed: %m");
         if (m->opts.once && m->opts.json) {

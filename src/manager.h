@@ -7,6 +7,7 @@
 #include <systemd/sd-event.h>
 
 #include "conf.h"
+#include "hist.h"
 #include "device.h"
 #include "policy.h"
 #include "tune.h"
@@ -75,6 +76,10 @@ typedef void (*manager_event_cb_t)(Manager *m, ManagerEventType type, Device *d,
 
 struct Manager {
         sd_event *event;
+        /* Time the loop spends per iteration outside its wait (prepare and
+         * the one event source it dispatches), ns: a reply can be no
+         * faster than the longest of them. */
+        hist_t loop_hist;
         ManagerOptions opts;
         char *config_path;
         Config *config;

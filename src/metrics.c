@@ -183,6 +183,10 @@ int metrics_render(Manager *m, strbuf_t *sb) {
                         metrics_text_gauge(sb, "blkmqd_latency_alert_active", l, 2, alert_is_active(a));
                 }
         }
+        metrics_text_family(sb, "blkmqd_event_loop_iteration_seconds", METRIC_HISTOGRAM,
+                            "Busy time of each event loop iteration (prepare and one dispatch, not the wait): "
+                            "no reply is faster than the iteration it waits behind.");
+        metrics_text_histogram(sb, "blkmqd_event_loop_iteration_seconds", NULL, 0, &m->loop_hist);
         if (m->zones) {
                 uint64_t checked, errors;
                 unsigned bad;
