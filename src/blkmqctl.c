@@ -394,6 +394,10 @@ static int varlink_error(const char *verb, const char *error, json_t *p) {
                 json_decref(o);
         }
 
+        if (streq(error, "io.blkmqd.TooManyConnections"))
+                return fail(EXIT_UNREACHABLE, "blkmqd refuses more connections (%lld in all, %lld per user are open): "
+                            "try again when some have closed",
+                            jint(p, "max", 0), jint(p, "maxPerUid", 0));
         if (strncmp(error, INTERFACE ".", strlen(INTERFACE) + 1) == 0) {
                 if (streq(name, "NoSuchDevice"))
                         return fail(EXIT_NO_SUCH, "%s: no such device", dash(jstr(p, "device")));
@@ -648,6 +652,11 @@ static int verb_status(int argc, char **argv) {
         field("Devices", buf);
         snprintf(buf, sizeof buf, "%lld changed, %lld failed", jint(s, "changed", 0), jint(s, "failed", 0));
         field("Settings", buf);
+        if (jint(s, "loopIterations", 0) > 0) {
+                snprintf(buf, sizeof buf, "%lld iteration%s, p99 %.1f ms, longest %.1f ms", jint(s, "loopIterations", 0), jint(s, "loopIterations", 0) == 1 ? "" : "s",
+                         jint(s, "loopP99Usec", 0) / 1000.0, jint(s, "loopMaxUsec", 0) / 1000.0);
+                field("Event loop", buf);
+        }
         json_array_foreach(json_object_get(s, "configFiles"), i, f)
                 printf("%12s%s %s\n", i == 0 ? "Config" : "", i == 0 ? ":" : " ", dash(json_string_value(f)));
         return EXIT_OK;

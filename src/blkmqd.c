@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <signal.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -170,6 +171,12 @@ int main(int argc, char **argv) {
          * end of the daemon (systemd's IgnoreSIGPIPE= does this for services;
          * this covers runs outside it). */
         (void) signal(SIGPIPE, SIG_IGN);
+        /* A fixed mmap threshold: buffers of 128 KiB and more (large
+         * replies, zone append chunks) are mapped and unmapped. glibc would
+         * otherwise raise the threshold each time one is freed, and later
+         * ones would land in a heap that fragments and does not shrink. */
+        (void) mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+        (void) mallopt(M_TRIM_THRESHOLD, 512 * 1024);
 
         r = config_load(a.config_path, &config, &err);
         if (r < 0) {

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
+#include <malloc.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -76,6 +77,10 @@ struct VarlinkConnection {
 
         VarlinkCall *current; /* the call awaiting its final reply; we hold a ref */
         bool failed;          /* close at the next chance */
+        /* Over a connection limit: its first call is answered with
+         * io.blkmqd.TooManyConnections, then it is closed. Not counted in
+         * the limits. */
+        bool refused;
 };
 
 struct VarlinkCall {
@@ -101,9 +106,16 @@ struct VarlinkServer {
         VarlinkListener *listeners;
         VarlinkConnection *connections;
         unsigned n_connections;
+        unsigned n_refused; /* refused connections waiting to be told why */
+        unsigned peak;      /* most connections at once since the last trim */
+        sd_event_source *trim_source;
         VarlinkLimits limits;
         bool limit_logged;
 };
+
+/* Refused connections kept to be told why, at the most; past that the
+ * oldest is closed unanswered (EOF) to make room. */
+#define VARLINK_REFUSED_MAX 64U
 
 /* accept(2): errors of a connection that already went away; try again. */
 static bool errno_accept_transient(int e) {
@@ -126,6 +138,22 @@ static int fd_nonblock(int fd) {
 
 static void connection_process(VarlinkConnection *c);
 static void connection_disconnect(VarlinkConnection *c);
+
+/* After a burst of clients has gone, give the heap their buffers took back
+ * to the kernel: malloc_trim() once the connections fell to half of their
+ * peak (of 64 or more), a second later, so that a burst of disconnects
+ * trims once. */
+#define TRIM_PEAK_MIN 64U
+
+static int server_trim_handler(sd_event_source *source, uint64_t usec, void *userdata);
+
+static void server_maybe_trim(VarlinkServer *s) {
+        if (s->peak < TRIM_PEAK_MIN || s->n_connections > s->peak / 2 || s->trim_source)
+                return;
+        if (sd_event_add_time_relative(s->event, &s->trim_source, CLOCK_MONOTONIC, 1000 * 1000, 0,
+                                       server_trim_handler, s) < 0)
+                s->trim_source = NULL;
+}
 
 static VarlinkConnection *connection_ref(VarlinkConnection *c) {
         c->n_ref++;
@@ -183,6 +211,17 @@ static void connection_update(VarlinkConnection *c) {
                                   c->ucred.pid);
                 connection_disconnect(c);
                 return;
+        }
+
+        /* Nothing to read or send: an idle connection holds no buffer (1,000
+         * clients that once got a 256-device ListDevices would otherwise
+         * keep 64 KiB of input and up to 256 KiB of output each). */
+        if (!c->processing && c->in.start == c->in.end && c->in.n_batches == 0 && c->in.allocated > 0)
+                varlink_wire_input_free(&c->in);
+        if (connection_pending_output(c) == 0 && c->output_allocated > 0 && c->n_out_fds == 0) {
+                c->output_base += c->output_end;
+                c->output = mfree(c->output);
+                c->output_allocated = c->output_start = c->output_end = 0;
         }
 
         if (connection_wants_read(c))
@@ -414,7 +453,11 @@ static void connection_disconnect(VarlinkConnection *c) {
         if (c->next)
                 c->next->prev = c->prev;
         c->prev = c->next = NULL;
-        s->n_connections--;
+        if (c->refused)
+                s->n_refused--;
+        else
+                s->n_connections--;
+        server_maybe_trim(s);
 
         c->io_source = sd_event_source_disable_unref(c->io_source);
         c->defer_source = sd_event_source_disable_unref(c->defer_source);
@@ -755,6 +798,19 @@ static int connection_dispatch_message(VarlinkConnection *c, const char *text, V
         if (json_is_null(parameters))
                 parameters = NULL;
 
+        if (c->refused) {
+                /* Told why, then closed once that reply is out. */
+                if (oneway)
+                        return -EUSERS;
+                c->current = varlink_call_ref(call);
+                (void) varlink_call_error(call, "io.blkmqd.TooManyConnections",
+                                          json_pack("{s:i, s:i}", "max", (int) c->server->limits.max_connections,
+                                                    "maxPerUid", (int) c->server->limits.max_connections_per_uid));
+                c->read_eof = true;
+                c->in.start = c->in.end; /* anything pipelined after it goes unanswered */
+                return 0;
+        }
+
         if (!oneway)
                 c->current = varlink_call_ref(call);
 
@@ -862,7 +918,7 @@ static unsigned server_count_uid(VarlinkServer *s, uid_t uid) {
         unsigned n = 0;
 
         for (VarlinkConnection *c = s->connections; c; c = c->next)
-                if (c->ucred.uid == uid)
+                if (c->ucred.uid == uid && !c->refused)
                         n++;
         return n;
 }
@@ -879,17 +935,27 @@ int varlink_server_add_connection(VarlinkServer *s, int fd) {
         if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &ucred, &len) < 0)
                 return log_debug_errno(errno, "Failed to get varlink peer credentials: %m");
 
-        if (s->n_connections >= s->limits.max_connections ||
-            server_count_uid(s, ucred.uid) >= s->limits.max_connections_per_uid) {
+        bool refused = s->n_connections >= s->limits.max_connections ||
+                       server_count_uid(s, ucred.uid) >= s->limits.max_connections_per_uid;
+        if (refused) {
                 if (!s->limit_logged)
                         log_warning("Too many varlink connections (%u in all, limit %u, %u per uid), refusing "
-                                    "uid " UID_FMT " and further ones for now.",
+                                    "uid " UID_FMT " and further ones for now; each is told so.",
                                     s->n_connections, s->limits.max_connections,
                                     s->limits.max_connections_per_uid, ucred.uid);
                 s->limit_logged = true;
-                return -EUSERS;
-        }
-        s->limit_logged = false;
+                if (s->n_refused >= VARLINK_REFUSED_MAX) {
+                        /* Make room: the oldest refused one, which has had
+                         * its chance to ask, goes unanswered. */
+                        VarlinkConnection *oldest = NULL;
+                        for (VarlinkConnection *o = s->connections; o; o = o->next)
+                                if (o->refused)
+                                        oldest = o;
+                        if (oldest)
+                                connection_disconnect(oldest);
+                }
+        } else
+                s->limit_logged = false;
 
         r = fd_nonblock(cfd);
         if (r < 0)
@@ -901,6 +967,7 @@ int varlink_server_add_connection(VarlinkServer *s, int fd) {
         c->n_ref = 1;
         c->ucred = ucred;
         c->fd = TAKE_FD(cfd);
+        c->refused = refused;
 
         {
                 gid_t buf[64];
@@ -933,8 +1000,25 @@ int varlink_server_add_connection(VarlinkServer *s, int fd) {
         if (c->next)
                 c->next->prev = c;
         s->connections = c;
-        s->n_connections++;
-        log_debug("New varlink connection from pid " PID_FMT " uid " UID_FMT ".", ucred.pid, ucred.uid);
+        if (refused)
+                s->n_refused++;
+        else
+                s->n_connections++;
+        if (s->n_connections > s->peak)
+                s->peak = s->n_connections;
+        log_debug("New varlink connection from pid " PID_FMT " uid " UID_FMT "%s.", ucred.pid, ucred.uid,
+                  refused ? " (over the limit: refused)" : "");
+        return 0;
+}
+
+static int server_trim_handler(sd_event_source *source, uint64_t usec, void *userdata) {
+        VarlinkServer *s = userdata;
+
+        s->trim_source = sd_event_source_disable_unref(s->trim_source);
+        log_debug("Varlink: %u connections, down from %u: returning free heap to the kernel.", s->n_connections,
+                  s->peak);
+        s->peak = s->n_connections;
+        (void) malloc_trim(0);
         return 0;
 }
 
@@ -1233,6 +1317,7 @@ VarlinkServer *varlink_server_free(VarlinkServer *s) {
 
         while (s->connections)
                 connection_disconnect(s->connections);
+        s->trim_source = sd_event_source_disable_unref(s->trim_source);
         while (s->listeners) {
                 VarlinkListener *l = s->listeners;
 

@@ -868,6 +868,25 @@ static bool got_eof(Fixture *f, int fd) {
         return recv(fd, &c, 1, MSG_DONTWAIT) == 0;
 }
 
+/* A connection over a limit: its first call is answered with
+ * io.blkmqd.TooManyConnections, then it is closed. */
+static bool told_refused(Fixture *f, int fd) {
+        static const char call[] = "{\"method\":\"org.varlink.service.GetInfo\"}";
+        char buf[512] = {};
+        ssize_t n, got = 0;
+
+        if (send(fd, call, sizeof call, MSG_NOSIGNAL) != (ssize_t) sizeof call)
+                return false;
+        for (int i = 0; i < 20 && got < (ssize_t) sizeof buf - 1; i++) {
+                pump(f);
+                n = recv(fd, buf + got, sizeof buf - 1 - (size_t) got, MSG_DONTWAIT);
+                if (n <= 0)
+                        break;
+                got += n;
+        }
+        return strstr(buf, "\"error\":\"io.blkmqd.TooManyConnections\"") && got_eof(f, fd);
+}
+
 static void test_connection_limits(void **state) {
         Fixture *f = *state;
         VarlinkLimits l = { .max_connections = 4, .max_connections_per_uid = 2 };
@@ -887,8 +906,8 @@ static void test_connection_limits(void **state) {
         c[2] = connect_to(&sa, len);
         pump(f);
         assert_int_equal(varlink_server_n_connections(f->s), 2);
-        assert_true(got_eof(f, c[1]));
-        assert_true(got_eof(f, c[2]));
+        assert_true(told_refused(f, c[1]));
+        assert_true(told_refused(f, c[2]));
         close(c[1]);
         close(c[2]);
 
@@ -901,8 +920,8 @@ static void test_connection_limits(void **state) {
         pump(f);
         assert_int_equal(varlink_server_n_connections(f->s), 3);
         assert_false(got_eof(f, c[1]));
-        assert_true(got_eof(f, c[2]));
-        assert_true(got_eof(f, c[3]));
+        assert_true(told_refused(f, c[2]));
+        assert_true(told_refused(f, c[3]));
 
         /* Room again once one leaves. */
         close(c[1]);
