@@ -17,6 +17,21 @@
 #include "uring-pool.h"
 #include "util.h"
 
+/* A device that went away under a probe: its sysfs directory is gone, or
+ * it has no media any more (a detached loop device keeps its node with size 0). */
+static bool device_vanished(const ProbeTarget *t) {
+        _cleanup_free_ char *path = NULL, *size = NULL;
+
+        if (!t->blockdir)
+                return false;
+        path = path_join(t->blockdir, "size");
+        if (!path)
+                return false;
+        if (sysfs_read(path, &size) < 0)
+                return true;
+        return streq(size, "0");
+}
+
 /* Zone reports are refreshed at most this often: write pointers move, but
  * a probe only needs some written data, not the newest. */
 #define ZONE_REPORT_USEC (60 * UINT64_C(1000000))
@@ -469,7 +484,14 @@ static void on_probe_done(UringReq *req, void *userdata) {
                 prober_rearm(p);
                 return;
         }
-        if (res != (int) t->config.size) {
+        if (res != (int) t->config.size && device_vanished(t)) {
+                /* Raced a detach or removal: not an I/O error of a disk
+                 * that is there. The remove event ends the probes. */
+                if (!t->vanished_logged)
+                        log_debug("%s: probe read failed (%s): the device is gone (detached or removed).", t->sysname,
+                                  strerror(res < 0 ? -res : EIO));
+                t->vanished_logged = true;
+        } else if (res != (int) t->config.size) {
                 t->n_errors++;
                 t->last_error = res < 0 ? res : -EIO;
                 log_full(t->n_errors == 1 ? LOG_WARNING : LOG_DEBUG, "%s: probe read failed: %s", t->sysname,

@@ -44,6 +44,7 @@ typedef struct ProbeTarget {
         char *blockdir;
         ProbeConfig config;
         bool zoned;
+        bool vanished_logged; /* a probe raced its removal: said once, at debug level */
         uint32_t logical_block_size;
         uint64_t size_bytes;
         uint64_t next_due_usec;
