@@ -1399,6 +1399,11 @@ static void print_zone(json_t *z, const char *lease) {
         field("Zone", buf);
         snprintf(buf, sizeof buf, "%lld", jint(z, "startLba", -1));
         field("Start LBA", buf);
+        /* The LBA above counts 512-byte sectors (as blkzone does; nvme-cli
+         * counts the namespace's own blocks): the byte offset says it
+         * without a unit to get wrong. */
+        snprintf(buf, sizeof buf, "%lld", jint(z, "start", -1));
+        field("Start byte", buf);
         field("State", jstr(z, "state"));
         field("Condition", jstr(z, "condition"));
         format_bytes_exact(a, sizeof a, jint(z, "bytesWritten", 0));
@@ -1540,7 +1545,7 @@ static int zones_list_zones(const char *device) {
         if (table_rows(t) > 0)
                 table_print(t);
         if (arg_legend)
-                printf("%s%zu zone%s listed.\n", table_rows(t) > 0 ? "\n" : "", table_rows(t),
+                printf("%s%zu zone%s listed (START-LBA and WP in 512-byte sectors).\n", table_rows(t) > 0 ? "\n" : "", table_rows(t),
                        table_rows(t) == 1 ? "" : "s");
         return EXIT_OK;
 }
@@ -2424,6 +2429,8 @@ static int verb_stage(int argc, char **argv) {
         field("Zone", buf);
         snprintf(buf, sizeof buf, "%lld", jint(z, "startLba", -1));
         field("Start LBA", buf);
+        snprintf(buf, sizeof buf, "%lld", jint(z, "start", -1));
+        field("Start byte", buf);
         format_bytes_exact(buf, sizeof buf, (long long) st.st_size);
         field("Size", buf);
         field("Lease", lease);

@@ -282,9 +282,9 @@ Database={db}
             path, data = make("text.bin", 5000)
             p = ctl("stage", path)
             fields = dict(re.findall(r"^\s*([A-Za-z0-9 ]+): (.*)$", p.stdout, re.M))
-            r.ok(p.returncode == 0 and set(fields) == {"Device", "Zone", "Start LBA", "Size", "Lease", "SHA256"}
+            r.ok(p.returncode == 0 and set(fields) == {"Device", "Zone", "Start LBA", "Start byte", "Size", "Lease", "SHA256"}
                  and fields["SHA256"] == sha(data) and fields["Device"] == dev,
-                 "stage (text): Device, Zone, Start LBA, Size, Lease, SHA256", show(p))
+                 "stage (text): Device, Zone, Start LBA, Start byte, Size, Lease, SHA256", show(p))
             free_lbas = [z["startLba"] for z in zones() or [] if z["state"] == "free" and z["condition"] == "empty"]
             p = ctl("zones", "free", dev)
             r.ok(p.returncode == 0 and free_lbas and p.stdout == f"{free_lbas[0]}\n",
