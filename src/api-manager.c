@@ -355,6 +355,8 @@ static json_t *device_json(const Device *d) {
                 json_object_set_new(o, "affinityNote", json_string(d->last->affinity_note));
         if (d->last_usec)
                 json_object_set_new(o, "lastAppliedUsec", json_integer((json_int_t) d->last_usec));
+        if (d->last)
+                json_object_set_new(o, "lastJobUsec", json_integer((json_int_t) d->last->usec));
         json_object_set_new(o, "jobs", json_integer(d->n_jobs));
         json_object_set_new(o, "failedJobs", json_integer(d->n_failed_jobs));
         return o;

@@ -33,11 +33,16 @@ static int on_resync(sd_event_source *s, void *userdata) {
         return 0;
 }
 
+/* Events taken per dispatch: a storm is worked off in slices, and the
+ * varlink clients' calls are served in between (the socket stays readable,
+ * so the loop comes back here at once). The kernel queue is large (128 MiB
+ * receive buffer), and an overflow is met by re-enumerating. */
+#define EVENTS_PER_DISPATCH 16
+
 static int on_monitor(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         UdevWatch *w = userdata;
 
-        /* Drain everything queued; one wakeup may carry a storm. */
-        for (;;) {
+        for (unsigned n = 0; n < EVENTS_PER_DISPATCH; n++) {
                 struct udev_device *d;
                 const char *action;
 

@@ -346,17 +346,23 @@ static int connection_write(VarlinkConnection *c) {
 
 /* Queues message (with fds, taken also on failure) for sending. Drops the
  * connection if the peer does not keep up reading. */
+static int connection_enqueue_text(VarlinkConnection *c, const char *text, int *fds, size_t n_fds);
+
 static int connection_enqueue(VarlinkConnection *c, json_t *message, int *fds, size_t n_fds) {
         _cleanup_free_ char *text = NULL;
-        size_t len;
-        int r;
 
         text = json_dumps(message, JSON_COMPACT);
         if (!text) {
                 varlink_wire_close_many(fds, n_fds);
                 return -ENOMEM;
         }
-        len = strlen(text) + 1;
+        return connection_enqueue_text(c, text, fds, n_fds);
+}
+
+/* Queues a serialized message (with its NUL). */
+static int connection_enqueue_text(VarlinkConnection *c, const char *text, int *fds, size_t n_fds) {
+        size_t len = strlen(text) + 1;
+        int r;
 
         if (connection_pending_output(c) + len > c->server->limits.max_output_buffer) {
                 varlink_wire_close_many(fds, n_fds);
@@ -642,6 +648,26 @@ int varlink_call_reply(VarlinkCall *c, json_t *params) {
 
 int varlink_call_notify(VarlinkCall *c, json_t *params) {
         return call_reply_internal(c, params, false);
+}
+
+char *varlink_notify_serialize(json_t *params) {
+        _cleanup_(json_decrefp) json_t *m = json_pack("{s:O, s:b}", "parameters", params, "continues", true);
+        return m ? json_dumps(m, JSON_COMPACT) : NULL;
+}
+
+int varlink_call_notify_serialized(VarlinkCall *c, const char *text) {
+        VarlinkConnection *conn;
+
+        if (!c || !text)
+                return -EINVAL;
+        if (c->replied)
+                return -EBUSY;
+        if (!c->more)
+                return -EPROTO;
+        conn = c->connection;
+        if (c->oneway || !conn->server || conn->failed)
+                return 0;
+        return connection_enqueue_text(conn, text, NULL, 0);
 }
 
 int varlink_call_error(VarlinkCall *c, const char *error_name, json_t *params) {

@@ -110,6 +110,10 @@ static inline void varlink_server_freep(VarlinkServer **s) {
  * dropped). */
 int varlink_call_reply(VarlinkCall *c, json_t *params);  /* final */
 int varlink_call_notify(VarlinkCall *c, json_t *params); /* "continues": true; -EPROTO unless "more" */
+/* The same for many calls: the message serialized once (free() it), then
+ * queued as it is on each call's connection. No fds, no IDL check. */
+char *varlink_notify_serialize(json_t *params);
+int varlink_call_notify_serialized(VarlinkCall *c, const char *text);
 int varlink_call_error(VarlinkCall *c, const char *error_name, json_t *params); /* final */
 int varlink_call_error_invalid_parameter(VarlinkCall *c, const char *parameter);
 /* Passes fd (taken, also on failure) along with the next reply of this call;
