@@ -513,11 +513,11 @@ int manager_apply(Manager *m, Device *d) {
         return r;
 }
 
-static void manager_device_update(Manager *m, const char *sysname, char *const *props) {
-        _cleanup_(device_info_freep) DeviceInfo *info = NULL;
-        _cleanup_free_ char *blockdir = NULL;
+/* A device seen, with its identity read from sysfs (r, info: of
+ * device_info_load(), which this takes). */
+static void manager_device_loaded(Manager *m, const char *sysname, int r, DeviceInfo *info_in) {
+        _cleanup_(device_info_freep) DeviceInfo *info = info_in;
         Device *d = NULL;
-        int r;
 
         for (size_t i = 0; i < m->n_devices; i++)
                 if (!m->devices[i]->removed && streq(m->devices[i]->sysname, sysname)) {
@@ -525,12 +525,6 @@ static void manager_device_update(Manager *m, const char *sysname, char *const *
                         break;
                 }
 
-        blockdir = path_join(m->tune.sysfs_root, "block", sysname);
-        if (!blockdir) {
-                log_oom();
-                return;
-        }
-        r = device_info_load(blockdir, props, &info);
         if (r < 0) {
                 if (r != -ENOENT)
                         log_warning_errno(r, "%s: cannot read device, ignoring: %m", sysname);
@@ -569,6 +563,19 @@ static void manager_device_update(Manager *m, const char *sysname, char *const *
         (void) device_apply(d);
 }
 
+static void manager_device_update(Manager *m, const char *sysname, char *const *props) {
+        _cleanup_free_ char *blockdir = path_join(m->tune.sysfs_root, "block", sysname);
+        DeviceInfo *info = NULL;
+        int r;
+
+        if (!blockdir) {
+                log_oom();
+                return;
+        }
+        r = device_info_load(blockdir, props, &info);
+        manager_device_loaded(m, sysname, r, info);
+}
+
 /* The per-path disks of an NVMe multipath head (nvmeXcYnZ under nvmeXnZ)
  * are hidden: the kernel sends no uevent for them, so they are found here,
  * whenever their head is seen. They carry the queue worth tuning. */
@@ -596,15 +603,45 @@ static void path_seen(Manager *m, const char *sysname) {
         manager_device_update(m, sysname, NULL);
 }
 
-static void manager_device_seen(Manager *m, struct udev_device *ud) {
-        _cleanup_strv_free_ char **props = NULL;
-        const char *sysname = udev_device_get_sysname(ud);
+/* ---- udev events, in order, their sysfs reads on m->udev_pool ---- */
 
-        if (udev_device_properties(ud, &props) < 0) {
-                log_oom();
-                return;
-        }
-        manager_device_update(m, sysname, props);
+typedef struct UdevJob {
+        Manager *m;
+        UdevAction action;
+        char *sysname;     /* NULL for UDEV_ACTION_SYNCED */
+        char **props;
+        char *blockdir;
+        DeviceInfo *info;  /* read on the worker */
+        int r;
+} UdevJob;
+
+static void udev_job_free(UdevJob *j) {
+        free(j->sysname);
+        strv_free(j->props);
+        free(j->blockdir);
+        device_info_free(j->info);
+        free(j);
+}
+
+static void udev_job_run(void *data) {
+        UdevJob *j = data;
+
+        /* Only sysfs reads: nothing of the manager's state. */
+        if (j->action == UDEV_ACTION_ADD || j->action == UDEV_ACTION_CHANGE)
+                j->r = device_info_load(j->blockdir, j->props, &j->info);
+}
+
+static void manager_udev_event(Manager *m, UdevJob *j);
+
+static void udev_job_done(void *data, void *userdata) {
+        UdevJob *j = data;
+
+        manager_udev_event(j->m, j);
+        udev_job_free(j);
+}
+
+static void manager_device_seen(Manager *m, const char *sysname, int r, DeviceInfo *info) {
+        manager_device_loaded(m, sysname, r, info);
         manager_for_each_path(m, sysname, path_seen);
 }
 
@@ -643,18 +680,17 @@ static void manager_drop_vanished(Manager *m, bool hidden_only) {
         }
 }
 
-static void on_udev(UdevAction action, struct udev_device *ud, void *userdata) {
-        Manager *m = userdata;
-
+/* Runs on the loop, in event order, once the event's sysfs reads are done. */
+static void manager_udev_event(Manager *m, UdevJob *j) {
         if (m->state == MANAGER_STOPPING)
                 return;
-        switch (action) {
+        switch (j->action) {
         case UDEV_ACTION_ADD:
         case UDEV_ACTION_CHANGE:
-                manager_device_seen(m, ud);
+                manager_device_seen(m, j->sysname, j->r, TAKE_PTR(j->info));
                 break;
         case UDEV_ACTION_REMOVE:
-                manager_device_removed(m, udev_device_get_sysname(ud));
+                manager_device_removed(m, j->sysname);
                 /* Its hidden paths went with the head; no event says so. */
                 manager_drop_vanished(m, true);
                 break;
@@ -665,6 +701,37 @@ static void on_udev(UdevAction action, struct udev_device *ud, void *userdata) {
                 manager_check_progress(m);
                 break;
         }
+        }
+}
+
+static void on_udev(UdevAction action, struct udev_device *ud, void *userdata) {
+        Manager *m = userdata;
+        UdevJob *j;
+
+        if (m->state == MANAGER_STOPPING)
+                return;
+        j = calloc(1, sizeof *j);
+        if (!j) {
+                log_oom();
+                return;
+        }
+        *j = (UdevJob) { .m = m, .action = action };
+        if (ud) {
+                j->sysname = strdup(udev_device_get_sysname(ud));
+                j->blockdir = path_join(m->tune.sysfs_root, "block", udev_device_get_sysname(ud));
+                if (!j->sysname || !j->blockdir ||
+                    ((action == UDEV_ACTION_ADD || action == UDEV_ACTION_CHANGE) &&
+                     udev_device_properties(ud, &j->props) < 0)) {
+                        udev_job_free(j);
+                        log_oom();
+                        return;
+                }
+        }
+        /* Every event through the one thread, even those with nothing to
+         * read (remove, synced): the order of events is kept. */
+        if (!m->udev_pool || work_pool_submit(m->udev_pool, udev_job_run, udev_job_done, j, NULL) < 0) {
+                udev_job_run(j);
+                udev_job_done(j, NULL);
         }
 }
 
@@ -747,6 +814,10 @@ Manager *manager_free(Manager *m) {
         if (!m)
                 return NULL;
         m->udev = udev_watch_free(m->udev);
+        /* Events still on their way are dropped (their callbacks see
+         * STOPPING) before anything they would touch goes. */
+        m->state = MANAGER_STOPPING;
+        m->udev_pool = work_pool_free(m->udev_pool);
         /* Teardown order: whatever a pool's outstanding callbacks touch
          * must outlive that pool. Probes go first (their cancelled reads
          * find no target), then the io_uring pool (zone appends finish
@@ -827,6 +898,9 @@ int manager_new(Manager **ret, const ManagerOptions *opts, Config *config) {
         r = work_pool_new(&m->pool, m->event, config->daemon.apply_threads);
         if (r < 0)
                 return log_error_errno(r, "Failed to start worker threads: %m");
+        r = work_pool_new(&m->udev_pool, m->event, 1);
+        if (r < 0)
+                return log_error_errno(r, "Failed to start the udev event thread: %m");
 
         if (!opts->dry_run && !opts->once) {
                 /* The io_uring pool serves probes and zone appends. */

@@ -85,6 +85,9 @@ struct Manager {
         Config *config;
         TuneContext tune;
         WorkPool *pool;
+        /* One thread: the sysfs reads of each udev event, in event order,
+         * off the loop (a storm of attaches otherwise held every reply). */
+        WorkPool *udev_pool;
         UdevWatch *udev;
         Device **devices;
         size_t n_devices;
