@@ -81,13 +81,30 @@ static void *worker(void *arg) {
         }
 }
 
+/* Completions handed to the loop per dispatch: a burst of finished jobs
+ * (a hotplug storm's applies, each one fanned out to every Monitor stream)
+ * is worked off in slices, calls served in between. */
+#define DELIVER_PER_DISPATCH 16
+
 static void deliver(WorkPool *p) {
-        WorkItem *w;
+        WorkItem *w, *last;
+        bool more;
+        uint64_t one = 1;
 
         pthread_mutex_lock(&p->lock);
-        w = p->done_head;
-        p->done_head = p->done_tail = NULL;
+        w = last = p->done_head;
+        for (unsigned n = 1; last && last->next && n < DELIVER_PER_DISPATCH; n++)
+                last = last->next;
+        if (last) {
+                p->done_head = last->next;
+                if (!p->done_head)
+                        p->done_tail = NULL;
+                last->next = NULL;
+        }
+        more = p->done_head != NULL;
         pthread_mutex_unlock(&p->lock);
+        if (more)
+                (void) !write(p->efd, &one, sizeof one); /* the rest in the next dispatch */
 
         while (w) {
                 WorkItem *next = w->next;
@@ -195,7 +212,8 @@ WorkPool *work_pool_free(WorkPool *p) {
         pthread_mutex_unlock(&p->lock);
         for (unsigned i = 0; i < p->n_threads; i++)
                 pthread_join(p->threads[i], NULL);
-        deliver(p);
+        while (p->done_head) /* the threads are gone: no lock needed, every one delivered */
+                deliver(p);
         while (w) {
                 WorkItem *next = w->next;
                 if (w->done)
