@@ -346,7 +346,10 @@ static int device_submit(Device *d, TuneJob *j) {
         Manager *m = d->manager;
         int r;
 
-        r = work_pool_submit(m->pool, job_run, job_done, j, d);
+        /* A job somebody waits for (a call about this one device) goes
+         * ahead of a hotplug backlog; the others keep their order. */
+        r = (d->urgent ? work_pool_submit_first : work_pool_submit)(m->pool, job_run, job_done, j, d);
+        d->urgent = false;
         if (r < 0) {
                 tune_job_free(j);
                 return log_error_errno(r, "%s: failed to queue job: %m", d->sysname);
@@ -488,8 +491,10 @@ int manager_restore(Manager *m, Device *d) {
 
         if (m->opts.dry_run)
                 return 0;
-        if (d)
+        if (d) {
+                d->urgent = true;
                 return device_restore(d);
+        }
         for (size_t i = 0; i < m->n_devices; i++)
                 if (!m->devices[i]->removed) {
                         int q = device_restore(m->devices[i]);
@@ -502,8 +507,10 @@ int manager_restore(Manager *m, Device *d) {
 int manager_apply(Manager *m, Device *d) {
         int r = 0;
 
-        if (d)
+        if (d) {
+                d->urgent = true; /* a caller waits for it alone */
                 return device_apply(d);
+        }
         for (size_t i = 0; i < m->n_devices; i++)
                 if (!m->devices[i]->removed) {
                         int q = device_apply(m->devices[i]);

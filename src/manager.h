@@ -40,6 +40,7 @@ typedef struct Device {
         uint64_t last_usec;  /* CLOCK_REALTIME when it finished */
         bool busy;           /* a job is in flight */
         bool dirty;          /* apply again once the job is back */
+        bool urgent;         /* its next job goes ahead of the queue (a call waits for it) */
         bool removed;        /* gone; freed when the job is back */
         unsigned n_jobs;
         unsigned n_failed_jobs;

@@ -180,18 +180,30 @@ fail:
         return r;
 }
 
-int work_pool_submit(WorkPool *p, work_fn_t fn, work_done_fn_t done, void *data, void *userdata) {
+static int submit(WorkPool *p, work_fn_t fn, work_done_fn_t done, void *data, void *userdata, bool first) {
         WorkItem *w = calloc(1, sizeof *w);
 
         if (!w)
                 return -ENOMEM;
         *w = (WorkItem) { .fn = fn, .done = done, .data = data, .userdata = userdata };
         pthread_mutex_lock(&p->lock);
-        list_append(&p->queue_head, &p->queue_tail, w);
+        if (first && p->queue_head) {
+                w->next = p->queue_head;
+                p->queue_head = w;
+        } else
+                list_append(&p->queue_head, &p->queue_tail, w);
         pthread_cond_signal(&p->cond);
         pthread_mutex_unlock(&p->lock);
         p->pending++;
         return 0;
+}
+
+int work_pool_submit(WorkPool *p, work_fn_t fn, work_done_fn_t done, void *data, void *userdata) {
+        return submit(p, fn, done, data, userdata, false);
+}
+
+int work_pool_submit_first(WorkPool *p, work_fn_t fn, work_done_fn_t done, void *data, void *userdata) {
+        return submit(p, fn, done, data, userdata, true);
 }
 
 unsigned work_pool_pending(WorkPool *p) {

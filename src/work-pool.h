@@ -25,6 +25,9 @@ enum {
 int work_pool_new(WorkPool **ret, sd_event *e, unsigned n_threads);
 int work_pool_new_flags(WorkPool **ret, sd_event *e, unsigned n_threads, unsigned flags);
 int work_pool_submit(WorkPool *p, work_fn_t fn, work_done_fn_t done, void *data, void *userdata);
+/* Ahead of everything queued, not of what runs: for work a caller waits
+ * for (an Apply of one device) behind a backlog (a hotplug storm). */
+int work_pool_submit_first(WorkPool *p, work_fn_t fn, work_done_fn_t done, void *data, void *userdata);
 unsigned work_pool_pending(WorkPool *p); /* submitted, done callback not yet run */
 /* Stops the threads after the running items finish; items never started
  * and finished ones not yet delivered get their done callback (not fn)
