@@ -1622,14 +1622,15 @@ static void progress_done(void) {
 /* Append(lease, fd) with "more" on v: the daemon reads fd to its end and
  * sends the bytes appended so far as it goes. Returns an exit status; on
  * EXIT_OK *ret is the last reply. */
-static int append_fd(blkmq_varlink *v, const char *verb, const char *lease, int fd, uint64_t total, json_t **ret) {
-        _cleanup_(json_decrefp) json_t *params = json_pack("{s:s, s:i}", "lease", lease, "fd", 0);
+/* method(params with "fd": 0) with "more", passing fd: the progress
+ * replies carry key (bytes so far), shown as what on a terminal. Returns an
+ * exit status; on EXIT_OK *ret is the last reply. */
+static int call_fd_progress(blkmq_varlink *v, const char *verb, const char *method, json_t *params, int fd,
+                            const char *what, const char *key, uint64_t total, json_t **ret) {
         unsigned flags = 0;
         int r;
 
-        if (!params)
-                return fail(EXIT_PROTOCOL, "out of memory");
-        r = blkmq_varlink_call(v, ZONES_INTERFACE ".Append", params, BLKMQ_VARLINK_MORE, &fd, 1);
+        r = blkmq_varlink_call(v, method, params, BLKMQ_VARLINK_MORE, &fd, 1);
         if (r < 0)
                 return transport_error(r);
         do {
@@ -1646,12 +1647,20 @@ static int append_fd(blkmq_varlink *v, const char *verb, const char *lease, int 
                         return varlink_error(verb, error, p);
                 }
                 if (flags & BLKMQ_VARLINK_REPLY_CONTINUES)
-                        progress("append", (uint64_t) jint(p, "bytesWritten", 0), total);
+                        progress(what, (uint64_t) jint(p, key, 0), total);
                 else
                         *ret = TAKE_PTR(p);
         } while (flags & BLKMQ_VARLINK_REPLY_CONTINUES);
         progress_done();
         return EXIT_OK;
+}
+
+static int append_fd(blkmq_varlink *v, const char *verb, const char *lease, int fd, uint64_t total, json_t **ret) {
+        _cleanup_(json_decrefp) json_t *params = json_pack("{s:s, s:i}", "lease", lease, "fd", 0);
+
+        if (!params)
+                return fail(EXIT_PROTOCOL, "out of memory");
+        return call_fd_progress(v, verb, ZONES_INTERFACE ".Append", params, fd, "append", "bytesWritten", total, ret);
 }
 
 static char *base64_encode(const uint8_t *p, size_t n) {
@@ -2017,7 +2026,6 @@ static int zones_cat(const char *what, const char *out) {
         _cleanup_(json_decrefp) json_t *params = object_params(what), *last = NULL;
         _cleanup_close_ int fd = -EBADF;
         _cleanup_free_ char *dir = NULL;
-        unsigned flags = 0;
         uint64_t total = 0;
         int r;
 
@@ -2047,28 +2055,9 @@ static int zones_cat(const char *what, const char *out) {
         r = connect_daemon(&v);
         if (r != EXIT_OK)
                 return r;
-        r = blkmq_varlink_call(v, ZONES_INTERFACE ".Read", params, BLKMQ_VARLINK_MORE, &fd, 1);
-        if (r < 0)
-                return transport_error(r);
-        do {
-                _cleanup_(json_decrefp) json_t *p = NULL;
-                const char *error = NULL;
-
-                r = blkmq_varlink_read_reply(v, &p, &error, &flags);
-                if (r < 0) {
-                        progress_done();
-                        return transport_error(r);
-                }
-                if (error) {
-                        progress_done();
-                        return varlink_error("zones cat", error, p);
-                }
-                if (flags & BLKMQ_VARLINK_REPLY_CONTINUES)
-                        progress("read", (uint64_t) jint(p, "bytes", 0), total);
-                else
-                        last = TAKE_PTR(p);
-        } while (flags & BLKMQ_VARLINK_REPLY_CONTINUES);
-        progress_done();
+        r = call_fd_progress(v, "zones cat", ZONES_INTERFACE ".Read", params, fd, "read", "bytes", total, &last);
+        if (r != EXIT_OK)
+                return r;
 
         /* Verified: only now does anything reach the reader. */
         if (out) {
