@@ -13,14 +13,7 @@ set -uo pipefail
 
 VM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$VM_DIR/lib.sh"
-SRC=$(cd "$VM_DIR/../.." && pwd)
-
-abs() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
-BLKMQD=${1:-${BLKMQD:-$SRC/build/src/blkmqd}}
-BLKMQCTL=${2:-${BLKMQCTL:-$SRC/build/src/blkmqctl}}
-[ -x "$BLKMQD" ] || { echo "FAIL: blkmqd binary not found: $BLKMQD (pass it as the first argument)"; exit 1; }
-[ -x "$BLKMQCTL" ] || { echo "FAIL: blkmqctl binary not found: $BLKMQCTL (pass it as the second argument)"; exit 1; }
-BLKMQD=$(abs "$BLKMQD") BLKMQCTL=$(abs "$BLKMQCTL")   # absolute: run-guest.py --bin
+vm_binaries "$@"
 command -v python3 >/dev/null || vm_skip "vm: python3 not found"
 
 "$VM_DIR/prepare.sh" || exit $?
