@@ -7,8 +7,9 @@
  *              [--mutating-device loopN] [--zones DEV] [--prober-only]
  *
  * Clients (all but the monitors), each at --rate calls per second (2 by
- * default: a paced client, not a flood), loop over: GetStatus, ListDevices (more),
- * and, if --zones, Allocate + Release of a 4 KiB lease; one client in 50
+ * default: a paced client, not a flood), loop over: GetStatus (nine calls
+ * in ten) and, if --zones, Allocate + Release of a 4 KiB lease (one in ten);
+ * one call in --list-every (100) is a ListDevices (more); one client in 50
  * also switches a profile now and then (SetProfile/ClearProfile of
  * "storm"). Monitor clients subscribe and count events by kind; with
  * --marker they count until the first "reloaded" event once the load is
@@ -40,6 +41,7 @@
 static const char *arg_socket, *arg_mutating, *arg_zones;
 static unsigned arg_clients = 1000, arg_monitors = 50, arg_seconds = 60, arg_probe_ms = 50;
 static double arg_rate = 2; /* calls per second per client (a person's or a script's pace, not a flood) */
+static unsigned arg_list_every = 100; /* one ListDevices in this many calls; 0: none */
 static bool arg_marker;      /* monitors count until the first "reloaded" event after the load */
 static bool arg_prober_only;
 static atomic_bool stop;
@@ -130,14 +132,15 @@ static void client_next(Client *c) {
                 client_send(c, buf);
                 return;
         }
-        /* Of ten calls: one ListDevices (a reply per device: 256 of them in
-         * a storm), one zone lease (or GetStatus without zones), eight
-         * GetStatus. */
-        switch (c->step % 10) {
-        case 0:
+        /* The issue's mix: status reads, zone leases, Monitor streams and
+         * profile switches (above); and, once in --list-every calls, a
+         * ListDevices (a reply per device: 256 of them in a storm). */
+        if (arg_list_every && c->step % arg_list_every == 0) {
                 c->kind = K_LIST;
                 client_send(c, "{\"method\":\"io.blkmqd.Manager.ListDevices\",\"more\":true}");
                 return;
+        }
+        switch (c->step % 10) {
         case 5:
                 break;
         default:
@@ -388,6 +391,7 @@ int main(int argc, char **argv) {
                 { "probe-ms", required_argument, NULL, 'p' },     { "mutating-device", required_argument, NULL, 'd' },
                 { "zones", required_argument, NULL, 'z' },        { "prober-only", no_argument, NULL, 'P' },
                 { "rate", required_argument, NULL, 'r' },         { "marker", no_argument, NULL, 'k' },
+                { "list-every", required_argument, NULL, 'l' },
                 {},
         };
         pthread_t pt;
@@ -405,6 +409,7 @@ int main(int argc, char **argv) {
                 case 'P': arg_prober_only = true; break;
                 case 'r': arg_rate = atof(optarg); break;
                 case 'k': arg_marker = true; break;
+                case 'l': arg_list_every = (unsigned) atoi(optarg); break;
                 default: return 2;
                 }
         if (!arg_socket)
