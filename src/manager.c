@@ -735,8 +735,13 @@ static void on_udev(UdevAction action, struct udev_device *ud, void *userdata) {
                 }
         }
         /* Every event through the one thread, even those with nothing to
-         * read (remove, synced): the order of events is kept. */
-        if (!m->udev_pool || work_pool_submit(m->udev_pool, udev_job_run, udev_job_done, j, NULL) < 0) {
+         * read (remove, synced): the order of events is kept. Except while
+         * starting: the enumeration's devices are all known before the
+         * first call is served (a stager settling a lease after a restart
+         * must not be told LeaseNotFound because the zoned device it is on
+         * has not been read yet). */
+        if (m->state == MANAGER_STARTING || !m->udev_pool ||
+            work_pool_submit(m->udev_pool, udev_job_run, udev_job_done, j, NULL) < 0) {
                 udev_job_run(j);
                 udev_job_done(j, NULL);
         }
