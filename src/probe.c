@@ -17,19 +17,34 @@
 #include "uring-pool.h"
 #include "util.h"
 
-/* A device that went away under a probe: its sysfs directory is gone, or
- * it has no media any more (a detached loop device keeps its node with size 0). */
+/* The kernel's media sequence number of a disk (diskseq, Linux 5.15+): a
+ * new one for every attach of a loop device under the same name. 0: unknown. */
+static uint64_t read_diskseq(const char *blockdir) {
+        _cleanup_free_ char *path = blockdir ? path_join(blockdir, "diskseq") : NULL, *v = NULL;
+        uint64_t n;
+
+        if (!path || sysfs_read(path, &v) < 0 || safe_atou64(v, &n) < 0)
+                return 0;
+        return n;
+}
+
+/* A device that went away under a probe: its sysfs directory is gone, it
+ * has no media any more (a detached loop device keeps its node with size
+ * 0), or other media came under its name since the probes began (a loop
+ * device detached and attached again, faster than its events arrive). */
 static bool device_vanished(const ProbeTarget *t) {
         _cleanup_free_ char *path = NULL, *size = NULL;
+        uint64_t seq;
 
         if (!t->blockdir)
                 return false;
         path = path_join(t->blockdir, "size");
         if (!path)
                 return false;
-        if (sysfs_read(path, &size) < 0)
+        if (sysfs_read(path, &size) < 0 || streq(size, "0"))
                 return true;
-        return streq(size, "0");
+        seq = read_diskseq(t->blockdir);
+        return t->diskseq && seq != t->diskseq;
 }
 
 /* Zone reports are refreshed at most this often: write pointers move, but
@@ -205,6 +220,7 @@ int prober_update(Prober *p, const char *sysname, const char *devnode, const cha
                 p->targets[p->n_targets++] = t;
                 added = true;
         }
+        t->diskseq = read_diskseq(blockdir);
         if (free_and_strdup(&t->devnode, devnode) < 0 || free_and_strdup(&t->blockdir, blockdir) < 0)
                 return -ENOMEM;
         t->zoned = zoned;

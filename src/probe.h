@@ -45,6 +45,7 @@ typedef struct ProbeTarget {
         ProbeConfig config;
         bool zoned;
         bool vanished_logged; /* a probe raced its removal: said once, at debug level */
+        uint64_t diskseq;     /* of the media probed; 0: unknown */
         uint32_t logical_block_size;
         uint64_t size_bytes;
         uint64_t next_due_usec;
