@@ -886,11 +886,32 @@ int zbd_emu_open_config(const char *path, const ZbdEmuConfig *c, Zbd **ret) {
                         r = -EINVAL;
                         goto fail;
                 }
-                /* Never take over somebody's file: a data file without
-                 * state can only be that (the state is created first). */
+                /* Never take over somebody's data: a data file without
+                 * state can only be somebody's (the state is created
+                 * first). One that holds nothing (sparse, as after
+                 * `truncate -s 64M`) and is no larger than the zones is
+                 * adopted; anything else is refused, saying what to do. */
                 if (stat(path, &st) == 0 && st.st_size > 0) {
-                        r = log_error_errno(EEXIST, "zbd-emu: %s exists and is not an emulated zoned device", path);
-                        goto fail;
+                        uint64_t want = (uint64_t) c->nr_zones * c->zone_size;
+                        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+                        off_t data = fd < 0 ? 0 : lseek(fd, 0, SEEK_DATA);
+                        bool empty = fd >= 0 && data < 0 && errno == ENXIO;
+
+                        if (fd >= 0)
+                                close(fd);
+                        if (!S_ISREG(st.st_mode) || !empty || (uint64_t) st.st_size > want) {
+                                r = log_error_errno(EEXIST,
+                                                    "zbd-emu: %s exists and is not an emulated zoned device (%s); "
+                                                    "point Emulate= at a path that does not exist (blkmqd creates "
+                                                    "it), or remove the file if it is yours to lose",
+                                                    path,
+                                                    !S_ISREG(st.st_mode) ? "not a regular file"
+                                                    : !empty             ? "it holds data"
+                                                                         : "larger than the zones asked for");
+                                goto fail;
+                        }
+                        log_info("zbd-emu: %s exists, holds no data and fits %" PRIu32 " zones of %" PRIu64
+                                 " bytes: taking it over.", path, c->nr_zones, c->zone_size);
                 }
                 r = meta_create(meta_path, c, EMU_BLOCK);
                 if (r < 0 && r != -EEXIST) {

@@ -543,6 +543,24 @@ static void test_exclusive_and_foreign(void **state) {
         assert_int_equal(zbd_emu_open(other, ZSIZE, ZSIZE + 4096, NZONES, 0, 0, &z2), -EINVAL);
         assert_int_equal(zbd_emu_open(other, ZSIZE, ZCAP, NZONES, 4, 2, &z2), -EINVAL);
         assert_int_equal(access(other, F_OK), -1);
+
+        /* A file made beforehand with `truncate -s`: it holds nothing, so
+         * it is taken over (the user's obvious intent)... */
+        fd = open(other, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        assert_true(fd >= 0);
+        assert_int_equal(ftruncate(fd, (off_t) NZONES * ZSIZE), 0);
+        close(fd);
+        assert_int_equal(zbd_emu_open(other, ZSIZE, ZCAP, NZONES, 0, 0, &z2), 0);
+        zbd_free(z2);
+        z2 = NULL;
+        /* ...but not one larger than the zones asked for (it is not this
+         * geometry's: its end would be lost). */
+        char meta[160];
+        snprintf(meta, sizeof meta, "%s.zones", other);
+        assert_int_equal(unlink(meta), 0);
+        assert_int_equal(truncate(other, (off_t) NZONES * ZSIZE * 2), 0);
+        assert_int_equal(zbd_emu_open(other, ZSIZE, ZCAP, NZONES, 0, 0, &z2), -EEXIST);
+        assert_int_equal(unlink(other), 0);
 }
 
 /* The child's state, global so that valgrind (when it traces children)
