@@ -303,7 +303,13 @@ typedef struct PutDone {
         json_t *reply;
         const char *error;
         json_t *error_params;
+        /* An allocation whose record did not become durable is undone: the
+         * caller got IOError, so nobody holds the lease. */
+        struct ZDev *undo_dev;
+        uint32_t undo_zone;
 } PutDone;
+
+static void undo_allocation(struct ZDev *d, uint32_t z);
 
 static void put_done(int r, void *userdata) {
         PutDone *p = userdata;
@@ -314,6 +320,8 @@ static void put_done(int r, void *userdata) {
                 char point[128];
                 snprintf(point, sizeof point, "durable:%s", varlink_call_get_method(p->call));
                 test_kill_point(point);
+                if (r < 0 && p->undo_dev)
+                        undo_allocation(p->undo_dev, p->undo_zone);
                 if (r < 0)
                         varlink_call_error(p->call, "io.blkmqd.Zones.IOError",
                                            json_pack("{s:i, s:s}", "errno", -r, "message",
@@ -353,8 +361,10 @@ static ZoneRecord record_of(const ZDev *d, uint32_t i) {
 }
 
 /* Records zone i; if call is given, replies with reply (or error) once the
- * record is durable. Takes reply and error_params. */
-static int record(ZDev *d, uint32_t i, VarlinkCall *call, json_t *reply, const char *error, json_t *error_params) {
+ * record is durable. Takes reply and error_params. With undo, an
+ * allocation that does not become durable is undone. */
+static int record_full(ZDev *d, uint32_t i, VarlinkCall *call, json_t *reply, const char *error,
+                       json_t *error_params, bool undo) {
         ZoneService *s = d->service;
         PutDone *p = calloc(1, sizeof *p);
         ZoneRecord rec = record_of(d, i);
@@ -363,7 +373,13 @@ static int record(ZDev *d, uint32_t i, VarlinkCall *call, json_t *reply, const c
         if (!p) {
                 json_decref(reply);
                 json_decref(error_params);
+                if (undo)
+                        undo_allocation(d, i);
                 return -ENOMEM;
+        }
+        if (undo) {
+                p->undo_dev = d;
+                p->undo_zone = i;
         }
         p->call = call ? varlink_call_ref(call) : NULL;
         p->reply = reply;
@@ -375,6 +391,10 @@ static int record(ZDev *d, uint32_t i, VarlinkCall *call, json_t *reply, const c
                 return r;
         }
         return 0;
+}
+
+static int record(ZDev *d, uint32_t i, VarlinkCall *call, json_t *reply, const char *error, json_t *error_params) {
+        return record_full(d, i, call, reply, error, error_params, false);
 }
 
 static ZDev *find_dev(ZoneService *s, const char *name) {
@@ -784,6 +804,19 @@ static int method_list_zones(VarlinkCall *call, json_t *params, void *userdata) 
 
 static int do_allocate(ZoneService *s, VarlinkCall *call, json_t *params, bool may_wait);
 
+static void undo_allocation(ZDev *d, uint32_t z) {
+        ZSlotExtra *x = &d->extra[z];
+
+        if (d->slots[z].state != ZONE_STATE_ALLOCATED)
+                return;
+        log_warning("%s: zone %u: the allocation could not be recorded; the zone stays free.", d->id, z);
+        d->slots[z].state = ZONE_STATE_FREE;
+        x->lease = mfree(x->lease);
+        x->label = mfree(x->label);
+        x->owner_uid = ZONE_DB_UID_INVALID;
+        x->allocated_usec = 0;
+}
+
 /* The zone of d whose lease carries label (allocated, being written, sealed
  * or failed), or -1. */
 static int label_holder(const ZDev *d, const char *label) {
@@ -875,9 +908,10 @@ static int do_allocate(ZoneService *s, VarlinkCall *call, json_t *params, bool m
                 x->note = mfree(x->note);
                 log_info("%s: zone %u leased to uid %u (%s), %lld bytes.", d->id, z, (unsigned) uid, strna(label),
                          (long long) size);
-                /* The lease is handed out only once its record is durable. */
-                return record(d, z, call, json_pack("{s:s, s:o}", "lease", lease, "zone", zone_json(d, z)), NULL,
-                              NULL);
+                /* The lease is handed out only once its record is durable;
+                 * if it cannot be, the allocation is undone. */
+                return record_full(d, z, call, json_pack("{s:s, s:o}", "lease", lease, "zone", zone_json(d, z)),
+                                   NULL, NULL, true);
         }
         if (dup && !waiting && !limited)
                 return varlink_call_error(call, "io.blkmqd.Zones.LabelExists",

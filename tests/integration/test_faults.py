@@ -1,0 +1,216 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Faults: each gets a named error, loses nothing and half-applies nothing.
+
+- the zone database is corrupt, or from a newer blkmqd: blkmqd refuses to
+  start, naming the file and why, and leaves the file as it was;
+- the emulation's state file is truncated: refused, named, not rewritten;
+- Emulate= at a file made beforehand with truncate: taken over; at a file
+  holding data: refused, saying what to do, the data untouched;
+- the disk under the database fills up: Allocate answers a named error, a
+  sealed object stays sealed (also across a restart), and Allocate works
+  again when space returns;
+- a drop-in becomes unreadable (a dangling link) at reload: the reload is
+  refused naming the file, the old configuration stays in force;
+- no log target (stderr closed, no journal): blkmqd runs and answers.
+
+Needs root (a tmpfs for the full disk), $BLKMQD and $BLKMQCTL."""
+
+import hashlib
+import os
+import subprocess
+import time
+
+from blkmqtest import Env, Runner, main_guard, need_root, wait_for
+from test_zones import Ctl, ctl_path, raw_call, show
+
+MIB = 1 << 20
+
+
+def digest(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def run_once(blkmqd, cfg, sock, timeout=10):
+    """Starts blkmqd expecting it to refuse; returns (exit code, stderr)."""
+    p = subprocess.run([blkmqd, "--config", cfg, "--varlink-address", sock], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, text=True, timeout=timeout)
+    return p.returncode, p.stderr
+
+
+def main():
+    need_root()
+    ctl_bin = ctl_path()
+    r = Runner("integration/faults")
+    with Env("faults") as env:
+        img = os.path.join(env.tmp, "z.img")
+        db = os.path.join(env.tmp, "z.db")
+        sock = os.path.join(env.tmp, "io.blkmqd")
+
+        def zones_conf(image=img, database=db, name="blkmqd.conf", extra=""):
+            return env.config(f"""\
+[Zones]
+Emulate={image}
+ZoneSizeMB=4
+ZoneCapacityMB=3
+ZoneCount=4
+Database={database}
+{extra}""", name=name)
+
+        with r.case("a corrupt zone database: refused, named, left as it was", env):
+            cfg = zones_conf()
+            with open(db, "wb") as f:
+                f.write(os.urandom(8192))
+            before = digest(db)
+            rc, err = run_once(env.blkmqd, cfg, sock)
+            r.ok(rc != 0 and db in err and "not a database" in err, "blkmqd refuses to start, naming the file",
+                 err)
+            r.eq(digest(db), before, "the file is untouched")
+            os.unlink(db)
+
+        with r.case("a zone database of a newer blkmqd: refused, named", env):
+            cfg = zones_conf()
+            d = env.daemon(["--config", cfg, "--varlink-address", sock])
+            d.start(timeout=15)
+            d.stop()
+            import sqlite3
+            c = sqlite3.connect(db)
+            c.execute("PRAGMA user_version=99")
+            c.commit()
+            c.close()
+            before = digest(db)
+            rc, err = run_once(env.blkmqd, cfg, sock)
+            r.ok(rc != 0 and db in err and "newer than this blkmqd" in err, "refused: schema version 99 is newer",
+                 err)
+            r.eq(digest(db), before, "the file is untouched")
+            for p in (db, db + "-wal", db + "-shm"):
+                if os.path.exists(p):
+                    os.unlink(p)
+
+        with r.case("a truncated emulation state file: refused, named, not rewritten", env):
+            cfg = zones_conf()
+            d = env.daemon(["--config", cfg, "--varlink-address", sock])
+            d.start(timeout=15)
+            d.stop()
+            os.truncate(img + ".zones", 4096 + 64)
+            before = digest(img + ".zones")
+            rc, err = run_once(env.blkmqd, cfg, sock)
+            r.ok(rc != 0 and "is truncated" in err and img + ".zones" in err, "refused: the state file is truncated",
+                 err)
+            r.eq(digest(img + ".zones"), before, "the state file is untouched")
+
+        with r.case("Emulate= at a file made beforehand", env):
+            fresh = os.path.join(env.tmp, "made.img")
+            with open(fresh, "wb") as f:
+                f.truncate(16 * MIB)
+            cfg = zones_conf(image=fresh, database=os.path.join(env.tmp, "made.db"), name="made.conf")
+            d = env.daemon(["--config", cfg, "--varlink-address", sock])
+            d.start(timeout=15)
+            r.ok(any("taking it over" in l for l in d.log_text().splitlines()), "an empty (sparse) file is taken over")
+            d.stop()
+            mine = os.path.join(env.tmp, "mine.img")
+            with open(mine, "wb") as f:
+                f.write(b"precious" * 1000)
+            before = digest(mine)
+            cfg = zones_conf(image=mine, database=os.path.join(env.tmp, "mine.db"), name="mine.conf")
+            rc, err = run_once(env.blkmqd, cfg, sock)
+            r.ok(rc != 0 and "it holds data" in err and "Emulate=" in err, "a file holding data: refused, saying why",
+                 err)
+            r.eq(digest(mine), before, "its data untouched")
+
+        with r.case("the disk under the database fills up", env):
+            mnt = os.path.join(env.tmp, "small")
+            os.makedirs(mnt)
+            subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", mnt], check=True)
+            try:
+                sdb = os.path.join(mnt, "z.db")
+                cfg = zones_conf(image=os.path.join(env.tmp, "full.img"), database=sdb, name="full.conf",
+                                 extra="ResetBatch=1\n")
+                d = env.daemon(["--config", cfg, "--varlink-address", sock])
+                d.start(timeout=15)
+                ctl = Ctl(ctl_bin, sock)
+                obj = os.path.join(env.tmp, "obj.bin")
+                with open(obj, "wb") as f:
+                    f.write(os.urandom(100000))
+                p, o = ctl.json("stage", obj, "--label", "before")
+                r.eq(p.returncode, 0, "an object staged while there is room")
+                kept = o["lease"]
+                # Fill the filesystem.
+                filler = os.path.join(mnt, "filler")
+                with open(filler, "wb") as f:
+                    try:
+                        while True:
+                            f.write(b"\0" * 65536)
+                            f.flush()
+                    except OSError:
+                        pass
+                failed = None
+                for i in range(200):        # until the WAL needs a page it cannot get
+                    rep = raw_call(sock, "io.blkmqd.Zones.Allocate", {"size": 4096, "label": f"full-{i}"})
+                    if "error" in rep:
+                        failed = rep
+                        break
+                    raw_call(sock, "io.blkmqd.Zones.Release", {"lease": rep["parameters"]["lease"]})
+                r.ok(failed is not None and failed["error"] == "io.blkmqd.Zones.IOError" and
+                     "durable" in failed["parameters"].get("message", ""),
+                     "with the disk full an Allocate is answered IOError: the record could not be made durable",
+                     failed)
+                zs = raw_call(sock, "io.blkmqd.Zones.ListZones", {"device": "emu:" + os.path.join(env.tmp, "full.img")})
+                held = [z for z in zs["parameters"]["zones"] if z["state"] == "allocated"]
+                r.eq(held, [], "the refused allocation is undone: no zone left allocated under a lease nobody got")
+                os.unlink(filler)
+                ok = wait_for(lambda: "error" not in raw_call(sock, "io.blkmqd.Zones.Allocate",
+                                                              {"size": 4096, "label": "after"}), 5)
+                r.ok(ok, "with room again, Allocate works")
+                rep = raw_call(sock, "io.blkmqd.Zones.Get", {"lease": kept})
+                r.ok(rep.get("parameters", {}).get("zone", {}).get("state") == "sealed",
+                     "the object sealed before is still sealed", rep)
+                d.stop()
+                d2 = env.daemon(["--config", cfg, "--varlink-address", sock], name="full-2")
+                d2.start(timeout=15)
+                rep = raw_call(sock, "io.blkmqd.Zones.Get", {"lease": kept})
+                r.ok(rep.get("parameters", {}).get("zone", {}).get("state") == "sealed", "and after a restart", rep)
+                d2.stop()
+            finally:
+                subprocess.run(["umount", "-l", mnt])
+
+        with r.case("an unreadable drop-in at reload: refused, named, the old configuration kept", env):
+            cfg = env.config("[Daemon]\nProbeIntervalSec=0\n", name="reload.conf")
+            d = env.daemon(["--config", cfg, "--varlink-address", sock], name="reload")
+            d.start(timeout=15)
+            os.makedirs(cfg + ".d", exist_ok=True)
+            os.symlink("/nonexistent/blkmqd-drop-in", cfg + ".d/20-gone.conf")
+            ctl = Ctl(ctl_bin, sock)
+            p = ctl("reload")
+            r.ok(p.returncode == 5 and "20-gone.conf" in p.stderr and "cannot read" in p.stderr,
+                 "reload refused, exit 5, naming the drop-in", show(p))
+            p, st = ctl.json("status")
+            r.ok(p.returncode == 0 and st.get("state") == "running", "blkmqd runs on with the old configuration",
+                 show(p))
+            d.stop()
+
+        with r.case("no log target: stderr closed, no journal", env):
+            cfg = env.config("[Daemon]\nProbeIntervalSec=0\n", name="nolog.conf")
+            sock = os.path.join(env.tmp, "nolog.sock")
+            e = dict(os.environ)
+            e.pop("JOURNAL_STREAM", None)
+            p = subprocess.Popen([env.blkmqd, "--config", cfg, "--varlink-address", sock], stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=e, close_fds=True,
+                                 preexec_fn=lambda: os.close(2))
+            try:
+                def answers():
+                    try:
+                        return "error" not in raw_call(sock, "io.blkmqd.Manager.GetStatus", {})
+                    except OSError:
+                        return False
+                ok = wait_for(answers, 10)
+                r.ok(ok and p.poll() is None, "blkmqd starts and answers with nowhere to log")
+            finally:
+                p.terminate()
+                r.eq(p.wait(15), 0, "and stops cleanly")
+    r.finish()
+
+
+if __name__ == "__main__":
+    main_guard(main)
