@@ -108,6 +108,7 @@ struct VarlinkServer {
         unsigned n_connections;
         unsigned n_refused; /* refused connections waiting to be told why */
         unsigned peak;      /* most connections at once since the last trim */
+        size_t output_queued; /* reply bytes queued on all connections, not yet sent */
         sd_event_source *trim_source;
         VarlinkLimits limits;
         bool limit_logged;
@@ -333,6 +334,8 @@ static int connection_write(VarlinkConnection *c) {
                         memmove(c->out_fds, c->out_fds + 1, --c->n_out_fds * sizeof *of);
                 }
                 c->output_start += n;
+                if (c->server)
+                        c->server->output_queued -= (size_t) n;
         }
 
         c->output_base += c->output_end;
@@ -347,6 +350,24 @@ static int connection_write(VarlinkConnection *c) {
 /* Queues message (with fds, taken also on failure) for sending. Drops the
  * connection if the peer does not keep up reading. */
 static int connection_enqueue_text(VarlinkConnection *c, const char *text, int *fds, size_t n_fds);
+
+static void server_drop_biggest_reader(VarlinkServer *s) {
+        VarlinkConnection *big = NULL;
+
+        for (VarlinkConnection *c = s->connections; c; c = c->next) {
+                if (c->failed && connection_pending_output(c) > 0)
+                        return; /* one is on its way out already; its bytes go with it */
+                if (!c->failed && (!big || connection_pending_output(c) > connection_pending_output(big)))
+                        big = c;
+        }
+        if (!big)
+                return;
+        log_notice("Varlink: %zu bytes of replies queued on all connections, over the %zu allowed; closing the one "
+                   "of peer " PID_FMT ", which does not read its %zu.",
+                   s->output_queued, s->limits.max_output_total, big->ucred.pid, connection_pending_output(big));
+        big->failed = true;
+        connection_schedule(big);
+}
 
 static int connection_enqueue(VarlinkConnection *c, json_t *message, int *fds, size_t n_fds) {
         _cleanup_free_ char *text = NULL;
@@ -421,6 +442,11 @@ static int connection_enqueue_text(VarlinkConnection *c, const char *text, int *
 
         memcpy(c->output + c->output_end, text, len);
         c->output_end += len;
+        c->server->output_queued += len;
+        /* All connections together: past the total, the one holding the most
+         * unread replies goes (it is the one not reading). */
+        if (c->server->output_queued > c->server->limits.max_output_total)
+                server_drop_biggest_reader(c->server);
 
         /* Replies are written in batches: once per round of processing
          * (connection_process), or by the EPOLLOUT handler for replies sent
@@ -459,6 +485,7 @@ static void connection_disconnect(VarlinkConnection *c) {
         if (c->next)
                 c->next->prev = c->prev;
         c->prev = c->next = NULL;
+        s->output_queued -= connection_pending_output(c);
         if (c->refused)
                 s->n_refused--;
         else
@@ -1296,6 +1323,7 @@ int varlink_server_new(VarlinkServer **ret, sd_event *e, const char *vendor, con
         s->limits = (VarlinkLimits) {
                 .max_message_size = VARLINK_MESSAGE_SIZE_MAX,
                 .max_output_buffer = VARLINK_OUTPUT_BUFFER_MAX,
+                .max_output_total = VARLINK_OUTPUT_TOTAL_MAX,
                 .max_connections = VARLINK_CONNECTIONS_MAX,
                 .max_connections_per_uid = VARLINK_CONNECTIONS_PER_UID_MAX,
         };
@@ -1327,6 +1355,8 @@ void varlink_server_set_limits(VarlinkServer *s, const VarlinkLimits *l) {
                 s->limits.max_message_size = l->max_message_size;
         if (l->max_output_buffer > 0)
                 s->limits.max_output_buffer = l->max_output_buffer;
+        if (l->max_output_total > 0)
+                s->limits.max_output_total = l->max_output_total;
         if (l->max_connections > 0)
                 s->limits.max_connections = l->max_connections;
         if (l->max_connections_per_uid > 0)

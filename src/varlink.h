@@ -66,6 +66,7 @@ typedef struct VarlinkMethod {
 
 #define VARLINK_MESSAGE_SIZE_MAX (16U * 1024U * 1024U)
 #define VARLINK_OUTPUT_BUFFER_MAX (VARLINK_MESSAGE_SIZE_MAX + 1024U * 1024U)
+#define VARLINK_OUTPUT_TOTAL_MAX (128U * 1024U * 1024U)
 #define VARLINK_CONNECTIONS_MAX 4096U
 #define VARLINK_CONNECTIONS_PER_UID_MAX 1024U
 #define VARLINK_FDS_MAX 16U
@@ -144,6 +145,7 @@ void varlink_call_set_disconnect_callback(VarlinkCall *c, void (*cb)(VarlinkCall
 typedef struct VarlinkLimits {
         size_t max_message_size;        /* bytes before the NUL */
         size_t max_output_buffer;       /* unsent bytes before a connection is dropped */
+        size_t max_output_total;        /* unsent bytes on all connections: past it, the biggest goes */
         unsigned max_connections;
         unsigned max_connections_per_uid;
 } VarlinkLimits;

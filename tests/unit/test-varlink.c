@@ -819,6 +819,32 @@ static void test_output_limit(void **state) {
         assert_int_equal(varlink_server_n_connections(f->s), 0);
 }
 
+/* The bound across all connections: two clients that do not read, each
+ * under its own bound; past the total the one holding the most goes, the
+ * other stays. */
+static void test_output_total(void **state) {
+        Fixture *f = *state;
+        VarlinkLimits l = { .max_output_buffer = 64 * 1024 * 1024, .max_output_total = 96 * 1024 };
+        int p[2];
+
+        varlink_server_set_limits(f->s, &l);
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p), 0);
+        assert_int_equal(varlink_server_add_connection(f->s, p[1]), 0);
+        /* The second client asks for a little and never reads it. */
+        static const char small[] = "{\"method\": \"io.blkmqd.Test.Stream\", \"more\": true, \"parameters\": {\"count\": 10}}";
+        assert_int_equal(write(p[0], small, sizeof small), (ssize_t) sizeof small);
+        pump(f);
+        assert_int_equal(varlink_server_n_connections(f->s), 2);
+        /* The fixture's client asks for far more, and does not read either. */
+        send_msg(f, "{\"method\": \"io.blkmqd.Test.Stream\", \"more\": true, \"parameters\": {\"count\": 100000}}");
+        for (int i = 0; i < 100; i++)
+                assert_true(sd_event_run(f->e, 0) >= 0);
+        assert_int_equal(varlink_server_n_connections(f->s), 1);
+        close(p[0]);
+        pump(f);
+        assert_int_equal(varlink_server_n_connections(f->s), 0);
+}
+
 static void test_idle_client_does_not_stall(void **state) {
         Fixture *f = *state;
         int p[2];
@@ -1142,6 +1168,7 @@ int main(void) {
                 T(test_message_limit),
                 T(test_message_limit_default),
                 T(test_output_limit),
+                T(test_output_total),
                 T(test_idle_client_does_not_stall),
                 T(test_connection_limits),
                 T(test_permissions),
