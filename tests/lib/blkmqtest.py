@@ -160,6 +160,55 @@ def run(cmd, check=True, **kw):
 
 
 # --------------------------------------------------------------------------
+# varlink, the plain way (one connection per call; the tests that need the
+# PyPI client use it through tests/interop's venv instead)
+
+def varlink_call(address, method, params=None, timeout=30):
+    """The last reply of METHOD on the unix socket ADDRESS, as a dict
+    (its "error" key set for an error reply). ConnectionError if blkmqd
+    closed the connection before a complete reply."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC) as s:
+        s.settimeout(timeout)
+        s.connect(address)
+        m = {"method": method}
+        if params is not None:
+            m["parameters"] = params
+        s.sendall(json.dumps(m).encode() + b"\0")
+        buf = b""
+        while not buf.endswith(b"\0"):
+            chunk = s.recv(1 << 20)
+            if not chunk:
+                raise ConnectionError(f"{method}: blkmqd closed the connection")
+            buf += chunk
+    return json.loads(buf[:-1].split(b"\0")[-1])
+
+
+def recorded_originals(address, sysname):
+    """{attribute: original} that blkmqd recorded for SYSNAME before its
+    first write (GetDevice's knobs), for queue/ attributes."""
+    rep = varlink_call(address, "io.blkmqd.Manager.GetDevice", {"device": sysname})
+    knobs = rep.get("parameters", {}).get("device", {}).get("knobs") or []
+    return {k["attribute"]: k["original"] for k in knobs
+            if k.get("original") is not None and k["attribute"].startswith("queue/")}
+
+
+def originals_missed(originals):
+    """[(sysname, attribute, recorded original, value now)] of every
+    {(sysname, attribute): original} that sysfs does not show back."""
+    missed = []
+    for (n, attr), want in sorted(originals.items()):
+        try:
+            have = sysfs_read(f"/sys/block/{n}/{attr}")
+        except OSError as e:
+            have = f"({e.strerror})"
+        if attr.endswith("scheduler"):
+            have = parse_scheduler(have) or have
+        if have != want:
+            missed.append((n, attr, want, have))
+    return missed
+
+
+# --------------------------------------------------------------------------
 # sysfs
 
 def sysfs_read(path, default=None):
