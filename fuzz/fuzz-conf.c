@@ -40,7 +40,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
         if (!dir[0]) {
                 log_set_max_level(-1); /* quiet: errors come back in err */
-                snprintf(dir, sizeof dir, "/tmp/fuzz-conf-%d-XXXXXX", (int) getpid());
+                const char *tmp = getenv("TMPDIR");
+
+                /* TMPDIR=/dev/shm: the files are written for every input. */
+                snprintf(dir, sizeof dir, "%s/fuzz-conf-%d-XXXXXX", tmp && *tmp ? tmp : "/tmp", (int) getpid());
                 if (!mkdtemp(dir))
                         abort();
                 snprintf(main_path, sizeof main_path, "%s/blkmqd.conf", dir);

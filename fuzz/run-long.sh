@@ -24,6 +24,8 @@ targets=("$@")
 FUZZ_OUT=$out FUZZ_BUILD_ONLY=1 "$root/fuzz/run-short.sh" > /dev/null || exit 1
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
+# fuzz-conf writes its files for every input: in memory they cost less.
+[ -w /dev/shm ] && export TMPDIR=${TMPDIR:-/dev/shm}
 
 run_one() {
         local t=$1 work=$out/long-$t log=$out/long-$t.log
