@@ -732,6 +732,15 @@ class Env:
         p = run(["losetup", "--find", "--show", img])
         dev = p.stdout.strip()
         name = os.path.basename(dev)
+        # A loop queue outlives its attachment: a node that someone else
+        # (a bench killed mid-run, another suite) left tuned would make the
+        # tests' "a new loop device has scheduler none" untrue.
+        sched_path = f"/sys/block/{name}/queue/scheduler"
+        sched = sysfs_read(sched_path, "")
+        if name not in self.pristine and parse_scheduler(sched) not in (None, "none") and "none" in sched.split():
+            diag(f"{name} was left with scheduler {parse_scheduler(sched)} by an earlier user: set to none")
+            with contextlib.suppress(OSError):
+                sysfs_write(sched_path, "none")
         loop = Loop(dev, img, self.pristine.get(name))
         self.pristine.setdefault(name, loop.original)
         self.removed.discard(name)
