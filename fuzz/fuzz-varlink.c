@@ -161,20 +161,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 .max_message_size = 64 * 1024,
                 .max_output_buffer = 256 * 1024,
         };
-        sd_event *e = NULL;
-        VarlinkServer *s = NULL;
+        /* One server for the whole run, as in the daemon: each input is a
+         * new connection to it, which must be gone when the input ends.
+         * (Building the server per input parsed the IDLs every time and
+         * made this target ~10 times slower than the others.) */
+        static sd_event *e = NULL;
+        static VarlinkServer *s = NULL;
         int p[2], devnull = -EBADF;
         size_t off = 0;
 
-        if (!getenv("FUZZ_VARLINK_DEBUG"))
-                log_set_max_level(-1);
-
-        if (sd_event_new(&e) < 0)
-                abort();
-        if (varlink_server_new(&s, e, "fuzz", "fuzz", "0", "none") < 0 ||
-            varlink_server_add_interface(s, fuzz_idl, methods, sizeof methods / sizeof methods[0], NULL) < 0)
-                abort();
-        varlink_server_set_limits(s, &limits);
+        if (!s) {
+                if (!getenv("FUZZ_VARLINK_DEBUG"))
+                        log_set_max_level(-1);
+                if (sd_event_new(&e) < 0)
+                        abort();
+                if (varlink_server_new(&s, e, "fuzz", "fuzz", "0", "none") < 0 ||
+                    varlink_server_add_interface(s, fuzz_idl, methods, sizeof methods / sizeof methods[0], NULL) < 0)
+                        abort();
+                varlink_server_set_limits(s, &limits);
+        }
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, p) < 0)
                 abort();
         if (varlink_server_add_connection(s, p[1]) < 0)
@@ -232,8 +237,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         close(p[0]);
         settle(e, -1);
         release_held();
-
-        varlink_server_free(s);
-        sd_event_unref(e);
+        settle(e, -1);
+        /* A connection that outlives its peer is a leak. */
+        if (varlink_server_n_connections(s) != 0)
+                abort();
         return 0;
 }
