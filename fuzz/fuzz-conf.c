@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The configuration loader as the daemon runs it: inih plus src/conf.c, a
+/* The configuration loader as the daemon runs it: inih plus src/policy/conf.c, a
  * main file and its drop-ins (blkmqd.conf.d/NN-*.conf, in lexical order).
  * The input is cut at each "\n--8<--\n" into the main file and up to six
  * drop-ins, written into a private directory. Any input must load or be

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The emulated zoned device's state decoder (meta_load() of src/zbd-emu.c:
+/* The emulated zoned device's state decoder (meta_load() of src/zbd/zbd-emu.c:
  * the header, the geometry checks, the two record slots per zone and their
  * choice). The file's static functions are compiled in here, so the real
  * code runs, unchanged. The first input byte says which CRCs the harness
@@ -8,7 +8,7 @@
  * without, it tests the CRC rejections themselves. Any input must load or
  * fail cleanly, in bounded memory and time, and what loads must be
  * consistent. */
-#include "../src/zbd-emu.c"
+#include "../src/zbd/zbd-emu.c"
 
 #include <sys/mman.h>
 #include <sys/param.h>

@@ -16,16 +16,18 @@ cc=${CC_FUZZ:-clang}
 command -v "$cc" >/dev/null || { echo "run-short.sh: $cc not found, skipping" >&2; exit 77; }
 mkdir -p "$out"
 
-python3 "$root/tools/embed-file.py" "$root/src/org.varlink.service.varlink" "$out/org.varlink.service.varlink.h"
+python3 "$root/tools/embed-file.py" "$root/src/varlink/org.varlink.service.varlink" "$out/org.varlink.service.varlink.h"
 flags=(-g -O1 -fno-omit-frame-pointer -std=gnu11 -D_GNU_SOURCE
        -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-       -I"$out" -I"$root/src" -I"$root/include")
+       -I"$out" -I"$root/include" -I"$root/lib")
+# The layers' folders (HACKING.md); the fuzzers may include any of them.
+for d in basic io varlink policy zbd; do flags+=(-I"$root/src/$d"); done
 # shellcheck disable=SC2207
 libs=($(pkg-config --cflags --libs libsystemd jansson))
 
-"$cc" "${flags[@]}" "$root/fuzz/fuzz-varlink.c" "$root/src/varlink.c" "$root/src/varlink-wire.c" "$root/src/varlink-idl.c" \
-        "$root/src/log.c" "${libs[@]}" -o "$out/fuzz-varlink"
-"$cc" "${flags[@]}" "$root/fuzz/fuzz-varlink-idl.c" "$root/src/varlink-idl.c" "${libs[@]}" \
+"$cc" "${flags[@]}" "$root/fuzz/fuzz-varlink.c" "$root/src/varlink/varlink.c" "$root/lib/varlink-wire.c" "$root/src/varlink/varlink-idl.c" \
+        "$root/src/basic/log.c" "${libs[@]}" -o "$out/fuzz-varlink"
+"$cc" "${flags[@]}" "$root/fuzz/fuzz-varlink-idl.c" "$root/src/varlink/varlink-idl.c" "${libs[@]}" \
         -o "$out/fuzz-varlink-idl"
 # conf.c wants the build's config.h: the paths do not matter here.
 cat > "$out/config.h" <<'H'
@@ -37,9 +39,9 @@ cat > "$out/config.h" <<'H'
 #define VARLINK_ADDRESS "/nonexistent/io.blkmqd"
 H
 # shellcheck disable=SC2207
-"$cc" "${flags[@]}" "$root/fuzz/fuzz-conf.c" "$root/src/conf.c" "$root/src/knobs.c" "$root/src/util.c" "$root/src/log.c" \
+"$cc" "${flags[@]}" "$root/fuzz/fuzz-conf.c" "$root/src/policy/conf.c" "$root/src/policy/knobs.c" "$root/src/basic/util.c" "$root/src/basic/log.c" \
         $(pkg-config --cflags --libs inih libsystemd) -o "$out/fuzz-conf"
-"$cc" "${flags[@]}" "$root/fuzz/fuzz-zone-record.c" "$root/src/zbd.c" "$root/src/log.c" "$root/src/util.c" \
+"$cc" "${flags[@]}" "$root/fuzz/fuzz-zone-record.c" "$root/src/zbd/zbd.c" "$root/src/basic/log.c" "$root/src/basic/util.c" \
         $(pkg-config --cflags --libs libsystemd liburing) -lpthread -o "$out/fuzz-zone-record"
 
 [ "${FUZZ_BUILD_ONLY:-0}" = 1 ] && exit 0

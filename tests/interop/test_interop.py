@@ -20,7 +20,7 @@ import time
 from blkmqtest import (Env, Runner, main_guard, need_all, skip, udevd, wait_for, log)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SRC_IDL = os.path.join(HERE, "..", "..", "src", "io.blkmqd.Manager.varlink")
+SRC_IDL = os.path.join(HERE, "..", "..", "src", "varlink", "io.blkmqd.Manager.varlink")
 MANAGER = "io.blkmqd.Manager"
 
 
@@ -118,7 +118,7 @@ ReadAheadKB=384
                      "GetInfo: vendor, product, version, url are strings", info)
                 desc = svc.GetInterfaceDescription(MANAGER)["description"]
                 with open(SRC_IDL) as f:
-                    r.eq(desc, f.read(), "GetInterfaceDescription returns src/io.blkmqd.Manager.varlink verbatim")
+                    r.eq(desc, f.read(), "GetInterfaceDescription returns src/varlink/io.blkmqd.Manager.varlink verbatim")
                 sdesc = svc.GetInterfaceDescription("org.varlink.service")["description"]
                 siface = varlink.Interface(sdesc)
                 r.eq(siface.name, "org.varlink.service", "the package parses our org.varlink.service IDL")
