@@ -180,7 +180,7 @@ while [ $rep -lt $FIO_REPEAT ]; do
         for bs in $BS_LIST; do
                 for qd in $DEPTHS; do
                         if ! fio_run cmd $bs $qd $rep && [ $bs = 512k ]; then
-                                # > max_segments (127) discontiguous pages: EINVAL (src/zbd-nvme.c)
+                                # > max_segments (127) discontiguous pages: EINVAL (src/zbd/zbd-nvme.c)
                                 fio_run cmd 508k $qd $rep
                                 res "fio-fallback engine=cmd bs=512k qd=$qd rep=$rep -> 508k"
                         fi

@@ -14,7 +14,8 @@
 #include "varlink-wire.h"
 
 /* A library: no logging, no global state; errors are returned. The wire
- * mechanics are the daemon's (src/varlink-wire.c, compiled in, not exported). */
+ * mechanics (varlink-wire.c, beside this file) are shared with the daemon's
+ * server and not exported. */
 
 _Static_assert(BLKMQ_VARLINK_FDS_MAX <= VARLINK_WIRE_FDS_MAX, "varlink-wire's control buffers must hold them");
 

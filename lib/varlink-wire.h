@@ -2,7 +2,7 @@
 #pragma once
 
 /* The varlink wire (varlink.org) on an AF_UNIX stream socket: NUL-terminated JSON messages, fds passed as
- * SCM_RIGHTS. The mechanics shared by the daemon's server (src/varlink.c) and the client library
+ * SCM_RIGHTS. The mechanics shared by the daemon's server (src/varlink/varlink.c) and the client library
  * (lib/varlink-client.c); each side keeps its own policy (limits, what an error closes, whether and how it
  * waits). So nothing here logs, blocks or retries: errors are negative errnos, -EAGAIN and -EINTR included,
  * for the caller to act on. libblkmq compiles this file in too but exports only blkmq_* (libblkmq.sym), so

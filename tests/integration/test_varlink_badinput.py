@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """Bad input on the varlink socket: a table of hostile or broken messages,
-each with the outcome src/varlink.h specifies (an exact error name and
+each with the outcome src/varlink/varlink.h specifies (an exact error name and
 parameters, or the connection closed), and after each one proof that the
 daemon still serves (GetStatus on a fresh connection), that nothing changed
 (the test loop device's sysfs knobs, GetStatus counters, GetDevice's apply

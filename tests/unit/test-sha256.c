@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* SHA-256 (src/sha256.c, a wrapper over libcrypto's EVP) against the FIPS
+/* SHA-256 (src/basic/sha256.c, a wrapper over libcrypto's EVP) against the FIPS
  * 180-4 example vectors, streamed in pieces against the one-shot, and both
  * against coreutils' sha256sum; then the wrapper's context life cycle.
  * Random data comes from a fixed seed, so a failure reproduces. */

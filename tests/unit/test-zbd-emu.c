@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The emulated zoned backend (src/zbd-emu.c) over files in the build
+/* The emulated zoned backend (src/zbd/zbd-emu.c) over files in the build
  * directory, data through a real io_uring pool: geometry and report,
  * sequential writes, the write pointer and its persistence, the write rules
  * (at the wp, within capacity), finish and reset, open/active accounting
@@ -698,7 +698,7 @@ static void test_crash_torn_record(void **state) {
 }
 
 /* CRC-32 (IEEE 802.3, reflected), table-driven: an oracle independent of
- * the bitwise one in src/zbd-emu.c. */
+ * the bitwise one in src/zbd/zbd-emu.c. */
 static uint32_t crc32_test(const void *p, size_t n) {
         static uint32_t table[256];
         const uint8_t *b = p;

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* zbd-tool: a small CLI over src/zbd.h for the vm suite (and by hand):
+/* zbd-tool: a small CLI over src/zbd/zbd.h for the vm suite (and by hand):
  * drives the kernel backend on a real zoned block device, the NVMe ZNS
  * passthrough backend with --backend nvme (DEV is /dev/nvmeXnY; zone appends
  * go to /dev/ngXnY), or the emulation with -e, through the project's

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # Guest half of vm-zbd (--zns --max-active 4 --bin zbd-tool): the kernel
-# zoned backend (src/zbd-kernel.c) on QEMU's ZNS namespace under 6.1.
+# zoned backend (src/zbd/zbd-kernel.c) on QEMU's ZNS namespace under 6.1.
 # busybox sh; /vm/lib.sh (ok, not_ok, check, check_eq, ...) is sourced.
 #   limits from sysfs; report; reset; 1 MiB of writes at the write pointer
 #   in max_write chunks through the io_uring pool; read-back; close/reopen
@@ -86,7 +86,7 @@ check_eq "read back 1 MiB matches" OK "$RES"
 echo "# verify 1 MiB: $(field usec) us"
 t2=$(vm_uptime)
 
-# --- what the device refuses (zbd-emu mirrors these, see src/zbd-emu.c) -----
+# --- what the device refuses (zbd-emu mirrors these, see src/zbd/zbd-emu.c) -----
 zt write 0 2097152 4096
 check_eq "write not at the wp: EIO from the device (zbd-emu refuses it in prep: EINVAL)" EIO "$RES"
 check_eq "zone 0 wp unchanged by the refused write" 1048576 "$(zone_field 0 wp_rel)"

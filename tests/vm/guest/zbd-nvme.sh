@@ -1,11 +1,11 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # Guest half of vm-zbd-nvme (--zns --max-active 4 --bin zbd-tool): the NVMe
-# ZNS passthrough backend (src/zbd-nvme.c) on QEMU's ZNS namespace under
+# ZNS passthrough backend (src/zbd/zbd-nvme.c) on QEMU's ZNS namespace under
 # 6.1: zone appends as NVMe Zone Append commands through io_uring uring_cmd
-# on /dev/ngXnY, the device choosing the offsets (src/uring-pool.c,
+# on /dev/ngXnY, the device choosing the offsets (src/io/uring-pool.c,
 # URING_OP_NVME_IO). busybox sh; /vm/lib.sh is sourced.
 #   limits (zone_append_max_bytes 512 KiB, but 127 max_segments: 508 KiB
-#   per command from arbitrary page-aligned memory, see src/zbd-nvme.c);
+#   per command from arbitrary page-aligned memory, see src/zbd/zbd-nvme.c);
 #   reset; 8 appends of 128 KiB in flight at once to one zone, twice:
 #   distinct offsets covering the range exactly, read back; 1 MiB appends
 #   split at the limit by the caller; what the kernel says to commands above

@@ -196,7 +196,7 @@ check_eq "the failed zone stays failed" failed "$(zstate $I4)"
 blkmqctl zones | sed 's/^/# /'
 
 # --- appends placed out of order: the zone is reset and written again ---------
-# Fault injection (src/zbd-nvme.c): the 5th append result is reported one
+# Fault injection (src/zbd/zbd-nvme.c): the 5th append result is reported one
 # append further on, as a device that reordered them would place it.
 check_eq "SIGTERM before the fault injection: exit 0" 0 "$(daemon_stop)"
 cp $BLKMQD_LOG /tmp/blkmqd-2.log
