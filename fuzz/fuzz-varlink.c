@@ -157,9 +157,11 @@ static void release_held(void) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+        /* The limits scaled down, so that inputs of a few KiB reach them:
+         * the message bound, and the output bound through Stream and Echo. */
         VarlinkLimits limits = {
-                .max_message_size = 64 * 1024,
-                .max_output_buffer = 256 * 1024,
+                .max_message_size = 2 * 1024,
+                .max_output_buffer = 16 * 1024,
         };
         /* One server for the whole run, as in the daemon: each input is a
          * new connection to it, which must be gone when the input ends.
