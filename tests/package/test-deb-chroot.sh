@@ -1,0 +1,154 @@
+#!/bin/bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# The Debian package, end to end: builds blkmqd, libblkmq0 and libblkmq-dev
+# from this tree with dpkg-buildpackage (debian/), checks them with lintian
+# (no error, no warning), installs them with apt-get into a fresh
+# `debootstrap --variant=minbase bookworm` chroot, and there:
+#   - nothing is enabled or started (no unit symlink under /etc/systemd),
+#   - blkmqd --dry-run --once plans this machine's disks (sysfs bound in),
+#   - blkmqctl and libblkmq0 load, the man pages and the conffile are there,
+#   - a purge leaves nothing behind.
+#
+# Costs, cached so a CI run pays little: the chroot is debootstrapped once
+# into a tarball (DEB_CHROOT_CACHE, default tests/package/cache, gitignored,
+# outliving build directories like tests/vm/cache) with apt's lists and the
+# downloaded dependencies; each run unpacks a fresh copy. The packages are
+# built once per source tree content (DEB_BUILD_DIR, default
+# BUILD_ROOT/deb), without the unit suite (DEB_BUILD_OPTIONS=nocheck: CI
+# runs it in its own passes).
+#
+# Needs root, dpkg-buildpackage, debhelper, lintian, debootstrap (all in
+# tools/install-deps) and, the first time, Debian's mirror. Skips (77)
+# without them; under CI=true a skip fails.
+set -euo pipefail
+
+src=$(cd "$(dirname "$(readlink -f "$0")")/../.." && pwd)
+. "$src/tools/chroot-lib.sh"
+skip() { sh "$src/tests/vm/skip.sh" "package: $*"; exit $?; }
+say() { echo "deb-chroot: $*"; }
+fail() { echo "FAIL: $*"; exit 1; }
+
+t0=$(date +%s)
+[ "$(id -u)" = 0 ] || skip "needs root (chroot, bind mounts, apt-get in the chroot)"
+for t in dpkg-buildpackage:dpkg-dev dh:debhelper lintian:lintian debootstrap:debootstrap git:git; do
+        command -v "${t%%:*}" >/dev/null || skip "${t%%:*} missing (apt-get install ${t#*:}; tools/install-deps has it)"
+done
+
+cache=${DEB_CHROOT_CACHE:-$src/tests/package/cache}
+out=${DEB_BUILD_DIR:-${MESON_BUILD_ROOT:-$src/build}/deb}
+root=$out/chroot
+mkdir -p "$cache/apt-archives/partial" "$out"
+exec 9>"$cache/.lock"
+flock 9
+
+cleanup() {
+        chroot_umount_all
+        rm -rf --one-file-system "$root"
+}
+trap cleanup EXIT
+
+# 1. Build, once per tree content: every file git knows (tracked or new,
+#    not ignored) that exists, hashed.
+cd "$src"
+version=$(dpkg-parsechangelog -l debian/changelog -S Version)
+files=$(mktemp)
+git ls-files -z -co --exclude-standard | while IFS= read -r -d '' f; do
+        [ -f "$f" ] && printf '%s\0' "$f"
+done > "$files"
+hash=$(xargs -0 sha256sum < "$files" | sha256sum | cut -c1-16)
+debs=$out/debs
+if [ "$(cat "$debs/tree" 2>/dev/null)" = "$hash" ] && ls "$debs"/*.changes >/dev/null 2>&1; then
+        say "packages of this tree ($hash) already built: $debs"
+else
+        t=$(date +%s)
+        rm -rf "$debs"
+        mkdir -p "$debs/blkmqd-$version"
+        tar -cf - --null -T "$files" | tar -xf - -C "$debs/blkmqd-$version"
+        say "dpkg-buildpackage -us -uc -b (tree $hash)"
+        if ! (cd "$debs/blkmqd-$version" &&
+              DEB_BUILD_OPTIONS="nocheck parallel=$(nproc)" dpkg-buildpackage -us -uc -b) > "$debs/build.log" 2>&1; then
+                tail -n 40 "$debs/build.log"
+                fail "dpkg-buildpackage failed (log: $debs/build.log)"
+        fi
+        rm -rf "$debs/blkmqd-$version"
+        echo "$hash" > "$debs/tree"
+        say "built in $(( $(date +%s) - t )) s: $(cd "$debs" && echo *.deb)"
+fi
+rm -f "$files"
+
+# 2. lintian: no error, no warning (overrides are commented in debian/).
+t=$(date +%s)
+if ! lintian --fail-on error,warning --info "$debs"/*.changes > "$debs/lintian.log" 2>&1; then
+        cat "$debs/lintian.log"
+        fail "lintian found errors or warnings"
+fi
+grep -E '^[EW]:' "$debs/lintian.log" && fail "lintian: errors or warnings above"
+say "lintian clean in $(( $(date +%s) - t )) s ($(grep -c '^[IPN]:' "$debs/lintian.log" || true) info/pedantic lines)"
+
+# 3. A fresh chroot, the packages installed with apt-get (dependencies from
+#    their Depends only).
+t=$(date +%s)
+if ! chroot_from_tarball "$cache/bookworm-minbase.tar" "$root"; then
+        rm -f "$cache/bookworm-minbase.tar"
+        skip "no bookworm chroot (debootstrap or Debian's mirror failed, see above)"
+fi
+extra=("$cache/apt-archives:/var/cache/apt/archives")
+[ -d /run/udev/data ] && extra+=("/run/udev:/run/udev")
+chroot_mount "$root" "${extra[@]}"
+mkdir -p "$root/tmp/debs"
+cp "$debs"/*.deb "$root/tmp/debs/"
+say "fresh chroot in $(( $(date +%s) - t )) s"
+chroot_run "$root" "command -v deb-systemd-helper >/dev/null" ||
+        fail "the chroot has no deb-systemd-helper: the not-enabled check would prove nothing"
+
+t=$(date +%s)
+if ! chroot_run "$root" "apt-get install -y -q --no-install-recommends \
+        /tmp/debs/blkmqd_${version}_*.deb /tmp/debs/libblkmq0_${version}_*.deb \
+        /tmp/debs/libblkmq-dev_${version}_*.deb" > "$out/apt.log" 2>&1; then
+        tail -n 30 "$out/apt.log"
+        fail "apt-get install of the packages failed in the chroot"
+fi
+say "installed in $(( $(date +%s) - t )) s"
+
+# 4. Installed, nothing enabled or started.
+enabled=$(chroot_run "$root" "find /etc/systemd /run/systemd -name 'blkmqd*' 2>/dev/null" || true)
+[ -z "$enabled" ] || fail "installing enabled units: $enabled"
+for f in /usr/sbin/blkmqd /usr/bin/blkmqctl /etc/blkmqd/blkmqd.conf /lib/systemd/system/blkmqd.service \
+         /lib/systemd/system/blkmqd.socket /lib/udev/rules.d/60-blkmqd.rules /usr/share/man/man8/blkmqd.8.gz \
+         /usr/share/man/man5/blkmqd.conf.5.gz /usr/include/blkmq/varlink.h \
+         /usr/share/doc/blkmqd/README.Debian; do
+        [ -e "$root$f" ] || fail "$f is not installed"
+done
+chroot_run "$root" "dpkg-query -W -f='\${Conffiles}\n' blkmqd | grep -q /etc/blkmqd/blkmqd.conf" ||
+        fail "/etc/blkmqd/blkmqd.conf is not a conffile"
+for p in /proc/[0-9]*; do
+        [ "$(readlink "$p/exe" 2>/dev/null)" = "$root/usr/sbin/blkmqd" ] &&
+                fail "blkmqd runs (pid ${p#/proc/}) after the installation"
+done
+
+# 5. The daemon and the client run from the packages.
+chroot_run "$root" "blkmqd --version" | tee "$out/version.txt"
+grep -q "$version" "$out/version.txt" || fail "blkmqd --version does not say $version"
+chroot_run "$root" "blkmqctl --help" > /dev/null || fail "blkmqctl --help failed"
+t=$(date +%s)
+rc=0
+chroot_run "$root" "blkmqd --dry-run --once" > "$out/dry-run.txt" 2>&1 || rc=$?
+head -n 12 "$out/dry-run.txt"
+[ $rc = 0 ] || fail "blkmqd --dry-run --once exited $rc in the chroot"
+disks=$(ls /sys/block)
+found=
+for d in $disks; do
+        grep -qw "$d" "$out/dry-run.txt" && { found=$d; break; }
+done
+[ -n "$found" ] || fail "the dry run names none of this machine's disks ($(echo $disks))"
+say "blkmqd --dry-run --once: exit 0, plans $found among others ($(( $(date +%s) - t )) s)"
+
+# 6. Purge: nothing left.
+chroot_run "$root" "apt-get purge -y -q blkmqd libblkmq-dev libblkmq0" > "$out/purge.log" 2>&1 ||
+        { tail -n 20 "$out/purge.log"; fail "purge failed"; }
+for f in /usr/sbin/blkmqd /etc/blkmqd /lib/udev/rules.d/60-blkmqd.rules /usr/lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH)/libblkmq.so.0; do
+        [ -e "$root$f" ] && fail "$f is left after purge"
+done
+
+say "PASS in $(( $(date +%s) - t0 )) s"
