@@ -288,6 +288,9 @@ static void job_done(void *data, void *userdata) {
                 else if (!ours && (e->outcome == TUNE_CHANGED || e->outcome == TUNE_ADJUSTED)) {
                         if (device_add_original(d, e) < 0)
                                 log_oom();
+                        /* Written for its own key: no longer only moved by a switch. */
+                        if (e->knob == KNOB_ASYNC_DEPTH && device_find_original(d, e->attr))
+                                device_find_original(d, e->attr)->implied = false;
                         /* A scheduler switch resets nr_requests as a side effect:
                          * its original must come back too. */
                         if (e->knob == KNOB_SCHEDULER && j->nr_requests_before &&
@@ -299,6 +302,18 @@ static void job_done(void *data, void *userdata) {
                                         log_oom();
                                 else
                                         device_find_original(d, "queue/nr_requests")->implied = true;
+                        }
+                        /* Both a scheduler switch and an nr_requests change move
+                         * queue/async_depth (capped at nr_requests). */
+                        if ((e->knob == KNOB_SCHEDULER || e->knob == KNOB_NR_REQUESTS) && j->async_depth_before &&
+                            !device_find_original(d, "queue/async_depth")) {
+                                _cleanup_free_ char *p = path_join(d->info->blockdir, "queue/async_depth");
+                                TuneEntry ad = { .knob = KNOB_ASYNC_DEPTH, .attr = (char *) "queue/async_depth",
+                                                 .path = p, .before = j->async_depth_before };
+                                if (!p || device_add_original(d, &ad) < 0)
+                                        log_oom();
+                                else
+                                        device_find_original(d, "queue/async_depth")->implied = true;
                         }
                 }
         }
@@ -417,12 +432,14 @@ static int device_apply(Device *d) {
         for (size_t i = 0; i < d->n_originals; i++) {
                 Original *o = &d->originals[i];
                 bool planned = false;
-                /* nr_requests changed only by the scheduler switch stays as
-                 * the kernel set it while that scheduler is still wanted. */
+                /* nr_requests changed only by the scheduler switch (and
+                 * async_depth, by the switch or by nr_requests) stays as the
+                 * kernel set it while what moved it is still wanted. */
                 for (size_t k = 0; k < j->n_entries && !planned; k++)
                         planned = streq(j->entries[k].attr, o->attr) ||
-                                  (o->implied && j->entries[k].knob == KNOB_SCHEDULER &&
-                                   !streq_ptr(j->entries[k].section, "original"));
+                                  (o->implied && !streq_ptr(j->entries[k].section, "original") &&
+                                   (j->entries[k].knob == KNOB_SCHEDULER ||
+                                    (o->knob == KNOB_ASYNC_DEPTH && j->entries[k].knob == KNOB_NR_REQUESTS)));
                 if (planned || !o->path)
                         continue;
                 r = tune_job_add(j, o->knob, o->attr, o->path, o->value, "original", o->scheduler);

@@ -11,6 +11,7 @@
 static const KnobInfo knobs[_KNOB_MAX] = {
         [KNOB_SCHEDULER] = { "Scheduler", "queue/scheduler", KNOB_TYPE_SCHEDULERS, 0, 0, NULL, "list" },
         [KNOB_NR_REQUESTS] = { "NrRequests", "queue/nr_requests", KNOB_TYPE_INT, 1, 1 << 20, NULL, "requests" },
+        [KNOB_ASYNC_DEPTH] = { "AsyncDepth", "queue/async_depth", KNOB_TYPE_INT, 1, 1 << 20, NULL, "requests" },
         [KNOB_WBT_LAT_USEC] = { "WbtLatUsec", "queue/wbt_lat_usec", KNOB_TYPE_INT, -1, LLONG_MAX / 1000, NULL, "µs" },
         [KNOB_READ_AHEAD_KB] = { "ReadAheadKB", "queue/read_ahead_kb", KNOB_TYPE_INT, 0, INT_MAX, NULL, "KiB" },
         [KNOB_RQ_AFFINITY] = { "RqAffinity", "queue/rq_affinity", KNOB_TYPE_INT, 0, 2, NULL, NULL },

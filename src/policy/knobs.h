@@ -7,11 +7,15 @@
 /* The table of settings a [Device] or [Profile] section can hold, in the
  * order they are applied. The order is the kernel's: the scheduler first
  * (switching it resets nr_requests and swaps the iosched/ directory), then
- * the queue limits, then the scheduler's own tunables, then affinity. */
+ * nr_requests, then queue/async_depth (capped at nr_requests: a scheduler
+ * switch and an nr_requests change both move it), then the other queue
+ * limits, then the scheduler's own tunables, then affinity. Restores are
+ * sorted the same way (tune_job_sort()). */
 
 typedef enum Knob {
         KNOB_SCHEDULER,
         KNOB_NR_REQUESTS,
+        KNOB_ASYNC_DEPTH,
         KNOB_WBT_LAT_USEC,
         KNOB_READ_AHEAD_KB,
         KNOB_RQ_AFFINITY,

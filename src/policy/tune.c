@@ -53,6 +53,7 @@ TuneJob *tune_job_free(TuneJob *j) {
         free(j->affinity_note);
         free(j->planned_scheduler);
         free(j->nr_requests_before);
+        free(j->async_depth_before);
         free(j);
         return NULL;
 }
@@ -183,6 +184,7 @@ int tune_plan(const TuneContext *ctx, const DeviceInfo *d, const Resolved *r, Tu
         q = tune_job_new(d->sysname, d->blockdir, &j);
         if (q < 0)
                 return q;
+        j->zoned = d->zoned && !streq(d->zoned, "none");
 
         zoned_guard = !streq_ptr(d->zoned, "none") && ctx->kernel_version < KERNEL_VERSION_CODE(6, 10) &&
                       !(r->value[KNOB_SCHEDULER_FORCE] && streq(r->value[KNOB_SCHEDULER_FORCE], "1"));
@@ -231,7 +233,8 @@ int tune_plan(const TuneContext *ctx, const DeviceInfo *d, const Resolved *r, Tu
                 if (!wanted)
                         return -ENOMEM;
 
-                if (d->bio_based && (k == KNOB_SCHEDULER || k == KNOB_NR_REQUESTS || is_iosched(k))) {
+                if (d->bio_based && (k == KNOB_SCHEDULER || k == KNOB_NR_REQUESTS || k == KNOB_ASYNC_DEPTH ||
+                                     is_iosched(k))) {
                         q = tune_job_add(j, k, ki->attribute, path, wanted, r->section[k], ki->scheduler);
                         if (q < 0)
                                 return q;
@@ -390,6 +393,22 @@ static void execute_scheduler(TuneJob *j, TuneEntry *e) {
         e->outcome = streq(e->after, e->wanted) ? TUNE_CHANGED : TUNE_ADJUSTED;
 }
 
+/* An attribute the device does not have: nothing is written or created.
+ * The newest kernels' knobs say which kernels offer them. */
+static int entry_skip_absent(const TuneJob *j, TuneEntry *e) {
+        switch (e->knob) {
+        case KNOB_ZONED_QD1_WRITES:
+                if (!j->zoned)
+                        return entry_skip(e, "%s is not offered by this kernel for a device that is not zoned", e->attr);
+                return entry_skip(e, "%s is not offered by this kernel (zoned devices, Linux 7.1 and later)", e->attr);
+        case KNOB_ASYNC_DEPTH:
+                return entry_skip(e, "%s is not offered by this kernel (recent kernels; mq-deadline's own "
+                                  "iosched/async_depth is DeadlineAsyncDepth=)", e->attr);
+        default:
+                return entry_skip(e, "%s does not exist on this kernel or device", e->attr);
+        }
+}
+
 static void execute_attr(TuneJob *j, TuneEntry *e) {
         _cleanup_free_ char *cur = NULL;
         int r;
@@ -409,7 +428,7 @@ static void execute_attr(TuneJob *j, TuneEntry *e) {
                 _cleanup_free_ char *q = path_join(j->blockdir, "queue");
                 if (q && access(q, F_OK) < 0)
                         return entry_fail(e, -ENODEV, "device vanished");
-                return (void) entry_skip(e, "%s does not exist on this kernel or device", e->attr);
+                return (void) entry_skip_absent(j, e);
         }
         if (r < 0)
                 return entry_fail(e, r, "reading");
@@ -566,6 +585,11 @@ void tune_execute(TuneJob *j) {
                         _cleanup_free_ char *p = path_join(j->blockdir, "queue/nr_requests");
                         if (p)
                                 (void) sysfs_read(p, &j->nr_requests_before);
+                }
+                if ((e->knob == KNOB_SCHEDULER || e->knob == KNOB_NR_REQUESTS) && !j->async_depth_before) {
+                        _cleanup_free_ char *p = path_join(j->blockdir, "queue/async_depth");
+                        if (p)
+                                (void) sysfs_read(p, &j->async_depth_before);
                 }
                 if (e->outcome != TUNE_PENDING || !e->path || e->knob == KNOB_SCHEDULER)
                         continue;

@@ -62,6 +62,9 @@ typedef struct TuneJob {
         char *affinity_note;
         char *planned_scheduler; /* dry run: the scheduler that would be chosen */
         char *nr_requests_before; /* before the job: a scheduler switch resets it */
+        char *async_depth_before; /* before the job, where queue/async_depth exists:
+                                   * a scheduler switch or an nr_requests change moves it */
+        bool zoned;         /* the device is zoned (for what an absent attribute means) */
         int device_error;   /* -ENODEV if the device vanished mid-job */
         uint64_t usec;      /* time spent in execute */
 } TuneJob;

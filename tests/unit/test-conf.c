@@ -184,6 +184,7 @@ static const char good_conf[] =
         "MatchSize=1G-2T\n"
         "Scheduler=  kyber    mq-deadline\tnone\n"
         "NrRequests=0064\n"
+        "AsyncDepth=48\n"
         "WbtLatUsec=-1\n"
         "ReadAheadKB=4096\n"
         "RqAffinity=2\n"
@@ -249,6 +250,7 @@ static void test_good_file(void **state) {
         } expect[] = {
                 { KNOB_SCHEDULER, "Scheduler=", "kyber mq-deadline none" },
                 { KNOB_NR_REQUESTS, "NrRequests=0064", "64" },
+                { KNOB_ASYNC_DEPTH, "AsyncDepth=", "48" },
                 { KNOB_WBT_LAT_USEC, "WbtLatUsec=", "-1" },
                 { KNOB_READ_AHEAD_KB, "ReadAheadKB=", "4096" },
                 { KNOB_RQ_AFFINITY, "RqAffinity=", "2" },

@@ -33,6 +33,7 @@
 #include "device.h"
 #include "fake-sysfs.h"
 #include "knobs.h"
+#include "plan-print.h"
 #include "policy.h"
 #include "sysfs.h"
 #include "tune.h"
@@ -44,10 +45,14 @@
 #define FX_NULLB "guest-6.1-nullblk-zoned.tsv"
 #define FX_LOOP "host-6.18-loop.tsv"
 #define FX_VIRTIO "host-6.18-virtio.tsv"
+/* Synthetic (tests/fixtures/sysfs/SYNTHETIC): the newest kernels' attributes. */
+#define FX_SYN_VIRTIO "synthetic-7.1-virtio.tsv"
+#define FX_SYN_ZNS "synthetic-7.1-nvme-zns.tsv"
 
 #define K_6_1 KERNEL_VERSION_CODE(6, 1)
 #define K_6_10 KERNEL_VERSION_CODE(6, 10)
 #define K_6_18 KERNEL_VERSION_CODE(6, 18)
+#define K_7_1 KERNEL_VERSION_CODE(7, 1)
 
 /* ---- test environment: one fake device, its DeviceInfo, a policy ---- */
 
@@ -653,16 +658,26 @@ static void test_execute_missing_attr(void **state) {
                 _cleanup_(env_done) Env e;
                 TuneEntry *t;
 
-                /* queue/zoned_qd1_writes is in none of the captured kernels. */
+                /* queue/zoned_qd1_writes and queue/async_depth are in none
+                 * of the captured kernels. */
                 env_init(&e, fixtures[i], i < 2 ? K_6_1 : K_6_18);
                 want(&e, KNOB_ZONED_QD1_WRITES, "1");
+                want(&e, KNOB_ASYNC_DEPTH, "64");
                 want(&e, KNOB_READ_AHEAD_KB, "9999");
                 tune_execute(plan(&e));
                 t = entry(e.j, KNOB_ZONED_QD1_WRITES);
                 check(t, TUNE_SKIPPED, NULL, NULL);
-                check_note(t, "queue/zoned_qd1_writes does not exist");
+                check_note(t, "queue/zoned_qd1_writes is not offered by this kernel");
+                /* The ZNS path disk is zoned: the kernel is what lacks it. */
+                check_note(t, i == 1 ? "(zoned devices, Linux 7.1 and later)" : "a device that is not zoned");
                 assert_int_equal(t->error, 0);
                 assert_null(attr(&e, "queue/zoned_qd1_writes")); /* not created */
+                t = entry(e.j, KNOB_ASYNC_DEPTH);
+                check(t, TUNE_SKIPPED, NULL, NULL);
+                check_note(t, "queue/async_depth is not offered by this kernel");
+                assert_int_equal(t->error, 0);
+                assert_null(attr(&e, "queue/async_depth"));
+                assert_null(e.j->async_depth_before);
                 /* The rest of the job goes on. */
                 assert_int_equal(entry(e.j, KNOB_READ_AHEAD_KB)->outcome, TUNE_CHANGED);
                 assert_int_equal(e.j->device_error, 0);
@@ -986,6 +1001,148 @@ static void test_execute_hctx_map_order(void **state) {
                 fail_msg("%s", msg);
 }
 
+
+/* ---- the newest kernels' knobs, on the synthetic fixtures ---- */
+
+static size_t index_of(const TuneJob *j, Knob k) {
+        for (size_t i = 0; i < j->n_entries; i++)
+                if (j->entries[i].knob == k)
+                        return i;
+        fail_msg("no entry for %s", knob_info(k)->key);
+        return 0;
+}
+
+static void test_async_depth_after_nr_requests(void **state) {
+        _cleanup_(env_done) Env e;
+
+        /* vda on mq-deadline, nr_requests 256, queue/async_depth 256. */
+        env_init(&e, FX_SYN_VIRTIO, K_7_1);
+        want(&e, KNOB_ASYNC_DEPTH, "384");
+        want(&e, KNOB_READ_AHEAD_KB, "4096");
+        want(&e, KNOB_NR_REQUESTS, "512");
+        want(&e, KNOB_SCHEDULER, "mq-deadline");
+        plan(&e);
+        /* Planned in the kernel's order whatever the policy's: the scheduler,
+         * then nr_requests, then async_depth (capped at nr_requests). */
+        assert_int_equal(index_of(e.j, KNOB_SCHEDULER), 0);
+        assert_int_equal(index_of(e.j, KNOB_NR_REQUESTS), 1);
+        assert_int_equal(index_of(e.j, KNOB_ASYNC_DEPTH), 2);
+        assert_int_equal(index_of(e.j, KNOB_READ_AHEAD_KB), 3);
+        tune_execute(e.j);
+        check(entry(e.j, KNOB_SCHEDULER), TUNE_UNCHANGED, "mq-deadline", "mq-deadline");
+        check(entry(e.j, KNOB_NR_REQUESTS), TUNE_CHANGED, "256", "512");
+        check(entry(e.j, KNOB_ASYNC_DEPTH), TUNE_CHANGED, "256", "384");
+        assert_attr(&e, "queue/async_depth", "384");
+        /* The value from before the job, for the restore: both a scheduler
+         * switch and an nr_requests change move it. */
+        assert_string_equal(e.j->async_depth_before, "256");
+        assert_string_equal(e.j->nr_requests_before, "256");
+
+        /* Already right: read, not written. */
+        env_done(&e);
+        env_init(&e, FX_SYN_VIRTIO, K_7_1);
+        want(&e, KNOB_ASYNC_DEPTH, "256");
+        tune_execute(plan(&e));
+        check(entry(e.j, KNOB_ASYNC_DEPTH), TUNE_UNCHANGED, "256", "256");
+        assert_true(fake_sysfs_untouched(e.f, "queue/async_depth"));
+
+        /* An nr_requests change alone records async_depth's value too. */
+        env_done(&e);
+        env_init(&e, FX_SYN_VIRTIO, K_7_1);
+        want(&e, KNOB_NR_REQUESTS, "128");
+        tune_execute(plan(&e));
+        assert_string_equal(e.j->async_depth_before, "256");
+        assert_false(has_entry(e.j, KNOB_ASYNC_DEPTH));
+}
+
+static void test_async_depth_restore_order(void **state) {
+        _cleanup_(env_done) Env e;
+        _cleanup_(tune_job_freep) TuneJob *j = NULL;
+        _cleanup_free_ char *pa = NULL, *pn = NULL, *ps = NULL;
+
+        /* A restore job as the manager builds it, originals in the order they
+         * were recorded (async_depth may come first: an implied original).
+         * Sorted, it writes the scheduler, then nr_requests, then async_depth. */
+        env_init(&e, FX_SYN_VIRTIO, K_7_1);
+        assert_int_equal(fake_sysfs_set(e.f, "queue/nr_requests", "512", 0644), 0);
+        assert_int_equal(fake_sysfs_set(e.f, "queue/async_depth", "384", 0644), 0);
+        pa = path_join(e.f->blockdir, "queue/async_depth");
+        pn = path_join(e.f->blockdir, "queue/nr_requests");
+        ps = path_join(e.f->blockdir, "queue/scheduler");
+        assert_int_equal(tune_job_new(e.f->sysname, e.f->blockdir, &j), 0);
+        j->restore = true;
+        assert_int_equal(tune_job_add(j, KNOB_ASYNC_DEPTH, "queue/async_depth", pa, "256", "original", NULL), 0);
+        assert_int_equal(tune_job_add(j, KNOB_NR_REQUESTS, "queue/nr_requests", pn, "256", "original", NULL), 0);
+        assert_int_equal(tune_job_add(j, KNOB_SCHEDULER, "queue/scheduler", ps, "mq-deadline", "original", NULL), 0);
+        tune_job_sort(j);
+        assert_int_equal(j->entries[0].knob, KNOB_SCHEDULER);
+        assert_int_equal(j->entries[1].knob, KNOB_NR_REQUESTS);
+        assert_int_equal(j->entries[2].knob, KNOB_ASYNC_DEPTH);
+        tune_execute(j);
+        check(&j->entries[1], TUNE_CHANGED, "512", "256");
+        check(&j->entries[2], TUNE_CHANGED, "384", "256");
+        assert_attr(&e, "queue/async_depth", "256");
+}
+
+static void test_zoned_qd1_writes_where_offered(void **state) {
+        _cleanup_(env_done) Env e;
+
+        /* The ZNS path disk of a 7.1 kernel: written and read back. */
+        env_init(&e, FX_SYN_ZNS, K_7_1);
+        want(&e, KNOB_ZONED_QD1_WRITES, "1");
+        want(&e, KNOB_ASYNC_DEPTH, "1000");
+        tune_execute(plan(&e));
+        check(entry(e.j, KNOB_ZONED_QD1_WRITES), TUNE_CHANGED, "0", "1");
+        check(entry(e.j, KNOB_ASYNC_DEPTH), TUNE_CHANGED, "1023", "1000");
+        assert_true(e.j->zoned);
+
+        /* A dry run says what it would write and writes nothing. */
+        env_done(&e);
+        env_init(&e, FX_SYN_ZNS, K_7_1);
+        want(&e, KNOB_ZONED_QD1_WRITES, "1");
+        plan(&e)->dry_run = true;
+        tune_execute(e.j);
+        check(entry(e.j, KNOB_ZONED_QD1_WRITES), TUNE_PLANNED, "0", NULL);
+        assert_true(fake_sysfs_untouched(e.f, "queue/zoned_qd1_writes"));
+
+        /* The 7.1 virtio disk is not zoned: not offered, nothing created,
+         * and the dry run's text says so. */
+        env_done(&e);
+        env_init(&e, FX_SYN_VIRTIO, K_7_1);
+        want(&e, KNOB_ZONED_QD1_WRITES, "1");
+        want(&e, KNOB_ASYNC_DEPTH, "128");
+        plan(&e)->dry_run = true;
+        tune_execute(e.j);
+        check(entry(e.j, KNOB_ZONED_QD1_WRITES), TUNE_SKIPPED, NULL, NULL);
+        check_note(entry(e.j, KNOB_ZONED_QD1_WRITES), "not offered by this kernel for a device that is not zoned");
+        assert_null(attr(&e, "queue/zoned_qd1_writes"));
+        check(entry(e.j, KNOB_ASYNC_DEPTH), TUNE_PLANNED, "256", NULL);
+        assert_true(fake_sysfs_untouched(e.f, "queue/async_depth"));
+        {
+                _cleanup_free_ char *text = NULL;
+                size_t len = 0;
+                FILE *f = open_memstream(&text, &len);
+
+                assert_non_null(f);
+                assert_int_equal(strv_extend(&e.r.matched, "Device test"), 0);
+                device_plan_print(f, e.d, &e.r, e.j);
+                fclose(f);
+                if (!strstr(text, "queue/zoned_qd1_writes is not offered by this kernel"))
+                        fail_msg("dry-run text lacks the note:\n%s", text);
+        }
+}
+
+static void test_async_depth_bio_based(void **state) {
+        _cleanup_(env_done) Env e;
+
+        /* The multipath head has no blk-mq queue: nothing to cap. */
+        env_init(&e, FX_ZNS_HEAD, K_6_1);
+        want(&e, KNOB_ASYNC_DEPTH, "64");
+        tune_execute(plan(&e));
+        check(entry(e.j, KNOB_ASYNC_DEPTH), TUNE_SKIPPED, NULL, NULL);
+        check_note(entry(e.j, KNOB_ASYNC_DEPTH), "bio-based");
+}
+
 static void test_job_sort_and_count(void **state) {
         _cleanup_(tune_job_freep) TuneJob *j = NULL;
         unsigned counts[_TUNE_OUTCOME_MAX];
@@ -1001,9 +1158,13 @@ static void test_job_sort_and_count(void **state) {
                 { KNOB_NR_REQUESTS, "queue/nr_requests" },
                 { KNOB_SCHEDULER, "queue/scheduler" },
                 { KNOB_ZONED_QD1_WRITES, "queue/zoned_qd1_writes" },
+                { KNOB_ASYNC_DEPTH, "queue/async_depth" },
         };
+        /* async_depth is capped at nr_requests, which a scheduler switch
+         * resets: scheduler, nr_requests, async_depth, in restores too. */
         static const char *const sorted[] = {
-                "queue/scheduler", "queue/nr_requests", "queue/read_ahead_kb", "queue/iosched/read_lat_nsec",
+                "queue/scheduler", "queue/nr_requests", "queue/async_depth", "queue/read_ahead_kb",
+                "queue/iosched/read_lat_nsec",
                 "queue/iosched/fifo_batch", "queue/zoned_qd1_writes", "irq/24", "irq/25",
         };
 
@@ -1106,6 +1267,10 @@ int main(void) {
                 cmocka_unit_test(test_execute_vanishing),
                 cmocka_unit_test(test_execute_cpu_affinity),
                 cmocka_unit_test(test_execute_hctx_map_order),
+                cmocka_unit_test(test_async_depth_after_nr_requests),
+                cmocka_unit_test(test_async_depth_restore_order),
+                cmocka_unit_test(test_zoned_qd1_writes_where_offered),
+                cmocka_unit_test(test_async_depth_bio_based),
                 cmocka_unit_test(test_job_sort_and_count),
         };
 
