@@ -12,7 +12,33 @@
  * Errors are the kernel's, as negative errno: the active-zone limit comes
  * back as -EOVERFLOW, the open-zone limit as -ETOOMANYREFS, a write the
  * device refuses (not at the write pointer, past the capacity, into a full
- * zone) as -EIO in req->res. */
+ * zone) as -EIO in req->res.
+ *
+ * Why not libzbd (Debian's libzbd-dev, 2.0.x), which wraps these ioctls:
+ * weighed, and kept out of the daemon.
+ *  - What it would give: zbd_open() (zone model, sizes, limits from sysfs
+ *    and ioctls), zbd_report_zones()/zbd_list_zones() with condition
+ *    filters, zbd_reset_zones()/open/close/finish over zone ranges. That is
+ *    what this file does in ~150 lines, with the same capacity handling
+ *    (BLK_ZONE_REP_CAPACITY) and the runt-zone end.
+ *  - What it would cost: libzbd keeps each device's info in a process-wide
+ *    table indexed by fd, zbd_fdi[1024], without a lock. zbd_open() stores
+ *    into it without checking the fd (lib/zbd.c), and every other call
+ *    rejects an fd of 1024 or more. blkmqd raises RLIMIT_NOFILE for 4096
+ *    varlink connections (blkmqd.c), so a disk hotplugged while many
+ *    clients are connected gets such an fd: a write past the table, then
+ *    "Invalid file descriptor". The table is also shared by the loop
+ *    thread and the work pool without a lock. It reports errors as -1 with
+ *    errno in some calls and -errno in others, and prints them to stderr
+ *    itself, beside blkmqd's log. It would be one more library in the daemon,
+ *    linked statically into the VM tests' initramfs (libzbd.a exists), under
+ *    LGPL-3.0-or-later (blkmqd is LGPL-2.1-or-later).
+ *  - O_EXCL is not the issue: zbd_open() adds no flags of its own, and the
+ *    zbd tool opens O_RDONLY for a report.
+ * So the ioctls stay here, and libzbd is used where it is strong: the
+ * vm-zones test runs zbd-utils' `zbd report` in the guest as an independent
+ * check that every zone's condition and write pointer are what blkmqctl
+ * zones says (tests/vm/guest/zones-kernel.sh). */
 
 #include <errno.h>
 #include <fcntl.h>

@@ -3,9 +3,10 @@
 #
 # vm-zones: blkmqd's zone allocator with the kernel backend on the real ZNS
 # namespace of a 6.1 kernel (QEMU TCG guest, one boot: --zns --udev
-# --max-active 4), driven by blkmqctl; see guest/zones-kernel.sh. blkzone is
-# bundled when the host has it (an independent view of zone conditions and
-# write pointers); the data is read back with plain dd.
+# --max-active 4), driven by blkmqctl; see guest/zones-kernel.sh. zbd
+# (zbd-utils, tools/install-deps) is bundled with libzbd: its report of every
+# zone is checked against blkmqctl zones. blkzone is bundled when the host
+# has it (another independent view); the data is read back with plain dd.
 # Usage: test-vm-zones.sh [BLKMQD [BLKMQCTL]]
 #        (default: $BLKMQD/$BLKMQCTL, else build/src/blkmqd, build/src/blkmqctl)
 # Exit: 0 pass, 1 fail, 77 skip (1 when CI=true).
@@ -23,6 +24,9 @@ G=$VM_DIR/guest
 extra=()
 BLKZONE=$(command -v blkzone || true)
 [ -n "$BLKZONE" ] && extra+=(--bin "$BLKZONE")
+ZBD=$(command -v zbd || true)
+[ -n "$ZBD" ] || vm_skip "vm: zbd (zbd-utils) missing: tools/install-deps installs it"
+extra+=(--bin "$ZBD")
 
 s=$(date +%s.%N)
 python3 "$VM_DIR/run-guest.py" --timeout 150 --zns --udev --max-active 4 \

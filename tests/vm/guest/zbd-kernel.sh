@@ -7,7 +7,8 @@
 #   by writing; finish (wp = start + capacity); reset (reads zeros); the
 #   active-zone limit: a fifth open zone is EOVERFLOW by ioctl and by write;
 #   the errors for refused writes and state transitions (zbd-emu mirrors
-#   them); a write across the zone capacity; FULL at capacity.
+#   them); a write across the zone capacity; FULL at capacity; twice, every
+#   zone as zbd report (zbd-utils, libzbd) shows it is what zbd-tool reports.
 
 t_start=$(vm_uptime)
 echo "# kernel $(uname -r), zbd-tool $(command -v zbd-tool), uptime ${t_start}s"
@@ -40,6 +41,35 @@ field() {
 zone_field() {
         zbd-tool $DEV report "$1" 1 2>&1 | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n1
 }
+
+# zbd_agrees WHEN: every zone's start, write pointer and condition as
+# zbd report shows them (zbd-utils on libzbd: code that is not ours) is what
+# zbd-tool's report (src/zbd-kernel.c) says. A full zone's write pointer is
+# left out: the kernel reports an NVMe full zone at start + zone size,
+# zbd-kernel.c at start + capacity (nothing left to write).
+zbd_agrees() {
+        zbd report -csv $DEV 2> /tmp/zbd.err | awk -F', *' 'NR > 1 {
+                c = $7
+                n = "cond" c
+                if (c == "0x1") n = "EMPTY"
+                if (c == "0x2") n = "IMP_OPEN"
+                if (c == "0x3") n = "EXP_OPEN"
+                if (c == "0x4") n = "CLOSED"
+                if (c == "0xe") n = "FULL"
+                # %014llu: leading zeros, which busybox awk would read as octal
+                o = $3; w = $6; sub(/^0+/, "", o); sub(/^0+/, "", w)
+                print o + 0, (n == "FULL" ? "-" : w + 0), n }' > /tmp/zbd.view
+        zbd-tool $DEV report 2>&1 | tr ' ' '\n' | awk -F= '
+                $1 == "start" { s = $2 } $1 == "wp" { w = $2 }
+                $1 == "cond" { print s, ($2 == "FULL" ? "-" : w), $2 }' > /tmp/ours.view
+        check_eq "zbd report ($1): one line per zone" "$VM_ZONES" "$(wc -l < /tmp/zbd.view)"
+        check "zbd report ($1): zone starts, write pointers and conditions as zbd-kernel.c reports them" \
+                cmp -s /tmp/zbd.view /tmp/ours.view
+        cmp -s /tmp/zbd.view /tmp/ours.view || diff /tmp/zbd.view /tmp/ours.view | sed 's/^/# zbd vs ours| /'
+        sed 's/^/# zbd| /' /tmp/zbd.err
+        grep -v " EMPTY$" /tmp/zbd.view | sed "s/^/# zbd ($1), not empty| /"
+}
+check "zbd (zbd-utils) is bundled" command -v zbd
 
 # --- limits --------------------------------------------------------------
 t0=$(vm_uptime)
@@ -151,6 +181,7 @@ zt finish 2
 check_eq "finish frees an active resource" OK "$RES"
 zt append 6 4096
 check_eq "then a write opens another zone" OK "$RES"
+zbd_agrees "closed, full, explicitly and implicitly open zones"
 for i in 1 2 3 4 5 6; do
         zt reset $i
         check_eq "reset zone $i" OK "$RES"
@@ -162,6 +193,7 @@ zt append 7 $(( 62914560 - 4096 )) 3
 check_eq "fill zone 7 to capacity - 4 KiB" OK "$RES"
 echo "# append 60 MiB - 4 KiB: $(field usec) us, $(field MiBps) MiB/s"
 check_eq "zone 7 wp at capacity - 4 KiB" $(( 62914560 - 4096 )) "$(field wp_rel)"
+zbd_agrees "zone 7 4 KiB short of its capacity"
 zt write 7 $(( 62914560 - 4096 )) 8192
 check_eq "write across the zone capacity: EIO" EIO "$RES"
 zt append 7 4096 3

@@ -12,6 +12,8 @@
 #   kill -9 mid-append, restart -> reconciled (writing -> releasing, reset),
 #   sealed zones keep lease and sha256; an append reported out of place
 #   (fault injection) -> the zone is reset and the object written again.
+#   At five quiet points every zone's write pointer and condition as
+#   zbd report (zbd-utils, libzbd) shows them is what blkmqctl zones says.
 . /vm/daemon-lib.sh
 
 export BLKMQD_ADDRESS=/tmp/blkmqd.sock
@@ -66,6 +68,32 @@ dev_view() {
                 echo "$c $(($3 - $2))"
         fi
 }
+# zbd_agrees WHEN: every zone's start, write pointer and condition as
+# zbd report shows them (zbd-utils on libzbd: code that is not blkmqd's) is
+# what blkmqctl zones says; the zone count is the namespace's. A full
+# zone's write pointer is left out: the kernel reports an NVMe full zone at
+# start + zone size, blkmqd at start + capacity (nothing left to write).
+zbd_agrees() {
+        zbd report -csv -u 512 $DEV 2> /tmp/zbd.err | awk -F', *' 'NR > 1 {
+                c = $7
+                n = "cond" c
+                if (c == "0x1") n = "empty"
+                if (c == "0x2") n = "implicitOpen"
+                if (c == "0x3") n = "explicitOpen"
+                if (c == "0x4") n = "closed"
+                if (c == "0xe") n = "full"
+                # %014llu: leading zeros, which busybox awk would read as octal
+                o = $3; w = $6; sub(/^0+/, "", o); sub(/^0+/, "", w)
+                print o + 0, (n == "full" ? "-" : w + 0), n }' > /tmp/zbd.view
+        blkmqctl --no-legend zones $Z | awk '{ print $2, ($4 == "full" ? "-" : $3), $4 }' > /tmp/blkmqd.view
+        check_eq "zbd report ($1): one line per zone" "$(cat $Q/nr_zones)" "$(wc -l < /tmp/zbd.view)"
+        check "zbd report ($1): zone starts, write pointers and conditions as blkmqctl zones says" \
+                cmp -s /tmp/zbd.view /tmp/blkmqd.view
+        cmp -s /tmp/zbd.view /tmp/blkmqd.view ||
+                diff /tmp/zbd.view /tmp/blkmqd.view | sed 's/^/# zbd vs blkmqd| /'
+        sed 's/^/# zbd| /' /tmp/zbd.err
+        grep -v " empty$" /tmp/zbd.view | sed "s/^/# zbd ($1), not empty| /"
+}
 # readback LBA SIZE: sha256 of SIZE bytes from LBA with plain dd, past any cache
 readback() {
         sync
@@ -104,6 +132,7 @@ for spec in one:1 4k:4096 1m1:1048577 50m:52428800; do
         eval "LBA_$n=$lba IDX_$n=$(fld /tmp/$n.out Zone) LEASE_$n=$(fld /tmp/$n.out Lease) SHA_$n=$want"
 done
 rm -f /tmp/50m.bin
+zbd_agrees "after four stages"
 
 # --- too large, active limit, checksum --------------------------------------
 blkmqctl zones alloc --size=$((60 * MIB + 1)) --device $Z > /tmp/big.out 2>&1
@@ -131,6 +160,7 @@ check_eq "zones append LEASE - (stdin, fd passed): exit 0" 0 $?
 blkmqctl zones seal $L4 "$(printf world | sha256sum | cut -d' ' -f1)" > /tmp/mm.out 2>&1
 check_eq "seal with the wrong sha256: exit 9" 9 $?
 check_eq "the zone is failed" failed "$(zstate $I4)"
+zbd_agrees "four leases, one failed"
 
 # --- release: resets in a batch of 4 (ResetBatch= default) ------------------
 check_eq "before: 4 KiB zone full on the device" full "$(dev_view $LBA_4k | cut -d' ' -f1)"
@@ -153,6 +183,7 @@ blkmqctl zones get $Z $IDX_4k > /tmp/g.out
 check_eq "4 KiB zone: Resets 1" 1 "$(fld /tmp/g.out Resets)"
 check "log: resetting 4 released zones" log_has "resetting 4 released zones"
 zrow $IDX_4k | sed 's/^/# after: /'
+zbd_agrees "after the batch of resets"
 
 # --- kill -9 in the middle of an append, restart, reconcile ------------------
 LBA1=$(zrow $I1 | awk '{ print $2 }')
@@ -194,6 +225,7 @@ done
 check_eq "1m1: still reads back" "$SHA_1m1" "$(readback $LBA_1m1 1048577)"
 check_eq "the failed zone stays failed" failed "$(zstate $I4)"
 blkmqctl zones | sed 's/^/# /'
+zbd_agrees "after kill -9 and the restart"
 
 # --- appends placed out of order: the zone is reset and written again ---------
 # Fault injection (src/zbd/zbd-nvme.c): the 5th append result is reported one
@@ -219,6 +251,7 @@ check_eq "misplaced: SHA256 printed is sha256sum's" "$want" "$(fld /tmp/mis.out 
 lba=$(fld /tmp/mis.out "Start LBA")
 check_eq "misplaced: dd from LBA $lba hashes as the file" "$want" "$(readback "$lba" $((10 * MIB)))"
 rm -f /tmp/mis.bin
+zbd_agrees "after the misplaced append"
 
 check_eq "SIGTERM: exit 0" 0 "$(daemon_stop)"
 check "no error logged" sh -c "! grep -q '^<[0-3]>' /tmp/blkmqd-1.log /tmp/blkmqd-2.log $BLKMQD_LOG"
