@@ -5,7 +5,9 @@
 # from this tree with dpkg-buildpackage (debian/), checks them with lintian
 # (no error, no warning), installs them with apt-get into a fresh
 # `debootstrap --variant=minbase bookworm` chroot, and there:
-#   - nothing is enabled or started (no unit symlink under /etc/systemd),
+#   - nothing is enabled or started (no unit symlink under /etc/systemd; a
+#     recording systemctl sees no start), yet once enabled, an upgrade
+#     restarts blkmqd.service and a removal stops it,
 #   - blkmqd --dry-run --once plans this machine's disks (sysfs bound in),
 #   - blkmqctl and libblkmq0 load, the man pages and the conffile are there,
 #   - a purge leaves nothing behind.
@@ -79,12 +81,12 @@ rm -f "$files"
 
 # 2. lintian: no error, no warning (overrides are commented in debian/).
 t=$(date +%s)
-if ! lintian --fail-on error,warning --info "$debs"/*.changes > "$debs/lintian.log" 2>&1; then
+if ! lintian --fail-on error,warning --pedantic --display-experimental --info "$debs"/*.changes > "$debs/lintian.log" 2>&1; then
         cat "$debs/lintian.log"
         fail "lintian found errors or warnings"
 fi
 grep -E '^[EW]:' "$debs/lintian.log" && fail "lintian: errors or warnings above"
-say "lintian clean in $(( $(date +%s) - t )) s ($(grep -c '^[IPN]:' "$debs/lintian.log" || true) info/pedantic lines)"
+say "lintian clean in $(( $(date +%s) - t )) s ($(grep -c '^[IPX]:' "$debs/lintian.log" || true) info/pedantic/experimental tags; overrides in debian/*.lintian-overrides)"
 
 # 3. A fresh chroot, the packages installed with apt-get (dependencies from
 #    their Depends only).
@@ -99,8 +101,28 @@ chroot_mount "$root" "${extra[@]}"
 mkdir -p "$root/tmp/debs"
 cp "$debs"/*.deb "$root/tmp/debs/"
 say "fresh chroot in $(( $(date +%s) - t )) s"
-chroot_run "$root" "command -v deb-systemd-helper >/dev/null" ||
-        fail "the chroot has no deb-systemd-helper: the not-enabled check would prove nothing"
+chroot_run "$root" "command -v deb-systemd-helper >/dev/null && command -v deb-systemd-invoke >/dev/null" ||
+        fail "the chroot has no deb-systemd-helper/-invoke: the not-enabled checks would prove nothing"
+
+# A recording systemctl, so that the maintainer scripts take their
+# "systemd is running" paths (/run/systemd/system exists) and every call is
+# seen: is-enabled answers from the unit symlinks under /etc/systemd/system
+# as systemctl would, is-active says inactive, start/restart/stop are logged.
+mkdir -p "$root/run/systemd/system"
+cat > "$root/usr/bin/systemctl" <<'SH'
+#!/bin/sh
+echo "systemctl $*" >> /var/log/systemctl.calls
+unit=
+for a in "$@"; do case $a in *.service|*.socket|*.timer) unit=$a ;; esac; done
+case " $* " in
+*" is-enabled "*)
+        if ls /etc/systemd/system/*.wants/"$unit" >/dev/null 2>&1; then echo enabled; exit 0; fi
+        echo disabled; exit 1 ;;
+*" is-active "*) exit 3 ;;
+esac
+exit 0
+SH
+chmod 755 "$root/usr/bin/systemctl"
 
 t=$(date +%s)
 if ! chroot_run "$root" "apt-get install -y -q --no-install-recommends \
@@ -111,9 +133,18 @@ if ! chroot_run "$root" "apt-get install -y -q --no-install-recommends \
 fi
 say "installed in $(( $(date +%s) - t )) s"
 
-# 4. Installed, nothing enabled or started.
+# 4. Installed, nothing enabled or started: the postinst asked whether
+#    blkmqd.service is enabled (its start path ran) and started nothing.
 enabled=$(chroot_run "$root" "find /etc/systemd /run/systemd -name 'blkmqd*' 2>/dev/null" || true)
 [ -z "$enabled" ] || fail "installing enabled units: $enabled"
+calls=$root/var/log/systemctl.calls
+grep -q "is-enabled -- blkmqd.service" "$calls" ||
+        fail "the postinst never asked systemctl about blkmqd.service: the check below would prove nothing"
+if grep -E " (start|restart|try-restart|enable|reload-or-restart) .*blkmqd" "$calls"; then
+        fail "installing started or enabled a blkmqd unit (above)"
+fi
+cp "$calls" "$out/systemctl-install.calls"
+say "installation: $(grep -c blkmqd "$calls") systemctl calls about blkmqd units, none starting one"
 for f in /usr/sbin/blkmqd /usr/bin/blkmqctl /etc/blkmqd/blkmqd.conf /lib/systemd/system/blkmqd.service \
          /lib/systemd/system/blkmqd.socket /lib/udev/rules.d/60-blkmqd.rules /usr/share/man/man8/blkmqd.8.gz \
          /usr/share/man/man5/blkmqd.conf.5.gz /usr/include/blkmq/varlink.h \
@@ -144,8 +175,27 @@ done
 [ -n "$found" ] || fail "the dry run names none of this machine's disks ($(echo $disks))"
 say "blkmqd --dry-run --once: exit 0, plans $found among others ($(( $(date +%s) - t )) s)"
 
-# 6. Purge: nothing left.
-chroot_run "$root" "apt-get purge -y -q blkmqd libblkmq-dev libblkmq0" > "$out/purge.log" 2>&1 ||
+# 6. Once the admin enabled it, an upgrade (here: the same package again)
+#    restarts blkmqd.service; removing the package stops it.
+chroot_run "$root" "mkdir -p /etc/systemd/system/multi-user.target.wants &&
+        ln -s /lib/systemd/system/blkmqd.service /etc/systemd/system/multi-user.target.wants/ &&
+        : > /var/log/systemctl.calls &&
+        dpkg -i /tmp/debs/blkmqd_${version}_*.deb" > "$out/upgrade.log" 2>&1 ||
+        { tail -n 20 "$out/upgrade.log"; fail "reinstalling blkmqd failed"; }
+grep -qE " restart .*blkmqd.service" "$calls" ||
+        { cat "$calls"; fail "an upgrade did not restart the enabled blkmqd.service"; }
+grep -qE " stop .*blkmqd.service" "$calls" &&
+        { cat "$calls"; fail "an upgrade stopped blkmqd.service (and would not start it again)"; }
+: > "$calls"
+chroot_run "$root" "dpkg -r blkmqd" > "$out/remove.log" 2>&1 ||
+        { tail -n 20 "$out/remove.log"; fail "removing blkmqd failed"; }
+grep -qE " stop .*blkmqd.service" "$calls" || { cat "$calls"; fail "removing the package did not stop blkmqd.service"; }
+cp "$calls" "$out/systemctl-remove.calls"
+say "enabled: an upgrade restarts blkmqd.service, a removal stops it"
+
+# 7. Purge: nothing left.
+chroot_run "$root" "rm -f /etc/systemd/system/multi-user.target.wants/blkmqd.service &&
+        apt-get purge -y -q blkmqd libblkmq-dev libblkmq0" > "$out/purge.log" 2>&1 ||
         { tail -n 20 "$out/purge.log"; fail "purge failed"; }
 for f in /usr/sbin/blkmqd /etc/blkmqd /lib/udev/rules.d/60-blkmqd.rules /usr/lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH)/libblkmq.so.0; do
         [ -e "$root$f" ] && fail "$f is left after purge"
