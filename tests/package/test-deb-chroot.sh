@@ -37,6 +37,9 @@ for t in dpkg-buildpackage:dpkg-dev dh:debhelper lintian:lintian debootstrap:deb
         command -v "${t%%:*}" >/dev/null || skip "${t%%:*} missing (apt-get install ${t#*:}; tools/install-deps has it)"
 done
 
+git -C "$src" rev-parse --git-dir >/dev/null 2>&1 ||
+        fail "$src is not a git checkout: the package is built from the files git knows"
+
 cache=${DEB_CHROOT_CACHE:-$src/tests/package/cache}
 out=${DEB_BUILD_DIR:-${MESON_BUILD_ROOT:-$src/build}/deb}
 root=$out/chroot
