@@ -23,22 +23,23 @@
  *    (BLK_ZONE_REP_CAPACITY) and the runt-zone end.
  *  - What it would cost: libzbd keeps each device's info in a process-wide
  *    table indexed by fd, zbd_fdi[1024], without a lock. zbd_open() stores
- *    into it without checking the fd (lib/zbd.c), and every other call
- *    rejects an fd of 1024 or more. blkmqd raises RLIMIT_NOFILE for 4096
- *    varlink connections (blkmqd.c), so a disk hotplugged while many
- *    clients are connected gets such an fd: a write past the table, then
- *    "Invalid file descriptor". The table is also shared by the loop
- *    thread and the work pool without a lock. It reports errors as -1 with
- *    errno in some calls and -errno in others, and prints them to stderr
- *    itself, beside blkmqd's log. It would be one more library in the daemon,
- *    linked statically into the VM tests' initramfs (libzbd.a exists), under
+ *    into it without checking the fd (lib/zbd.c; no bound check in
+ *    bookworm's 2.0.4 either), and every other call rejects an fd of 1024
+ *    or more. blkmqd raises RLIMIT_NOFILE for 4096 varlink connections
+ *    (src/daemon/blkmqd.c), so a disk hotplugged while many clients are
+ *    connected gets such an fd: a write past the table, then "Invalid file
+ *    descriptor". Being global and unlocked, the table also makes an open
+ *    on one thread race with zone calls on another. libzbd reports errors
+ *    as -1 with errno in some calls and -errno in others, and prints its
+ *    own messages to stderr, beside blkmqd's log. And it would be one more
+ *    library in the daemon and in the VM tests' initramfs, under
  *    LGPL-3.0-or-later (blkmqd is LGPL-2.1-or-later).
  *  - O_EXCL is not the issue: zbd_open() adds no flags of its own, and the
  *    zbd tool opens O_RDONLY for a report.
- * So the ioctls stay here, and libzbd is used where it is strong: the
- * vm-zones test runs zbd-utils' `zbd report` in the guest as an independent
+ * So the ioctls stay here, and libzbd is used where it is strong: vm-zones
+ * and vm-zbd run zbd-utils' `zbd report` in the guest as an independent
  * check that every zone's condition and write pointer are what blkmqctl
- * zones says (tests/vm/guest/zones-kernel.sh). */
+ * zones and this file say (tests/vm/guest/zones-kernel.sh, zbd-kernel.sh). */
 
 #include <errno.h>
 #include <fcntl.h>

@@ -44,7 +44,7 @@ zone_field() {
 
 # zbd_agrees WHEN: every zone's start, write pointer and condition as
 # zbd report shows them (zbd-utils on libzbd: code that is not ours) is what
-# zbd-tool's report (src/zbd-kernel.c) says. A full zone's write pointer is
+# zbd-tool's report (src/zbd/zbd-kernel.c) says. A full zone's write pointer is
 # left out: the kernel reports an NVMe full zone at start + zone size,
 # zbd-kernel.c at start + capacity (nothing left to write).
 zbd_agrees() {
