@@ -1,0 +1,735 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autotune.h"
+#include "knobs.h"
+#include "util.h"
+
+static const char *const objective_names[] = {
+        [AUTO_OBJECTIVE_READ_LATENCY] = "read-latency",
+        [AUTO_OBJECTIVE_THROUGHPUT] = "throughput",
+};
+
+const char *auto_objective_to_string(AutoObjective o) {
+        return (unsigned) o < 2 ? objective_names[o] : NULL;
+}
+
+int auto_objective_from_string(const char *s) {
+        for (int i = 0; i < 2; i++)
+                if (streq(s, objective_names[i]))
+                        return i;
+        return -EINVAL;
+}
+
+static const char *const verdict_names[_AUTO_VERDICT_MAX] = {
+        [AUTO_VERDICT_CHANGE] = "change",
+        [AUTO_VERDICT_KEEP_BEST] = "keep-best",
+        [AUTO_VERDICT_KEEP_NOISE] = "keep-noise",
+        [AUTO_VERDICT_KEEP_HYSTERESIS] = "keep-hysteresis",
+        [AUTO_VERDICT_KEEP_IDLE] = "keep-idle",
+        [AUTO_VERDICT_KEEP_NO_DATA] = "keep-no-data",
+        [AUTO_VERDICT_ABORTED] = "aborted",
+};
+
+const char *auto_verdict_to_string(AutoVerdict v) {
+        return (unsigned) v < _AUTO_VERDICT_MAX ? verdict_names[v] : NULL;
+}
+
+void autotune_policy_init(AutoTunePolicy *p) {
+        *p = (AutoTunePolicy) {
+                .objective = AUTO_OBJECTIVE_READ_LATENCY,
+                .write_tolerance_pct = 10,
+                .read_target_usec = 10000,
+                .epoch_usec = 2000000,
+                .rounds = 6,
+                .confidence_pct = 95,
+                .min_improvement_pct = 10,
+                .guard_factor = 4,
+                .dwell_usec = 600ULL * 1000000,
+                .interval_usec = 0,
+                .trials_per_hour = 4,
+                .min_iops = 20,
+        };
+}
+
+void autotune_policy_done(AutoTunePolicy *p) {
+        for (size_t i = 0; p->schedulers[i]; i++)
+                p->schedulers[i] = mfree(p->schedulers[i]);
+}
+
+int autotune_policy_copy(AutoTunePolicy *dst, const AutoTunePolicy *src) {
+        *dst = *src;
+        for (size_t i = 0; src->schedulers[i]; i++)
+                if (!(dst->schedulers[i] = strdup(src->schedulers[i]))) {
+                        while (i > 0) {
+                                i--;
+                                dst->schedulers[i] = mfree(dst->schedulers[i]);
+                        }
+                        dst->schedulers[0] = NULL;
+                        return -ENOMEM;
+                }
+        return 0;
+}
+
+static int parse_uint_in(const char *s, long long min, long long max, long long *ret) {
+        long long v;
+        if (safe_atolli(s, &v) < 0 || v < min || v > max)
+                return -EINVAL;
+        *ret = v;
+        return 0;
+}
+
+int autotune_parse_nr_requests(const char *value, unsigned *ret, size_t *ret_n) {
+        const char *dots = strstr(value, "..");
+        size_t n = 0;
+
+        if (dots) {
+                char a[32], b[32];
+                long long lo, hi;
+                if ((size_t) (dots - value) >= sizeof a || strlen(dots + 2) >= sizeof b)
+                        return -EINVAL;
+                memcpy(a, value, (size_t) (dots - value));
+                a[dots - value] = 0;
+                strcpy(b, dots + 2);
+                if (parse_uint_in(strstrip(a), 4, 100000, &lo) < 0 || parse_uint_in(strstrip(b), 4, 100000, &hi) < 0 ||
+                    lo > hi)
+                        return -EINVAL;
+                ret[n++] = (unsigned) lo;
+                for (long long v = 8; v < hi && n < AUTOTUNE_MAX_VALUES - 1; v *= 2)
+                        if (v > lo)
+                                ret[n++] = (unsigned) v;
+                if (hi > lo)
+                        ret[n++] = (unsigned) hi;
+                *ret_n = n;
+                return 0;
+        }
+        _cleanup_strv_free_ char **l = NULL;
+        if (strv_split_ws(value, &l) < 0)
+                return -ENOMEM;
+        STRV_FOREACH(s, l) {
+                long long v;
+                if (n >= AUTOTUNE_MAX_VALUES || parse_uint_in(*s, 4, 100000, &v) < 0)
+                        return -EINVAL;
+                bool dup = false;
+                for (size_t i = 0; i < n; i++)
+                        dup = dup || ret[i] == (unsigned) v;
+                if (!dup)
+                        ret[n++] = (unsigned) v;
+        }
+        if (n == 0)
+                return -EINVAL;
+        *ret_n = n;
+        return 0;
+}
+
+static int parse_seconds_key(const char *value, uint64_t min, uint64_t max, uint64_t *ret) {
+        uint64_t us;
+        if (parse_seconds(value, &us) < 0 || us < min || us > max)
+                return -EINVAL;
+        *ret = us;
+        return 0;
+}
+
+int autotune_policy_parse(AutoTunePolicy *p, const char *key, const char *value, char *msgbuf, size_t msgsize,
+                          const char **ret_message) {
+        long long v;
+        int r;
+
+#define FAIL(...)                                                     \
+        do {                                                          \
+                snprintf(msgbuf, msgsize, __VA_ARGS__);               \
+                *ret_message = msgbuf;                                \
+                return -EINVAL;                                       \
+        } while (0)
+
+        if (strncmp(key, "Auto", 4) != 0)
+                return -ENOENT;
+
+        if (streq(key, "AutoTune")) {
+                r = parse_boolean(value);
+                if (r < 0)
+                        FAIL("expected a boolean");
+                p->enabled = r;
+        } else if (streq(key, "AutoScheduler")) {
+                _cleanup_strv_free_ char **l = NULL;
+                if (strv_split_ws(value, &l) < 0)
+                        return -ENOMEM;
+                size_t n = 0;
+                STRV_FOREACH(s, l) {
+                        char *canon = NULL;
+                        const char *msg;
+                        if (n >= AUTOTUNE_MAX_SCHEDULERS)
+                                FAIL("at most %d schedulers", AUTOTUNE_MAX_SCHEDULERS);
+                        r = knob_parse_value(KNOB_SCHEDULER, *s, &canon, &msg);
+                        if (r == -ENOMEM)
+                                return r;
+                        if (r < 0 || strchr(canon, ' ')) {
+                                free(canon);
+                                FAIL("\"%s\" is not a scheduler name", *s);
+                        }
+                        free(canon);
+                        n++;
+                }
+                for (size_t i = 0; p->schedulers[i]; i++)
+                        p->schedulers[i] = mfree(p->schedulers[i]);
+                for (size_t i = 0; i < n; i++)
+                        if (!(p->schedulers[i] = strdup(l[i])))
+                                return -ENOMEM;
+        } else if (streq(key, "AutoNrRequests")) {
+                if (!*value)
+                        p->n_nr_requests = 0;
+                else if (autotune_parse_nr_requests(value, p->nr_requests, &p->n_nr_requests) < 0)
+                        FAIL("expected values from 4 to 100000, as a list (\"64 256\") or a range (\"64..1024\": "
+                             "both ends and the powers of two between them), at most %d", AUTOTUNE_MAX_VALUES);
+        } else if (streq(key, "AutoWbtLatUsec")) {
+                _cleanup_strv_free_ char **l = NULL;
+                size_t n = 0;
+                if (strv_split_ws(value, &l) < 0)
+                        return -ENOMEM;
+                STRV_FOREACH(s, l) {
+                        if (n >= AUTOTUNE_MAX_VALUES || parse_uint_in(*s, -1, 10000000, &v) < 0)
+                                FAIL("expected values from -1 (the kernel's default) and 0 (off) to 10000000, "
+                                     "at most %d", AUTOTUNE_MAX_VALUES);
+                        p->wbt_lat_usec[n++] = v;
+                }
+                p->n_wbt_lat_usec = n;
+        } else if (streq(key, "AutoObjective")) {
+                r = auto_objective_from_string(value);
+                if (r < 0)
+                        FAIL("expected read-latency or throughput");
+                p->objective = (AutoObjective) r;
+        } else if (streq(key, "AutoWriteTolerance")) {
+                char buf[32];
+                size_t n = strlen(value);
+                if (n == 0 || n >= sizeof buf)
+                        FAIL("expected a percentage from 0 to 100");
+                strcpy(buf, value);
+                if (buf[n - 1] == '%')
+                        buf[n - 1] = 0;
+                if (parse_uint_in(buf, 0, 100, &v) < 0)
+                        FAIL("expected a percentage from 0 to 100");
+                p->write_tolerance_pct = (unsigned) v;
+        } else if (streq(key, "AutoReadLatencyTargetUSec")) {
+                if (parse_uint_in(value, 1, 60000000, &v) < 0)
+                        FAIL("expected microseconds from 1 to 60000000");
+                p->read_target_usec = (uint64_t) v;
+        } else if (streq(key, "AutoEpochSec")) {
+                if (parse_seconds_key(value, 250000, 600000000, &p->epoch_usec) < 0)
+                        FAIL("expected seconds from 0.25 to 600");
+        } else if (streq(key, "AutoRounds")) {
+                if (parse_uint_in(value, 3, AUTOTUNE_MAX_EPOCHS, &v) < 0)
+                        FAIL("expected a number from 3 to %d", AUTOTUNE_MAX_EPOCHS);
+                p->rounds = (unsigned) v;
+        } else if (streq(key, "AutoConfidence")) {
+                char buf[32];
+                size_t n = strlen(value);
+                if (n == 0 || n >= sizeof buf)
+                        FAIL("expected a percentage from 50 to 99");
+                strcpy(buf, value);
+                if (buf[n - 1] == '%')
+                        buf[n - 1] = 0;
+                if (parse_uint_in(buf, 50, 99, &v) < 0)
+                        FAIL("expected a percentage from 50 to 99");
+                p->confidence_pct = (unsigned) v;
+        } else if (streq(key, "AutoMinImprovement")) {
+                char buf[32];
+                size_t n = strlen(value);
+                if (n == 0 || n >= sizeof buf)
+                        FAIL("expected a percentage from 0 to 1000");
+                strcpy(buf, value);
+                if (buf[n - 1] == '%')
+                        buf[n - 1] = 0;
+                if (parse_uint_in(buf, 0, 1000, &v) < 0)
+                        FAIL("expected a percentage from 0 to 1000");
+                p->min_improvement_pct = (unsigned) v;
+        } else if (streq(key, "AutoGuardFactor")) {
+                if (parse_uint_in(value, 2, 1000, &v) < 0)
+                        FAIL("expected a factor from 2 to 1000");
+                p->guard_factor = (unsigned) v;
+        } else if (streq(key, "AutoMinDwellSec")) {
+                if (parse_seconds_key(value, 0, 86400ULL * 1000000, &p->dwell_usec) < 0)
+                        FAIL("expected seconds from 0 to 86400");
+        } else if (streq(key, "AutoTrialIntervalSec")) {
+                if (parse_seconds_key(value, 0, 86400ULL * 1000000, &p->interval_usec) < 0 ||
+                    (p->interval_usec && p->interval_usec < 60000000))
+                        FAIL("expected seconds from 60 to 86400, or 0 (no periodic trials)");
+        } else if (streq(key, "AutoTrialsPerHour")) {
+                if (parse_uint_in(value, 1, 60, &v) < 0)
+                        FAIL("expected a number from 1 to 60");
+                p->trials_per_hour = (unsigned) v;
+        } else if (streq(key, "AutoMinIOPS")) {
+                if (parse_uint_in(value, 1, 10000000, &v) < 0)
+                        FAIL("expected I/Os per second from 1 to 10000000");
+                p->min_iops = (double) v;
+        } else if (streq(key, "AutoTrialOnHotplug") || streq(key, "AutoTrialOnWorkloadChange")) {
+                r = parse_boolean(value);
+                if (r < 0)
+                        FAIL("expected a boolean");
+                *(streq(key, "AutoTrialOnHotplug") ? &p->on_hotplug : &p->on_workload_change) = r;
+        } else
+                return -ENOENT;
+        p->set = true;
+        return 0;
+#undef FAIL
+}
+
+char *autotune_candidate_format(const AutoCandidate *c, char *buf, size_t size) {
+        int n = snprintf(buf, size, "%s", c->scheduler);
+        if (c->nr_requests && n >= 0 && (size_t) n < size)
+                n += snprintf(buf + n, size - (size_t) n, " nr_requests=%u", c->nr_requests);
+        if (c->wbt_lat_usec != AUTO_WBT_UNSET && n >= 0 && (size_t) n < size)
+                snprintf(buf + n, size - (size_t) n, " wbt_lat_usec=%lld", c->wbt_lat_usec);
+        return buf;
+}
+
+static bool candidate_equal(const AutoCandidate *a, const AutoCandidate *b) {
+        return streq(a->scheduler, b->scheduler) && a->nr_requests == b->nr_requests &&
+               a->wbt_lat_usec == b->wbt_lat_usec;
+}
+
+static void note_add(char *note, size_t size, const char *fmt, const char *arg) {
+        size_t n = strlen(note);
+        if (n + 1 >= size)
+                return;
+        if (n)
+                note[n++] = ';', note[n++] = ' ', note[n] = 0;
+        snprintf(note + n, size - n, fmt, arg);
+}
+
+int autotune_candidates(const AutoTunePolicy *p, const AutoCandidate *current, const char *available_line,
+                        bool zoned, unsigned kernel_version, unsigned max_nr_requests, AutoCandidate *ret,
+                        size_t *ret_n, char *note, size_t note_size) {
+        size_t n = 0;
+        const char *scheds[AUTOTUNE_MAX_SCHEDULERS + 1] = {};
+        size_t ns = 0;
+        bool zoned_old = zoned && kernel_version && kernel_version < KERNEL_VERSION_CODE(6, 10);
+
+        if (note_size)
+                note[0] = 0;
+        ret[n] = *current;
+        ret[n].baseline = true;
+        n++;
+
+        if (p->schedulers[0])
+                for (size_t i = 0; p->schedulers[i]; i++)
+                        scheds[ns++] = p->schedulers[i];
+        else
+                scheds[ns++] = current->scheduler;
+
+        for (size_t i = 0; i < ns; i++) {
+                const char *s = scheds[i];
+                if (zoned_old && !streq(s, "mq-deadline")) {
+                        note_add(note, note_size, "%s left out: a zoned disk before 6.10 needs mq-deadline", s);
+                        continue;
+                }
+                if (available_line && !streq(s, "none") && !scheduler_available(available_line, s)) {
+                        note_add(note, note_size, "%s left out: the kernel does not offer it", s);
+                        continue;
+                }
+                size_t nnr = streq(s, "none") || p->n_nr_requests == 0 ? 1 : p->n_nr_requests;
+                size_t nwbt = p->n_wbt_lat_usec ? p->n_wbt_lat_usec : 1;
+                for (size_t a = 0; a < nnr; a++)
+                        for (size_t b = 0; b < nwbt; b++) {
+                                AutoCandidate c = { .wbt_lat_usec = AUTO_WBT_UNSET };
+                                snprintf(c.scheduler, sizeof c.scheduler, "%s", s);
+                                if (!streq(s, "none") && p->n_nr_requests) {
+                                        c.nr_requests = p->nr_requests[a];
+                                        if (max_nr_requests && c.nr_requests > max_nr_requests) {
+                                                char v[16];
+                                                snprintf(v, sizeof v, "%u", c.nr_requests);
+                                                note_add(note, note_size, "nr_requests=%s left out: above the kernel's bound", v);
+                                                continue;
+                                        }
+                                }
+                                if (p->n_wbt_lat_usec)
+                                        c.wbt_lat_usec = p->wbt_lat_usec[b];
+                                bool dup = false;
+                                for (size_t k = 0; k < n && !dup; k++)
+                                        dup = candidate_equal(&ret[k], &c);
+                                if (dup)
+                                        continue;
+                                if (n >= AUTOTUNE_MAX_CANDIDATES) {
+                                        note_add(note, note_size, "%s: more candidates than 16, the rest left out", s);
+                                        goto done;
+                                }
+                                ret[n++] = c;
+                        }
+        }
+done:
+        /* The baseline is measured as it is, but with the bounds' values it
+         * is also one of the candidates: drop the twin. */
+        *ret_n = n;
+        return n > 1 ? 0 : -ENOENT;
+}
+
+int blockstat_parse(const char *text, BlockStat *ret) {
+        BlockStat s = {};
+        int n = sscanf(text, "%" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64
+                       " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64, &s.rd_ios, &s.rd_merges, &s.rd_sectors,
+                       &s.rd_ticks, &s.wr_ios, &s.wr_merges, &s.wr_sectors, &s.wr_ticks, &s.in_flight, &s.io_ticks,
+                       &s.time_in_queue);
+        if (n != 11)
+                return -EINVAL;
+        *ret = s;
+        return 0;
+}
+
+void autotune_epoch_figures(const BlockStat *a, const BlockStat *b, uint64_t usec, EpochFigures *ret) {
+        *ret = (EpochFigures) {};
+        if (usec == 0 || b->rd_ios < a->rd_ios || b->wr_ios < a->wr_ios || b->rd_ticks < a->rd_ticks ||
+            b->wr_ticks < a->wr_ticks || b->rd_sectors < a->rd_sectors || b->wr_sectors < a->wr_sectors ||
+            b->time_in_queue < a->time_in_queue || b->io_ticks < a->io_ticks)
+                return;
+        double sec = (double) usec / 1e6, ms = (double) usec / 1e3;
+        uint64_t rd = b->rd_ios - a->rd_ios, wr = b->wr_ios - a->wr_ios;
+        ret->read_iops = (double) rd / sec;
+        ret->write_iops = (double) wr / sec;
+        ret->read_mbps = (double) (b->rd_sectors - a->rd_sectors) * 512 / 1e6 / sec;
+        ret->write_mbps = (double) (b->wr_sectors - a->wr_sectors) * 512 / 1e6 / sec;
+        ret->read_await_ms = rd ? (double) (b->rd_ticks - a->rd_ticks) / (double) rd : 0;
+        ret->write_await_ms = wr ? (double) (b->wr_ticks - a->wr_ticks) / (double) wr : 0;
+        ret->in_flight = (double) (b->time_in_queue - a->time_in_queue) / ms;
+        ret->util = fmin(1.0, (double) (b->io_ticks - a->io_ticks) / ms);
+        ret->valid = true;
+}
+
+bool autotune_objective_lower_better(const AutoTunePolicy *p) {
+        return p->objective == AUTO_OBJECTIVE_READ_LATENCY;
+}
+
+double autotune_objective_value(const AutoTunePolicy *p, const EpochFigures *e) {
+        if (p->objective == AUTO_OBJECTIVE_READ_LATENCY)
+                return e->read_await_ms;
+        return e->read_mbps + e->write_mbps;
+}
+
+size_t autotune_slot_candidate(size_t slot, size_t n_cand) {
+        size_t round = slot / n_cand, pos = slot % n_cand;
+        return (pos + round) % n_cand;
+}
+
+static int cmp_double(const void *a, const void *b) {
+        double x = *(const double *) a, y = *(const double *) b;
+        return x < y ? -1 : x > y;
+}
+
+double autotune_median(const double *v, size_t n) {
+        double t[AUTOTUNE_MAX_EPOCHS * 2];
+        if (n == 0)
+                return NAN;
+        if (n > sizeof t / sizeof t[0])
+                n = sizeof t / sizeof t[0];
+        memcpy(t, v, n * sizeof *t);
+        qsort(t, n, sizeof *t, cmp_double);
+        return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+}
+
+/* Number of arrangements of m x's and n y's with U (pairs x > y) = u, for
+ * u = 0..m*n, by the recurrence f(m,n,u) = f(m-1,n,u-n) + f(m,n-1,u). */
+static void mw_counts(size_t m, size_t n, double *out /* (m*n+1) */) {
+        size_t umax = m * n;
+        /* dp[j][u] for the current i, j = 0..n */
+        double *prev = calloc((n + 1) * (umax + 1), sizeof(double));
+        double *cur = calloc((n + 1) * (umax + 1), sizeof(double));
+        if (!prev || !cur) {
+                free(prev);
+                free(cur);
+                for (size_t u = 0; u <= umax; u++)
+                        out[u] = 1;
+                return;
+        }
+#define AT(a, j, u) a[(j) * (umax + 1) + (u)]
+        /* i = 0 x's: any j y's, U = 0: one arrangement */
+        for (size_t j = 0; j <= n; j++)
+                AT(prev, j, 0) = 1;
+        for (size_t i = 1; i <= m; i++) {
+                memset(cur, 0, (n + 1) * (umax + 1) * sizeof(double));
+                for (size_t j = 0; j <= n; j++)
+                        for (size_t u = 0; u <= i * j; u++) {
+                                /* the last element is an x (it is larger than all j y's: adds j) */
+                                double v = u >= j ? AT(prev, j, u - j) : 0;
+                                /* or a y */
+                                if (j > 0)
+                                        v += AT(cur, j - 1, u);
+                                AT(cur, j, u) = v;
+                        }
+                double *t = prev;
+                prev = cur;
+                cur = t;
+        }
+        for (size_t u = 0; u <= umax; u++)
+                out[u] = AT(prev, n, u);
+#undef AT
+        free(prev);
+        free(cur);
+}
+
+double autotune_mann_whitney_less(const double *x, size_t nx, const double *y, size_t ny) {
+        double u = 0;
+        if (nx == 0 || ny == 0)
+                return 1;
+        for (size_t i = 0; i < nx; i++)
+                for (size_t j = 0; j < ny; j++)
+                        u += x[i] > y[j] ? 1 : x[i] == y[j] ? 0.5 : 0;
+        /* Small U: x tends to be smaller. p = P(U <= u) under the null. */
+        if (nx * ny <= 400) {
+                size_t umax = nx * ny;
+                double counts[401], total = 0, below = 0;
+                mw_counts(nx, ny, counts);
+                for (size_t k = 0; k <= umax; k++) {
+                        total += counts[k];
+                        if ((double) k <= u + 1e-9)
+                                below += counts[k];
+                }
+                return below / total;
+        }
+        double mu = (double) nx * (double) ny / 2;
+        double sigma = sqrt((double) nx * (double) ny * (double) (nx + ny + 1) / 12);
+        double z = (u + 0.5 - mu) / sigma;
+        return 0.5 * erfc(-z / sqrt(2));
+}
+
+static void series_values(const AutoTunePolicy *p, const AutoSeries *s, double *obj, double *rd, double *wmb,
+                          double *rmb, double *iops, double *inflight, size_t *ret_n) {
+        size_t n = 0;
+        for (size_t i = 0; i < s->n; i++) {
+                const EpochFigures *e = &s->epochs[i];
+                if (!e->valid)
+                        continue;
+                obj[n] = autotune_objective_value(p, e);
+                rd[n] = e->read_await_ms;
+                wmb[n] = e->write_mbps;
+                rmb[n] = e->read_mbps;
+                iops[n] = e->read_iops + e->write_iops;
+                inflight[n] = e->in_flight;
+                n++;
+        }
+        *ret_n = n;
+}
+
+void autotune_decide(const AutoTunePolicy *p, const AutoSeries *series, size_t n, AutoSummary *sum,
+                     AutoDecision *ret) {
+        double obj[AUTOTUNE_MAX_CANDIDATES][AUTOTUNE_MAX_EPOCHS];
+        bool lower = autotune_objective_lower_better(p);
+        /* Bonferroni: the best of n-1 challengers is tested, so each test
+         * runs at alpha / (n-1) to keep the trial's false change rate. */
+        double alpha = (1.0 - p->confidence_pct / 100.0) / (double) (n > 1 ? n - 1 : 1);
+        double best_write = 0;
+
+        *ret = (AutoDecision) { .winner = 0, .best = -1, .p = 1 };
+        for (size_t c = 0; c < n; c++) {
+                double rd[AUTOTUNE_MAX_EPOCHS], wmb[AUTOTUNE_MAX_EPOCHS], rmb[AUTOTUNE_MAX_EPOCHS],
+                        iops[AUTOTUNE_MAX_EPOCHS], inf[AUTOTUNE_MAX_EPOCHS];
+                size_t k;
+                series_values(p, &series[c], obj[c], rd, wmb, rmb, iops, inf, &k);
+                sum[c] = (AutoSummary) {
+                        .objective = autotune_median(obj[c], k),
+                        .read_await_ms = autotune_median(rd, k),
+                        .write_mbps = autotune_median(wmb, k),
+                        .read_mbps = autotune_median(rmb, k),
+                        .iops = autotune_median(iops, k),
+                        .in_flight = autotune_median(inf, k),
+                        .p_vs_current = 1,
+                        .n = k,
+                };
+                if (k > 0 && sum[c].write_mbps > best_write)
+                        best_write = sum[c].write_mbps;
+        }
+
+        /* Enough epochs? The test needs 3 per side to say anything at 95 %. */
+        for (size_t c = 0; c < n; c++)
+                if (sum[c].n < 3) {
+                        ret->verdict = AUTO_VERDICT_KEEP_NO_DATA;
+                        snprintf(ret->reason, sizeof ret->reason, "too few epochs measured (%zu of candidate %zu)",
+                                 sum[c].n, c);
+                        return;
+                }
+        if (sum[0].iops < p->min_iops) {
+                ret->verdict = AUTO_VERDICT_KEEP_IDLE;
+                snprintf(ret->reason, sizeof ret->reason, "idle: %.1f I/Os per second, below %.0f", sum[0].iops,
+                         p->min_iops);
+                return;
+        }
+
+        /* Admissible: inside the objective's bound. */
+        for (size_t c = 0; c < n; c++) {
+                if (p->objective == AUTO_OBJECTIVE_READ_LATENCY)
+                        sum[c].admissible = best_write < AUTOTUNE_MIN_WRITE_MBPS ||
+                                            sum[c].write_mbps >= best_write * (1.0 - p->write_tolerance_pct / 100.0);
+                else
+                        sum[c].admissible = sum[c].read_await_ms * 1000.0 <= (double) p->read_target_usec;
+                if (c > 0) {
+                        double *a = obj[c], *b = obj[0];
+                        sum[c].p_vs_current = lower ? autotune_mann_whitney_less(a, sum[c].n, b, sum[0].n)
+                                                    : autotune_mann_whitney_less(b, sum[0].n, a, sum[c].n);
+                }
+        }
+        int best = -1;
+        for (size_t c = 0; c < n; c++) {
+                if (!sum[c].admissible)
+                        continue;
+                if (best < 0 || (lower ? sum[c].objective < sum[best].objective : sum[c].objective > sum[best].objective))
+                        best = (int) c;
+        }
+        ret->best = best;
+        if (best < 0) {
+                /* Nothing meets the bound: the throughput form with a target
+                 * nobody reaches. Keep what is there. */
+                ret->verdict = AUTO_VERDICT_KEEP_BEST;
+                snprintf(ret->reason, sizeof ret->reason, "no candidate meets the objective's bound");
+                return;
+        }
+        if (best == 0) {
+                ret->verdict = AUTO_VERDICT_KEEP_BEST;
+                ret->p = 1;
+                snprintf(ret->reason, sizeof ret->reason, "the current setting is the best");
+                return;
+        }
+        double cur_v = sum[0].objective, best_v = sum[best].objective;
+        ret->p = sum[best].p_vs_current;
+        ret->confidence = 1 - ret->p;
+        ret->improvement = lower ? (cur_v > 0 ? (cur_v - best_v) / cur_v : 0)
+                                 : (cur_v > 0 ? (best_v - cur_v) / cur_v : (best_v > 0 ? 1 : 0));
+        /* A current setting outside the bound (it costs too much write
+         * throughput) is left for the best admissible one when the
+         * throughput difference is significant, whatever the latency. */
+        if (!sum[0].admissible && p->objective == AUTO_OBJECTIVE_READ_LATENCY) {
+                double wb[AUTOTUNE_MAX_EPOCHS], w0[AUTOTUNE_MAX_EPOCHS];
+                size_t kb = 0, k0 = 0;
+                for (size_t i = 0; i < series[best].n; i++)
+                        if (series[best].epochs[i].valid)
+                                wb[kb++] = series[best].epochs[i].write_mbps;
+                for (size_t i = 0; i < series[0].n; i++)
+                        if (series[0].epochs[i].valid)
+                                w0[k0++] = series[0].epochs[i].write_mbps;
+                double pw = autotune_mann_whitney_less(w0, k0, wb, kb);
+                if (pw <= alpha) {
+                        ret->verdict = AUTO_VERDICT_CHANGE;
+                        ret->winner = best;
+                        ret->p = pw;
+                        ret->confidence = 1 - pw;
+                        snprintf(ret->reason, sizeof ret->reason,
+                                 "the current setting costs write throughput beyond the tolerance (p=%.3f)", pw);
+                        return;
+                }
+        }
+        if (ret->p > alpha) {
+                ret->verdict = AUTO_VERDICT_KEEP_NOISE;
+                snprintf(ret->reason, sizeof ret->reason,
+                         "no clear winner: the best differs by %.0f %% but p=%.3f > %.2f", ret->improvement * 100,
+                         ret->p, alpha);
+                return;
+        }
+        if (ret->improvement < p->min_improvement_pct / 100.0) {
+                ret->verdict = AUTO_VERDICT_KEEP_HYSTERESIS;
+                snprintf(ret->reason, sizeof ret->reason, "better by %.1f %% only, below the minimum of %u %%",
+                         ret->improvement * 100, p->min_improvement_pct);
+                return;
+        }
+        ret->verdict = AUTO_VERDICT_CHANGE;
+        ret->winner = best;
+        snprintf(ret->reason, sizeof ret->reason, "better by %.0f %% with confidence %.1f %%", ret->improvement * 100,
+                 ret->confidence * 100);
+}
+
+bool autotune_guard(const AutoTunePolicy *p, const AutoSeries *baseline, const EpochFigures *e, char *why,
+                    size_t why_size) {
+        double rd[AUTOTUNE_MAX_EPOCHS];
+        size_t k = 0;
+
+        if (e->errors) {
+                snprintf(why, why_size, "%u I/O errors", e->errors);
+                return true;
+        }
+        if (!e->valid)
+                return false;
+        for (size_t i = 0; i < baseline->n; i++)
+                if (baseline->epochs[i].valid && baseline->epochs[i].read_iops > 0)
+                        rd[k++] = baseline->epochs[i].read_await_ms;
+        if (k == 0 || e->read_iops == 0)
+                return false;
+        double base = fmax(autotune_median(rd, k), AUTOTUNE_GUARD_FLOOR_MS);
+        if (e->read_await_ms > base * p->guard_factor) {
+                snprintf(why, why_size, "read await %.2f ms, more than %u times the current setting's %.2f ms",
+                         e->read_await_ms, p->guard_factor, base);
+                return true;
+        }
+        return false;
+}
+
+void autotune_history_add(AutoHistory *h, uint64_t now_usec) {
+        size_t cap = sizeof h->starts / sizeof h->starts[0];
+        if (h->n == cap) {
+                memmove(h->starts, h->starts + 1, (cap - 1) * sizeof h->starts[0]);
+                h->n--;
+        }
+        h->starts[h->n++] = now_usec;
+}
+
+unsigned autotune_history_count(const AutoHistory *h, uint64_t now_usec, uint64_t window_usec) {
+        unsigned n = 0;
+        for (size_t i = 0; i < h->n; i++)
+                if (h->starts[i] + window_usec > now_usec)
+                        n++;
+        return n;
+}
+
+bool autotune_may_start(const AutoTunePolicy *p, const AutoHistory *device, const AutoHistory *global,
+                        unsigned global_per_hour, uint64_t now_usec, bool forced, char *why, size_t why_size) {
+        const uint64_t hour = 3600ULL * 1000000;
+
+        if (global && global_per_hour && autotune_history_count(global, now_usec, hour) >= global_per_hour) {
+                snprintf(why, why_size, "%u trials in the last hour across all devices (AutoTrialsPerHour= of [Daemon])",
+                         global_per_hour);
+                return false;
+        }
+        if (forced)
+                return true;
+        if (!p->enabled) {
+                snprintf(why, why_size, "AutoTune= is off");
+                return false;
+        }
+        if (device->last_change_usec && now_usec < device->last_change_usec + p->dwell_usec) {
+                snprintf(why, why_size, "changed %" PRIu64 " s ago, less than AutoMinDwellSec=%" PRIu64,
+                         (now_usec - device->last_change_usec) / 1000000, p->dwell_usec / 1000000);
+                return false;
+        }
+        if (autotune_history_count(device, now_usec, hour) >= p->trials_per_hour) {
+                snprintf(why, why_size, "%u trials of this device in the last hour (AutoTrialsPerHour=)",
+                         p->trials_per_hour);
+                return false;
+        }
+        return true;
+}
+
+void autotune_signature(const EpochFigures *e, AutoSignature *ret) {
+        double ios = e->read_iops + e->write_iops;
+        *ret = (AutoSignature) {
+                .iops = ios,
+                .read_share = ios > 0 ? e->read_iops / ios : 0,
+                .avg_kb = ios > 0 ? (e->read_mbps + e->write_mbps) * 1e6 / 1024 / ios : 0,
+        };
+}
+
+static bool factor_apart(double a, double b, double f) {
+        if (a <= 0 || b <= 0)
+                return (a > 0) != (b > 0);
+        return a > b * f || b > a * f;
+}
+
+bool autotune_workload_changed(const AutoSignature *a, const AutoSignature *b, double min_iops) {
+        if (a->iops < min_iops && b->iops < min_iops)
+                return false; /* idle then and now: noise */
+        if ((a->iops < min_iops) != (b->iops < min_iops))
+                return true; /* woke up, or went idle */
+        return fabs(a->read_share - b->read_share) > 0.25 || factor_apart(a->avg_kb, b->avg_kb, 2) ||
+               factor_apart(a->iops, b->iops, 2);
+}

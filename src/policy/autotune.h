@@ -1,0 +1,207 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Closed-loop tuning: the decision logic, as pure functions (no I/O, no
+ * clock). The daemon's trial runner (autotune-runner.c) feeds it the
+ * figures it samples; the unit tests feed it synthetic and recorded series.
+ *
+ * Method. A trial measures every candidate on the live workload in short
+ * epochs, interleaved: round r runs the candidates in the order rotated by
+ * r (A B C, B C A, C A B, ...), so that a workload drifting during the
+ * trial favours no position. Each epoch yields figures from the deltas of
+ * /sys/block/X/stat. The decision compares per-epoch figures with a
+ * one-sided Mann-Whitney rank test (exact null distribution, ties count a
+ * half) between the best admissible candidate and the current setting: it
+ * changes only if p <= 1 - confidence AND the medians differ by at least
+ * the minimum improvement (hysteresis). Otherwise it keeps the current
+ * setting and says why. */
+
+#define AUTOTUNE_MAX_CANDIDATES 16
+#define AUTOTUNE_MAX_EPOCHS 32     /* per candidate */
+#define AUTOTUNE_MAX_SCHEDULERS 8
+#define AUTOTUNE_MAX_VALUES 16
+#define AUTOTUNE_GUARD_FLOOR_MS 1.0 /* the guard rail ignores latencies below this */
+#define AUTOTUNE_MIN_WRITE_MBPS 1.0 /* below this, the write-throughput bound is moot */
+
+typedef enum AutoObjective {
+        AUTO_OBJECTIVE_READ_LATENCY, /* lowest read await, write throughput within tolerance of the best */
+        AUTO_OBJECTIVE_THROUGHPUT,   /* highest read+write throughput, read await under a target */
+} AutoObjective;
+
+const char *auto_objective_to_string(AutoObjective o);
+int auto_objective_from_string(const char *s);
+
+/* The bounds and the goal of one [Device] section (its Auto* keys). */
+typedef struct AutoTunePolicy {
+        bool enabled;                   /* AutoTune= */
+        bool set;                       /* any Auto* key seen */
+        char *schedulers[AUTOTUNE_MAX_SCHEDULERS + 1]; /* AutoScheduler=, NULL-terminated */
+        unsigned nr_requests[AUTOTUNE_MAX_VALUES];     /* AutoNrRequests= */
+        size_t n_nr_requests;
+        long long wbt_lat_usec[AUTOTUNE_MAX_VALUES];   /* AutoWbtLatUsec= */
+        size_t n_wbt_lat_usec;
+        AutoObjective objective;        /* AutoObjective= */
+        unsigned write_tolerance_pct;   /* AutoWriteTolerance= (read-latency form) */
+        uint64_t read_target_usec;      /* AutoReadLatencyTargetUSec= (throughput form) */
+        uint64_t epoch_usec;            /* AutoEpochSec= */
+        unsigned rounds;                /* AutoRounds= */
+        unsigned confidence_pct;        /* AutoConfidence= */
+        unsigned min_improvement_pct;   /* AutoMinImprovement= */
+        unsigned guard_factor;          /* AutoGuardFactor= */
+        uint64_t dwell_usec;            /* AutoMinDwellSec= */
+        uint64_t interval_usec;         /* AutoTrialIntervalSec= (0: only on demand and events) */
+        unsigned trials_per_hour;       /* AutoTrialsPerHour= (this device) */
+        double min_iops;                /* AutoMinIOPS=: below, the disk is idle: no trial */
+        bool on_hotplug;                /* AutoTrialOnHotplug= */
+        bool on_workload_change;        /* AutoTrialOnWorkloadChange= */
+} AutoTunePolicy;
+
+void autotune_policy_init(AutoTunePolicy *p);
+void autotune_policy_done(AutoTunePolicy *p);
+int autotune_policy_copy(AutoTunePolicy *dst, const AutoTunePolicy *src);
+/* Parses one [Device] key; -ENOENT if key is not an Auto* key, -EINVAL with
+ * *ret_message (static or in msgbuf) on a bad value. */
+int autotune_policy_parse(AutoTunePolicy *p, const char *key, const char *value, char *msgbuf, size_t msgsize,
+                          const char **ret_message);
+/* Parses "64..1024" (every power of two in the range, and both ends) or a
+ * list "64 128 256"; values 4..100000. */
+int autotune_parse_nr_requests(const char *value, unsigned *ret, size_t *ret_n);
+
+/* One setting to try. nr_requests 0 / wbt LLONG_MIN: left as they are. */
+typedef struct AutoCandidate {
+        char scheduler[32];
+        unsigned nr_requests;
+        long long wbt_lat_usec;
+        bool baseline; /* the setting in force when the trial began */
+} AutoCandidate;
+
+#define AUTO_WBT_UNSET (-(1LL << 62))
+
+/* "kyber nr_requests=64 wbt_lat_usec=2000" */
+char *autotune_candidate_format(const AutoCandidate *c, char *buf, size_t size);
+
+/* Builds the candidates inside the policy's bounds, the current setting
+ * first (always measured: the baseline). Kernel guards: a zoned disk before
+ * 6.10 gets only mq-deadline; a scheduler not in available_line (the
+ * content of queue/scheduler) is dropped; nr_requests is never set with
+ * `none` (lowering it there shrinks the driver tags for good on 6.x
+ * loop devices), nor above max_nr_requests (0: no limit). At most
+ * AUTOTUNE_MAX_CANDIDATES; *ret_note says what was dropped. */
+int autotune_candidates(const AutoTunePolicy *p, const AutoCandidate *current, const char *available_line,
+                        bool zoned, unsigned kernel_version, unsigned max_nr_requests, AutoCandidate *ret,
+                        size_t *ret_n, char *note, size_t note_size);
+
+/* The 11 fields of /sys/block/X/stat we use. */
+typedef struct BlockStat {
+        uint64_t rd_ios, rd_merges, rd_sectors, rd_ticks;
+        uint64_t wr_ios, wr_merges, wr_sectors, wr_ticks;
+        uint64_t in_flight, io_ticks, time_in_queue;
+} BlockStat;
+
+int blockstat_parse(const char *text, BlockStat *ret);
+
+/* Per-epoch figures of one candidate. */
+typedef struct EpochFigures {
+        double read_iops, write_iops;
+        double read_mbps, write_mbps; /* MB = 10^6 bytes */
+        double read_await_ms, write_await_ms; /* 0 if no I/O of that kind */
+        double in_flight;             /* average requests in flight (time_in_queue / time) */
+        double util;                  /* busy fraction */
+        unsigned errors;              /* I/O errors seen in the epoch (probes) */
+        bool valid;
+} EpochFigures;
+
+/* Figures from two stat samples usec apart. Counters going backwards (the
+ * device was replaced) make the epoch invalid. */
+void autotune_epoch_figures(const BlockStat *a, const BlockStat *b, uint64_t usec, EpochFigures *ret);
+
+/* The figure the objective ranks by, and whether lower is better. */
+double autotune_objective_value(const AutoTunePolicy *p, const EpochFigures *e);
+bool autotune_objective_lower_better(const AutoTunePolicy *p);
+
+/* The order of the trial: slot s of n_cand * rounds runs candidate
+ * autotune_slot_candidate(s, n_cand). */
+size_t autotune_slot_candidate(size_t slot, size_t n_cand);
+
+/* One-sided Mann-Whitney: p-value of "x tends to be smaller than y". */
+double autotune_mann_whitney_less(const double *x, size_t nx, const double *y, size_t ny);
+
+typedef struct AutoSeries {
+        EpochFigures epochs[AUTOTUNE_MAX_EPOCHS];
+        size_t n;
+} AutoSeries;
+
+typedef struct AutoSummary {
+        double objective;   /* median of the per-epoch objective */
+        double read_await_ms, write_mbps, read_mbps, iops, in_flight; /* medians */
+        bool admissible;    /* meets the bound of the objective */
+        double p_vs_current; /* p of "better than the current setting" (1 for the current) */
+        size_t n;
+} AutoSummary;
+
+typedef enum AutoVerdict {
+        AUTO_VERDICT_CHANGE,          /* winner is not the current setting */
+        AUTO_VERDICT_KEEP_BEST,       /* the current setting is the best */
+        AUTO_VERDICT_KEEP_NOISE,      /* the difference is not larger than the noise */
+        AUTO_VERDICT_KEEP_HYSTERESIS, /* significant but smaller than the minimum improvement */
+        AUTO_VERDICT_KEEP_IDLE,       /* too little I/O to judge */
+        AUTO_VERDICT_KEEP_NO_DATA,    /* too few epochs */
+        AUTO_VERDICT_ABORTED,         /* the guard rail ended the trial */
+        _AUTO_VERDICT_MAX,
+} AutoVerdict;
+
+const char *auto_verdict_to_string(AutoVerdict v);
+
+typedef struct AutoDecision {
+        AutoVerdict verdict;
+        int winner;        /* candidate to set: the best on CHANGE, else the current (0) */
+        int best;          /* the best admissible by median, -1 if none */
+        double p;          /* rank-test p of best against current */
+        double confidence; /* 1 - p */
+        double improvement; /* relative, of the objective's medians (0.25 = 25 % better) */
+        char reason[256];
+} AutoDecision;
+
+/* Candidate 0 must be the baseline. summaries (n entries) is filled too. */
+void autotune_decide(const AutoTunePolicy *p, const AutoSeries *series, size_t n, AutoSummary *summaries,
+                     AutoDecision *ret);
+
+/* The guard rail: true if epoch e of a candidate is worse than the
+ * baseline's epochs so far by more than the policy's factor (read await,
+ * above AUTOTUNE_GUARD_FLOOR_MS), or saw I/O errors; *why says which. */
+bool autotune_guard(const AutoTunePolicy *p, const AutoSeries *baseline, const EpochFigures *e, char *why,
+                    size_t why_size);
+
+/* Rate limits: the start times of recent trials (usec, any clock). */
+typedef struct AutoHistory {
+        uint64_t starts[64];
+        size_t n;
+        uint64_t last_change_usec; /* 0: never */
+} AutoHistory;
+
+void autotune_history_add(AutoHistory *h, uint64_t now_usec);
+unsigned autotune_history_count(const AutoHistory *h, uint64_t now_usec, uint64_t window_usec);
+
+/* Whether a trial may start now. forced (an operator asked): the dwell time
+ * and the device's cap do not apply, the global cap does. */
+bool autotune_may_start(const AutoTunePolicy *p, const AutoHistory *device, const AutoHistory *global,
+                        unsigned global_per_hour, uint64_t now_usec, bool forced, char *why, size_t why_size);
+
+/* Workload-change detector: a signature of an epoch (read share of I/Os,
+ * mean request size, rate) and whether two differ clearly. */
+typedef struct AutoSignature {
+        double read_share;  /* of I/Os, 0..1 */
+        double avg_kb;      /* mean request size */
+        double iops;
+} AutoSignature;
+
+void autotune_signature(const EpochFigures *e, AutoSignature *ret);
+/* Changed: read share moved by more than 0.25, or mean size or rate by
+ * more than a factor of 2, with both above min_iops. */
+bool autotune_workload_changed(const AutoSignature *a, const AutoSignature *b, double min_iops);
+
+double autotune_median(const double *v, size_t n);

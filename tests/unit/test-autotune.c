@@ -1,0 +1,503 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* autotune.c: the decision logic of closed-loop tuning, fed with synthetic
+ * series (a seeded generator, so every run sees the same numbers) and a
+ * series recorded on the model disk (tools/modeldisk). It picks a clear
+ * winner; does not flip on noise, drift or one outlier; keeps inside the
+ * bounds, the dwell time and the caps; ends a harmful trial early. */
+
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "autotune.h"
+#include "util.h"
+
+static uint64_t rng_state;
+
+static double rnd(void) { /* uniform [0, 1) */
+        rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
+        return (double) (rng_state >> 11) / (double) (1ULL << 53);
+}
+
+static double noisy(double v, double rel) {
+        return v * (1 + rel * (2 * rnd() - 1));
+}
+
+static AutoTunePolicy policy(void) {
+        AutoTunePolicy p;
+        autotune_policy_init(&p);
+        p.enabled = true;
+        return p;
+}
+
+/* Fills series[c] with `rounds` epochs: read await mean[c] ms, write MB/s
+ * wmb[c], relative noise rel; drift multiplies every value by 1 + drift *
+ * (slot / slots), slots taken in the rotated trial order. */
+static void fill(AutoSeries *series, size_t n, unsigned rounds, const double *mean, const double *wmb, double rel,
+                 double drift) {
+        size_t slots = n * rounds;
+        memset(series, 0, sizeof(AutoSeries) * n);
+        for (size_t s = 0; s < slots; s++) {
+                size_t c = autotune_slot_candidate(s, n);
+                double f = 1 + drift * (double) s / (double) slots;
+                EpochFigures *e = &series[c].epochs[series[c].n++];
+                *e = (EpochFigures) {
+                        .valid = true,
+                        .read_iops = 200,
+                        .write_iops = 100,
+                        .read_await_ms = noisy(mean[c], rel) * f,
+                        .write_mbps = noisy(wmb[c], rel / 3),
+                        .read_mbps = 0.8,
+                };
+        }
+}
+
+static void test_mann_whitney(void **state) {
+        double lo[] = { 1, 2, 3, 4, 5 }, hi[] = { 6, 7, 8, 9, 10 }, same[] = { 3, 3, 3, 3, 3 };
+
+        /* complete separation, 5 against 5: 1 arrangement of C(10,5) = 252 */
+        assert_true(fabs(autotune_mann_whitney_less(lo, 5, hi, 5) - 1.0 / 252) < 1e-12);
+        assert_true(autotune_mann_whitney_less(hi, 5, lo, 5) > 0.99);
+        /* all tied: no evidence */
+        assert_true(autotune_mann_whitney_less(same, 5, same, 5) > 0.4);
+        /* 3 against 3 at best 1/20 */
+        assert_true(fabs(autotune_mann_whitney_less(lo, 3, hi, 3) - 0.05) < 1e-12);
+        /* large samples take the normal approximation */
+        double a[30], b[30];
+        for (int i = 0; i < 30; i++)
+                a[i] = i, b[i] = i + 15;
+        assert_true(autotune_mann_whitney_less(a, 30, b, 30) < 0.001);
+}
+
+static void test_clear_winner(void **state) {
+        AutoTunePolicy p = policy();
+        AutoSeries s[3];
+        AutoSummary sum[3];
+        AutoDecision d;
+        double mean[] = { 40, 8, 30 }, wmb[] = { 150, 150, 150 };
+
+        rng_state = 1;
+        fill(s, 3, 5, mean, wmb, 0.2, 0);
+        autotune_decide(&p, s, 3, sum, &d);
+        assert_int_equal(d.verdict, AUTO_VERDICT_CHANGE);
+        assert_int_equal(d.winner, 1);
+        assert_true(d.confidence >= 0.95);
+        assert_true(d.improvement > 0.6);
+        assert_true(sum[1].admissible && sum[2].admissible);
+
+        /* the current setting is already the best: keep it */
+        double mean2[] = { 8, 40, 30 };
+        fill(s, 3, 5, mean2, wmb, 0.2, 0);
+        autotune_decide(&p, s, 3, sum, &d);
+        assert_int_equal(d.verdict, AUTO_VERDICT_KEEP_BEST);
+        assert_int_equal(d.winner, 0);
+}
+
+/* Equal candidates with 30 % noise per epoch: the decision keeps the
+ * current setting nearly always (the test's alpha is 5 % per trial before
+ * hysteresis; with it, fewer). */
+static void test_no_flip_on_noise(void **state) {
+        AutoTunePolicy p = policy();
+        AutoSeries s[4];
+        AutoSummary sum[4];
+        AutoDecision d;
+        double mean[] = { 10, 10, 10, 10 }, wmb[] = { 150, 150, 150, 150 };
+        unsigned changes = 0;
+
+        for (unsigned seed = 1; seed <= 400; seed++) {
+                rng_state = seed;
+                fill(s, 4, 5, mean, wmb, 0.3, 0);
+                autotune_decide(&p, s, 4, sum, &d);
+                changes += d.verdict == AUTO_VERDICT_CHANGE;
+        }
+        print_message("noise: %u changes in 400 trials of equal candidates\n", changes);
+        assert_true(changes <= 400 / 20);
+}
+
+/* The workload triples its latency during the trial; the candidates are
+ * equal. Interleaving with a rotated order keeps the drift from choosing. */
+static void test_no_flip_on_drift(void **state) {
+        AutoTunePolicy p = policy();
+        AutoSeries s[3];
+        AutoSummary sum[3];
+        AutoDecision d;
+        double mean[] = { 10, 10, 10 }, wmb[] = { 150, 150, 150 };
+        unsigned changes = 0;
+
+        for (unsigned seed = 1; seed <= 200; seed++) {
+                rng_state = seed;
+                fill(s, 3, 5, mean, wmb, 0.05, 2.0);
+                autotune_decide(&p, s, 3, sum, &d);
+                changes += d.verdict == AUTO_VERDICT_CHANGE;
+        }
+        print_message("drift: %u changes in 200 trials\n", changes);
+        assert_true(changes <= 200 / 20);
+}
+
+/* One outlier epoch does not decide: medians and ranks ignore its size. */
+static void test_no_flip_on_outlier(void **state) {
+        AutoTunePolicy p = policy();
+        AutoSeries s[2];
+        AutoSummary sum[2];
+        AutoDecision d;
+        double mean[] = { 10, 11 }, wmb[] = { 150, 150 };
+
+        rng_state = 7;
+        fill(s, 2, 5, mean, wmb, 0.02, 0);
+        s[0].epochs[2].read_await_ms = 900; /* one stall of the current setting */
+        autotune_decide(&p, s, 2, sum, &d);
+        assert_int_not_equal(d.verdict, AUTO_VERDICT_CHANGE);
+        assert_true(sum[0].objective < 11);
+
+        /* and a clearly better candidate with one stall still wins */
+        double mean2[] = { 40, 10 };
+        fill(s, 2, 8, mean2, wmb, 0.05, 0);
+        s[1].epochs[0].read_await_ms = 900;
+        autotune_decide(&p, s, 2, sum, &d);
+        assert_int_equal(d.verdict, AUTO_VERDICT_CHANGE);
+        assert_int_equal(d.winner, 1);
+}
+
+/* Significant but small: hysteresis keeps the current setting. */
+static void test_hysteresis(void **state) {
+        AutoTunePolicy p = policy();
+        AutoSeries s[2];
+        AutoSummary sum[2];
+        AutoDecision d;
+        double mean[] = { 10, 9.5 }, wmb[] = { 150, 150 };
+
+        rng_state = 3;
+        fill(s, 2, 8, mean, wmb, 0.01, 0);
+        autotune_decide(&p, s, 2, sum, &d);
+        assert_int_equal(d.verdict, AUTO_VERDICT_KEEP_HYSTERESIS);
+        assert_true(d.p <= 0.05);
+        p.min_improvement_pct = 2;
+        autotune_decide(&p, s, 2, sum, &d);
+        assert_int_equal(d.verdict, AUTO_VERDICT_CHANGE);
+}
+
+/* The write-throughput bound: the lowest latency costs 40 % of the writes
+ * and is not admissible; the next one wins. */
+static void test_write_tolerance(void **state) {
+        AutoTunePolicy p = policy();
+        AutoSeries s[3];
+        AutoSummary sum[3];
+        AutoDecision d;
+        double mean[] = { 40, 2, 9 }, wmb[] = { 150, 90, 148 };
+
+        rng_state = 11;
+        fill(s, 3, 5, mean, wmb, 0.1, 0);
+        autotune_decide(&p, s, 3, sum, &d);
+        assert_false(sum[1].admissible);
+        assert_true(sum[2].admissible);
+        assert_int_equal(d.verdict, AUTO_VERDICT_CHANGE);
+        assert_int_equal(d.winner, 2);
+
+        /* a tolerance of 50 % admits it */
+        p.write_tolerance_pct = 50;
+        autotune_decide(&p, s, 3, sum, &d);
+        assert_int_equal(d.winner, 1);
+}
+
+static void test_throughput_objective(void **state) {
+        AutoTunePolicy p = policy();
+        AutoSeries s[3];
+        AutoSummary sum[3];
+        AutoDecision d;
+        double mean[] = { 5, 20, 8 }, wmb[] = { 100, 200, 160 };
+
+        p.objective = AUTO_OBJECTIVE_THROUGHPUT;
+        p.read_target_usec = 10000; /* 10 ms: candidate 1 is faster but too slow for reads */
+        rng_state = 5;
+        fill(s, 3, 5, mean, wmb, 0.05, 0);
+        autotune_decide(&p, s, 3, sum, &d);
+        assert_false(sum[1].admissible);
+        assert_int_equal(d.verdict, AUTO_VERDICT_CHANGE);
+        assert_int_equal(d.winner, 2);
+}
+
+static void test_idle_and_no_data(void **state) {
+        AutoTunePolicy p = policy();
+        AutoSeries s[2];
+        AutoSummary sum[2];
+        AutoDecision d;
+        double mean[] = { 40, 5 }, wmb[] = { 1, 1 };
+
+        rng_state = 9;
+        fill(s, 2, 5, mean, wmb, 0.1, 0);
+        for (size_t c = 0; c < 2; c++)
+                for (size_t i = 0; i < s[c].n; i++)
+                        s[c].epochs[i].read_iops = 2, s[c].epochs[i].write_iops = 1;
+        autotune_decide(&p, s, 2, sum, &d);
+        assert_int_equal(d.verdict, AUTO_VERDICT_KEEP_IDLE);
+
+        fill(s, 2, 2, mean, wmb, 0.1, 0);
+        autotune_decide(&p, s, 2, sum, &d);
+        assert_int_equal(d.verdict, AUTO_VERDICT_KEEP_NO_DATA);
+}
+
+static void test_guard(void **state) {
+        AutoTunePolicy p = policy();
+        AutoSeries base = {};
+        char why[128];
+        EpochFigures e = { .valid = true, .read_iops = 100, .read_await_ms = 9.5 };
+
+        base.epochs[0] = (EpochFigures) { .valid = true, .read_iops = 100, .read_await_ms = 2.5 };
+        base.n = 1;
+        assert_false(autotune_guard(&p, &base, &e, why, sizeof why)); /* 9.5 < 4 x 2.5 */
+        e.read_await_ms = 10.5;
+        assert_true(autotune_guard(&p, &base, &e, why, sizeof why)); /* 10.5 > 4 x 2.5 */
+        assert_non_null(strstr(why, "more than 4 times"));
+        /* below the floor, no guard: 0.1 ms against 3.9 ms is noise-level */
+        base.epochs[0].read_await_ms = 0.1;
+        e.read_await_ms = 3.9;
+        assert_false(autotune_guard(&p, &base, &e, why, sizeof why));
+        e.read_await_ms = 4.1;
+        assert_true(autotune_guard(&p, &base, &e, why, sizeof why));
+        /* errors end it whatever the latency */
+        e = (EpochFigures) { .valid = true, .errors = 2 };
+        assert_true(autotune_guard(&p, &base, &e, why, sizeof why));
+        assert_string_equal(why, "2 I/O errors");
+}
+
+static void test_candidates(void **state) {
+        AutoTunePolicy p = policy();
+        AutoCandidate cur = { .scheduler = "none", .wbt_lat_usec = AUTO_WBT_UNSET }, c[AUTOTUNE_MAX_CANDIDATES];
+        size_t n;
+        char note[512], buf[96];
+
+        p.schedulers[0] = strdup("none");
+        p.schedulers[1] = strdup("kyber");
+        p.schedulers[2] = strdup("mq-deadline");
+        assert_int_equal(autotune_parse_nr_requests("32 256", p.nr_requests, &p.n_nr_requests), 0);
+        assert_int_equal(autotune_candidates(&p, &cur, "[none] mq-deadline kyber bfq", false,
+                                             KERNEL_VERSION_CODE(6, 18), 0, c, &n, note, sizeof note), 0);
+        /* baseline (none, so no twin and no nr_requests: the trap) + 2 x kyber + 2 x mq-deadline */
+        assert_int_equal(n, 5);
+        assert_true(c[0].baseline);
+        assert_string_equal(autotune_candidate_format(&c[0], buf, sizeof buf), "none");
+        assert_string_equal(autotune_candidate_format(&c[1], buf, sizeof buf), "kyber nr_requests=32");
+        assert_string_equal(autotune_candidate_format(&c[4], buf, sizeof buf), "mq-deadline nr_requests=256");
+        for (size_t i = 1; i < n; i++)
+                assert_false(streq(c[i].scheduler, "none") && c[i].nr_requests);
+
+        /* zoned before 6.10: mq-deadline only */
+        cur = (AutoCandidate) { .scheduler = "mq-deadline", .wbt_lat_usec = AUTO_WBT_UNSET };
+        assert_int_equal(autotune_candidates(&p, &cur, "none [mq-deadline] kyber", true, KERNEL_VERSION_CODE(6, 9),
+                                             0, c, &n, note, sizeof note), 0);
+        for (size_t i = 0; i < n; i++)
+                assert_string_equal(c[i].scheduler, "mq-deadline");
+        assert_non_null(strstr(note, "none left out: a zoned disk before 6.10"));
+        /* from 6.10 all of them */
+        assert_int_equal(autotune_candidates(&p, &cur, "none [mq-deadline] kyber", true, KERNEL_VERSION_CODE(6, 10),
+                                             0, c, &n, note, sizeof note), 0);
+        assert_int_equal(n, 6);
+
+        /* a scheduler the kernel does not offer, a depth above its bound */
+        assert_int_equal(autotune_candidates(&p, &cur, "none [mq-deadline]", false, KERNEL_VERSION_CODE(6, 18), 128,
+                                             c, &n, note, sizeof note), 0);
+        assert_non_null(strstr(note, "kyber left out"));
+        assert_non_null(strstr(note, "nr_requests=256 left out"));
+        for (size_t i = 0; i < n; i++)
+                assert_true(c[i].nr_requests <= 128);
+        autotune_policy_done(&p);
+}
+
+static void test_parse(void **state) {
+        AutoTunePolicy p;
+        char buf[256];
+        const char *msg = NULL;
+        unsigned v[AUTOTUNE_MAX_VALUES];
+        size_t n;
+
+        autotune_policy_init(&p);
+        assert_int_equal(autotune_parse_nr_requests("64..1024", v, &n), 0);
+        assert_int_equal(n, 5);
+        assert_int_equal(v[0], 64);
+        assert_int_equal(v[1], 128);
+        assert_int_equal(v[4], 1024);
+        assert_int_equal(autotune_parse_nr_requests("48..100", v, &n), 0);
+        assert_int_equal(n, 3); /* 48 64 100 */
+        assert_int_equal(v[1], 64);
+        assert_int_equal(autotune_parse_nr_requests("1024..64", v, &n), -EINVAL);
+        assert_int_equal(autotune_parse_nr_requests("2", v, &n), -EINVAL);
+
+        assert_int_equal(autotune_policy_parse(&p, "Scheduler", "kyber", buf, sizeof buf, &msg), -ENOENT);
+        assert_int_equal(autotune_policy_parse(&p, "AutoTune", "yes", buf, sizeof buf, &msg), 0);
+        assert_true(p.enabled);
+        assert_int_equal(autotune_policy_parse(&p, "AutoScheduler", "kyber mq-deadline none", buf, sizeof buf, &msg), 0);
+        assert_string_equal(p.schedulers[2], "none");
+        assert_null(p.schedulers[3]);
+        assert_int_equal(autotune_policy_parse(&p, "AutoScheduler", "kyber b@d", buf, sizeof buf, &msg), -EINVAL);
+        assert_non_null(strstr(msg, "b@d"));
+        assert_int_equal(autotune_policy_parse(&p, "AutoWriteTolerance", "5%", buf, sizeof buf, &msg), 0);
+        assert_int_equal(p.write_tolerance_pct, 5);
+        assert_int_equal(autotune_policy_parse(&p, "AutoObjective", "fast", buf, sizeof buf, &msg), -EINVAL);
+        assert_int_equal(autotune_policy_parse(&p, "AutoEpochSec", "0.1", buf, sizeof buf, &msg), -EINVAL);
+        assert_int_equal(autotune_policy_parse(&p, "AutoEpochSec", "1.5", buf, sizeof buf, &msg), 0);
+        assert_int_equal(p.epoch_usec, 1500000);
+        assert_int_equal(autotune_policy_parse(&p, "AutoWbtLatUsec", "-1 0 2000", buf, sizeof buf, &msg), 0);
+        assert_int_equal(p.n_wbt_lat_usec, 3);
+        assert_int_equal(autotune_policy_parse(&p, "AutoBogus", "1", buf, sizeof buf, &msg), -ENOENT);
+        autotune_policy_done(&p);
+}
+
+static void test_caps(void **state) {
+        AutoTunePolicy p = policy();
+        AutoHistory dev = {}, global = {};
+        char why[256];
+        const uint64_t s = 1000000, hour = 3600 * s;
+        uint64_t now = 10 * hour;
+
+        p.trials_per_hour = 2;
+        p.dwell_usec = 600 * s;
+        assert_true(autotune_may_start(&p, &dev, &global, 10, now, false, why, sizeof why));
+        autotune_history_add(&dev, now - 30 * 60 * s);
+        autotune_history_add(&dev, now - 10 * 60 * s);
+        assert_false(autotune_may_start(&p, &dev, &global, 10, now, false, why, sizeof why));
+        assert_non_null(strstr(why, "AutoTrialsPerHour="));
+        /* an hour later the window is free again */
+        assert_true(autotune_may_start(&p, &dev, &global, 10, now + hour, false, why, sizeof why));
+        /* dwell: no trial within AutoMinDwellSec= of a change */
+        dev.last_change_usec = now + hour - 60 * s;
+        assert_false(autotune_may_start(&p, &dev, &global, 10, now + hour, false, why, sizeof why));
+        assert_non_null(strstr(why, "AutoMinDwellSec="));
+        /* an operator's trial passes the device's limits, not the global cap */
+        assert_true(autotune_may_start(&p, &dev, &global, 10, now + hour, true, why, sizeof why));
+        for (int i = 0; i < 10; i++)
+                autotune_history_add(&global, now + hour - (uint64_t) i * s);
+        assert_false(autotune_may_start(&p, &dev, &global, 10, now + hour, true, why, sizeof why));
+        assert_non_null(strstr(why, "across all devices"));
+        /* AutoTune=no: only on demand */
+        p.enabled = false;
+        assert_false(autotune_may_start(&p, &(AutoHistory) {}, NULL, 0, now, false, why, sizeof why));
+}
+
+static void test_epoch_figures(void **state) {
+        BlockStat a, b;
+        EpochFigures e;
+
+        assert_int_equal(blockstat_parse("  100 0 800 200  50 0 12800 1000 3 500 1200  0 0 0 0", &a), 0);
+        assert_int_equal(blockstat_parse("  300 0 2400 1200 150 0 51200 3000 7 1500 5200 0 0 0 0", &b), 0);
+        autotune_epoch_figures(&a, &b, 2000000, &e);
+        assert_true(e.valid);
+        assert_true(fabs(e.read_iops - 100) < 1e-9);
+        assert_true(fabs(e.write_iops - 50) < 1e-9);
+        assert_true(fabs(e.read_await_ms - 5) < 1e-9);  /* 1000 ms over 200 reads */
+        assert_true(fabs(e.write_await_ms - 20) < 1e-9);
+        assert_true(fabs(e.write_mbps - 38400.0 * 512 / 1e6 / 2) < 1e-9);
+        assert_true(fabs(e.in_flight - 2) < 1e-9);      /* 4000 ms of queue time in 2000 ms */
+        assert_true(fabs(e.util - 0.5) < 1e-9);
+        /* counters going backwards: a new device under the same name */
+        autotune_epoch_figures(&b, &a, 2000000, &e);
+        assert_false(e.valid);
+        assert_int_equal(blockstat_parse("1 2 3", &a), -EINVAL);
+}
+
+static void test_slots(void **state) {
+        /* A B C, B C A, C A B: every candidate in every position once */
+        unsigned pos[3][3] = {};
+        for (size_t s = 0; s < 9; s++)
+                pos[autotune_slot_candidate(s, 3)][s % 3]++;
+        for (int c = 0; c < 3; c++)
+                for (int p = 0; p < 3; p++)
+                        assert_int_equal(pos[c][p], 1);
+}
+
+static void test_workload_change(void **state) {
+        AutoSignature a, b;
+        EpochFigures mixed = { .read_iops = 700, .write_iops = 300, .read_mbps = 2.8, .write_mbps = 39 };
+        EpochFigures mixed2 = { .read_iops = 650, .write_iops = 320, .read_mbps = 2.7, .write_mbps = 41 };
+        EpochFigures seq = { .read_iops = 10, .write_iops = 400, .read_mbps = 0.04, .write_mbps = 400 };
+        EpochFigures idle = { .read_iops = 0.5 };
+
+        autotune_signature(&mixed, &a);
+        autotune_signature(&mixed2, &b);
+        assert_false(autotune_workload_changed(&a, &b, 20));
+        autotune_signature(&seq, &b);
+        assert_true(autotune_workload_changed(&a, &b, 20));
+        autotune_signature(&idle, &a);
+        assert_true(autotune_workload_changed(&a, &b, 20));
+        autotune_signature(&idle, &b);
+        assert_false(autotune_workload_changed(&a, &b, 20)); /* idle is never a change */
+}
+
+/* Recorded on the model disk (tools/modeldisk --channels=16
+ * --read-lat-us=100 --write-lat-us=200 --write-bw=10M --read-bw=200M, loop
+ * --direct-io=on, fio 128 KiB random writes at depth 256 + 4 KiB random
+ * reads at depth 4): read await (ms) and write MB/s of 2-second epochs,
+ * interleaved, for mq-deadline with nr_requests 256 (current), 8 and 32. */
+static void test_recorded(void **state) {
+        static const struct {
+                size_t cand;
+                uint64_t usec;
+                const char *a, *b;
+        } rec[] = {
+#include "autotune-recorded.inc"
+        };
+        AutoTunePolicy p = policy();
+        AutoSeries s[3] = {};
+        AutoSummary sum[3];
+        AutoDecision d;
+        char why[128];
+
+        for (size_t i = 0; i < sizeof rec / sizeof rec[0]; i++) {
+                BlockStat a, b;
+                assert_int_equal(blockstat_parse(rec[i].a, &a), 0);
+                assert_int_equal(blockstat_parse(rec[i].b, &b), 0);
+                AutoSeries *t = &s[rec[i].cand];
+                autotune_epoch_figures(&a, &b, rec[i].usec, &t->epochs[t->n]);
+                assert_true(t->epochs[t->n].valid);
+                t->n++;
+        }
+        autotune_decide(&p, s, 3, sum, &d);
+        for (int c = 0; c < 3; c++)
+                print_message("candidate %d: read await %.2f ms, write %.1f MB/s, in flight %.0f, admissible %d, p %.4f\n",
+                              c, sum[c].read_await_ms, sum[c].write_mbps, sum[c].in_flight, sum[c].admissible,
+                              sum[c].p_vs_current);
+        /* nr_requests 8 has the lowest latency but halves the writes */
+        assert_false(sum[1].admissible);
+        assert_true(sum[1].read_await_ms < sum[2].read_await_ms);
+        assert_int_equal(d.verdict, AUTO_VERDICT_CHANGE);
+        assert_int_equal(d.winner, 2);
+        assert_true(d.confidence >= 0.99);
+
+        /* Measured as the current setting after the change, the old one
+         * would be ended by the guard rail at its first epoch. */
+        AutoSeries base = { .n = 0 };
+        for (size_t i = 0; i < s[2].n; i++)
+                base.epochs[base.n++] = s[2].epochs[i];
+        assert_true(autotune_guard(&p, &base, &s[0].epochs[0], why, sizeof why));
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_mann_whitney),
+                cmocka_unit_test(test_clear_winner),
+                cmocka_unit_test(test_no_flip_on_noise),
+                cmocka_unit_test(test_no_flip_on_drift),
+                cmocka_unit_test(test_no_flip_on_outlier),
+                cmocka_unit_test(test_hysteresis),
+                cmocka_unit_test(test_write_tolerance),
+                cmocka_unit_test(test_throughput_objective),
+                cmocka_unit_test(test_idle_and_no_data),
+                cmocka_unit_test(test_guard),
+                cmocka_unit_test(test_candidates),
+                cmocka_unit_test(test_parse),
+                cmocka_unit_test(test_caps),
+                cmocka_unit_test(test_epoch_figures),
+                cmocka_unit_test(test_slots),
+                cmocka_unit_test(test_workload_change),
+                cmocka_unit_test(test_recorded),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
