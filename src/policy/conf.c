@@ -80,6 +80,8 @@ Config *config_free(Config *c) {
                 free(c->devices[i].file);
                 match_done(&c->devices[i].match);
                 settings_done(&c->devices[i].settings);
+                autotune_policy_done(&c->devices[i].autotune);
+                free(c->devices[i].autotune_origin);
         }
         free(c->devices);
         for (size_t i = 0; i < c->n_profiles; i++) {
@@ -108,6 +110,7 @@ static Config *config_new(void) {
         c->daemon.probe_interval_usec = CONFIG_DEFAULT_PROBE_INTERVAL_USEC;
         c->daemon.probe_threads = CONFIG_DEFAULT_PROBE_THREADS;
         c->daemon.call_timeout_usec = CONFIG_DEFAULT_CALL_TIMEOUT_USEC;
+        c->daemon.autotune_trials_per_hour = CONFIG_DEFAULT_AUTOTUNE_TRIALS_PER_HOUR;
         c->zones.zone_size = 64 * UINT64_C(1024 * 1024);
         c->zones.zone_count = 16;
         c->zones.reset_batch = 4;
@@ -200,6 +203,7 @@ static int parser_section(Parser *p, char *hdr) {
                 c->devices = t;
                 t = &c->devices[c->n_devices];
                 *t = (DeviceSection) { .match.rotational = -1, .line = p->line };
+                autotune_policy_init(&t->autotune);
                 t->name = strdup(n);
                 t->file = strdup(p->file);
                 p->index = c->n_devices++;
@@ -401,6 +405,21 @@ static int parse_setting(Parser *p, Settings *s, const char *key, const char *va
         return r;
 }
 
+static int parse_autotune(Parser *p, DeviceSection *d, const char *key, const char *value) {
+        char msgbuf[256], origin[4200];
+        const char *msg = NULL;
+        int r;
+
+        r = autotune_policy_parse(&d->autotune, key, value, msgbuf, sizeof msgbuf, &msg);
+        if (r == -EINVAL)
+                return parser_error(p, "%s=: %s, got \"%s\"", key, msg, value);
+        if (r == 0 && streq(key, "AutoTune")) {
+                snprintf(origin, sizeof origin, "%s:%u", p->file, p->line);
+                return free_and_strdup(&d->autotune_origin, origin);
+        }
+        return r;
+}
+
 static int parse_daemon(Parser *p, const char *key, const char *value) {
         DaemonConfig *d = &p->config->daemon;
         int r;
@@ -452,6 +471,14 @@ static int parse_daemon(Parser *p, const char *key, const char *value) {
                         return parser_error(p, "CallTimeoutSec=: expected seconds from 0 (no limit) to 86400, got \"%s\"",
                                             value);
                 d->call_timeout_usec = (uint64_t) v * 1000000;
+                return 0;
+        }
+        if (streq(key, "AutoTrialsPerHour")) {
+                long long v;
+                if (safe_atolli(value, &v) < 0 || v < 1 || v > 3600)
+                        return parser_error(p, "AutoTrialsPerHour=: expected a number from 1 to 3600 (trials across all devices), got \"%s\"",
+                                            value);
+                d->autotune_trials_per_hour = (unsigned) v;
                 return 0;
         }
         if (streq(key, "AdminGroup")) {
@@ -552,6 +579,8 @@ static int parser_handler(void *user, const char *section, const char *key, cons
                 r = parse_match(p, &d->match, key, value);
                 if (r == -ENOENT)
                         r = parse_setting(p, &d->settings, key, value);
+                if (r == -ENOENT)
+                        r = parse_autotune(p, d, key, value);
                 break;
         }
         case SECTION_PROFILE: {

@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "autotune.h"
 #include "cleanup.h"
 #include "knobs.h"
 
@@ -37,6 +38,8 @@ typedef struct DeviceSection {
         unsigned line;
         Match match;
         Settings settings;
+        AutoTunePolicy autotune; /* the Auto* keys (autotune.h) */
+        char *autotune_origin;   /* "file:line" of its AutoTune= */
 } DeviceSection;
 
 typedef struct ProfileSection {
@@ -56,7 +59,10 @@ typedef struct DaemonConfig {
         unsigned probe_threads;
         char *metrics_textfile;
         uint64_t call_timeout_usec; /* a mutating call waits this long for its jobs; 0: for ever */
+        unsigned autotune_trials_per_hour; /* AutoTrialsPerHour=: trials across all devices */
 } DaemonConfig;
+
+#define CONFIG_DEFAULT_AUTOTUNE_TRIALS_PER_HOUR 12u
 
 #define CONFIG_DEFAULT_CALL_TIMEOUT_USEC (30 * UINT64_C(1000000))
 

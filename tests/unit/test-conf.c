@@ -492,9 +492,52 @@ static const struct {
         { "[Daemon]\nMatchKernel=sda\n", 2, "unknown key MatchKernel=" },
         { "[Device a]\nApplyThreads=2\n", 2, "unknown key ApplyThreads=" },
         { "[Profile p]\nDevice=a\n", 2, "unknown key Device=" },
+        { "[Device a]\nMatchKernel=sda\n\nAutoNrRequests=1024..64\n", 4, "AutoNrRequests=: expected values from 4 to 100000" },
+        { "[Device a]\nAutoScheduler=kyber b@d\n", 2, "AutoScheduler=: \"b@d\" is not a scheduler name" },
+        { "[Device a]\nAutoObjective=speed\n", 2, "AutoObjective=: expected read-latency or throughput, got \"speed\"" },
+        { "[Device a]\nAutoTune=perhaps\n", 2, "AutoTune=: expected a boolean" },
+        { "[Device a]\nAutoRounds=2\n", 2, "AutoRounds=: expected a number from 3 to 32" },
+        { "[Device a]\nAutoWriteTolerance=120%\n", 2, "AutoWriteTolerance=: expected a percentage" },
+        { "[Device a]\nAutoTrialIntervalSec=5\n", 2, "AutoTrialIntervalSec=: expected seconds from 60" },
+        { "[Device a]\nAutoFoo=1\n", 2, "unknown key AutoFoo=" },
+        { "[Profile p]\nAutoTune=yes\n", 2, "unknown key AutoTune=" },
+        { "[Daemon]\nAutoTrialsPerHour=0\n", 2, "AutoTrialsPerHour=: expected a number from 1 to 3600" },
         /* The first mistake is the one reported. */
         { "[Device a]\nNrRequests=x\nIOPoll=maybe\n[Nope]\n", 2, "NrRequests=" },
 };
+
+static void test_autotune_keys(void **state) {
+        _cleanup_(config_freep) Config *c = NULL;
+        ConfigError err;
+
+        if (config_load_string("[Daemon]\nAutoTrialsPerHour=6\n"
+                               "[Device loop]\nMatchKernel=loop*\nScheduler=mq-deadline\nAutoTune=yes\n"
+                               "AutoScheduler=mq-deadline kyber none\nAutoNrRequests=32..256\n"
+                               "AutoWbtLatUsec=-1 0\nAutoObjective=read-latency\nAutoWriteTolerance=5%\n"
+                               "AutoEpochSec=1.5\nAutoRounds=4\nAutoMinDwellSec=300\nAutoTrialOnHotplug=yes\n",
+                               "auto.conf", &c, &err) < 0)
+                fail_msg("auto.conf:%u: %s", err.line, err.message);
+        assert_int_equal(c->daemon.autotune_trials_per_hour, 6);
+        const AutoTunePolicy *a = &c->devices[0].autotune;
+        assert_true(a->enabled && a->set && a->on_hotplug);
+        assert_string_equal(a->schedulers[1], "kyber");
+        assert_int_equal(a->n_nr_requests, 4); /* 32 64 128 256 */
+        assert_int_equal(a->nr_requests[3], 256);
+        assert_int_equal(a->n_wbt_lat_usec, 2);
+        assert_int_equal(a->write_tolerance_pct, 5);
+        assert_int_equal(a->epoch_usec, 1500000);
+        assert_int_equal(a->rounds, 4);
+        assert_int_equal(a->dwell_usec, 300000000);
+        assert_string_equal(c->devices[0].autotune_origin, "auto.conf:6");
+        /* the static key stays a setting: it is the baseline until a trial chooses */
+        assert_string_equal(c->devices[0].settings.value[KNOB_SCHEDULER], "mq-deadline");
+        c = config_free(c);
+
+        /* defaults: off, nothing set */
+        assert_int_equal(config_load_string("[Device a]\nNrRequests=64\n", "d.conf", &c, &err), 0);
+        assert_false(c->devices[0].autotune.enabled || c->devices[0].autotune.set);
+        assert_int_equal(c->daemon.autotune_trials_per_hour, CONFIG_DEFAULT_AUTOTUNE_TRIALS_PER_HOUR);
+}
 
 static void test_bad_inputs(void **state) {
         for (size_t i = 0; i < ELEMENTSOF(bad_cases); i++) {
@@ -775,6 +818,7 @@ int main(void) {
                 cmocka_unit_test(test_bom_first_section),
                 cmocka_unit_test(test_indented_line_is_a_key),
                 cmocka_unit_test(test_dropins),
+                cmocka_unit_test(test_autotune_keys),
                 cmocka_unit_test(test_dropin_error),
                 cmocka_unit_test(test_missing_files),
         };
