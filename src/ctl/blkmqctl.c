@@ -879,8 +879,11 @@ static int verb_explain(int argc, char **argv) {
                 table_print(t);
         else
                 printf("  (none: no section sets anything for this device)\n");
+        if (jstr(e, "autotune"))
+                printf("\nAutoTune: %s\n", jstr(e, "autotune"));
         return EXIT_OK;
 }
+
 
 static int verb_apply(int argc, char **argv) {
         _cleanup_(json_decrefp) json_t *params = device_params(argc > 1 ? argv[1] : NULL), *reply = NULL;
@@ -973,6 +976,12 @@ static void print_event(json_t *p) {
                 const char *profile = jstr(p, "profile");
                 printf(" %s", *profile ? profile : "(cleared)");
         }
+        if (json_is_object(json_object_get(p, "trial"))) {
+                json_t *t = json_object_get(p, "trial");
+                printf(" %s", dash(jstr(t, "state")));
+                if (jstr(t, "verdict"))
+                        printf(" %s: %s (%s)", jstr(t, "verdict"), dash(jstr(t, "winner")), dash(jstr(t, "reason")));
+        }
         fputc('\n', stdout);
 }
 
@@ -1023,6 +1032,81 @@ static int verb_monitor(int argc, char **argv) {
                 fflush(stdout);
                 if (!(flags & BLKMQ_VARLINK_REPLY_CONTINUES))
                         return EXIT_OK; /* the daemon ended the stream */
+        }
+}
+
+/* ---- trial: closed-loop tuning ---- */
+
+static double jreal(json_t *o, const char *key) {
+        json_t *v = json_object_get(o, key);
+        return json_is_number(v) ? json_number_value(v) : 0;
+}
+
+static void print_trial_table(json_t *t) {
+        json_t *c;
+        size_t i;
+
+        printf("  %-34s %6s %12s %11s %10s %9s %s\n", "SETTING", "EPOCHS", "READ AWAIT", "WRITE MB/s", "READ MB/s",
+               "IN FLIGHT", "");
+        json_array_foreach(json_object_get(t, "candidates"), i, c) {
+                const char *mark = json_is_true(json_object_get(c, "refused"))              ? "refused by the kernel"
+                                   : json_is_false(json_object_get(c, "admissible"))         ? "outside the bound"
+                                   : json_is_true(json_object_get(c, "baseline"))            ? "(before the trial)"
+                                                                                             : "";
+                printf("  %-34s %6lld %9.2f ms %11.1f %10.1f %9.1f %s\n", dash(jstr(c, "setting")), jint(c, "epochs", 0),
+                       jreal(c, "readAwaitMs"), jreal(c, "writeMBps"), jreal(c, "readMBps"), jreal(c, "inFlight"), mark);
+        }
+}
+
+static int verb_trial(int argc, char **argv) {
+        _cleanup_(blkmq_varlink_freep) blkmq_varlink *v = NULL;
+        _cleanup_(json_decrefp) json_t *params = device_params(argv[1]);
+        unsigned flags;
+        int r;
+
+        catch_quit_signals();
+        r = connect_daemon(&v);
+        if (r != EXIT_OK)
+                return r;
+        r = blkmq_varlink_call(v, INTERFACE ".Trial", params, BLKMQ_VARLINK_MORE, NULL, 0);
+        if (r < 0)
+                return transport_error(r);
+        blkmq_varlink_set_timeout(v, MONITOR_TICK_USEC);
+        for (;;) {
+                _cleanup_(json_decrefp) json_t *p = NULL;
+                const char *error = NULL;
+
+                if (quit) {
+                        printf("Interrupted; the trial goes on in the daemon (blkmqctl show %s).\n", argv[1]);
+                        return EXIT_OK;
+                }
+                r = blkmq_varlink_read_reply(v, &p, &error, &flags);
+                if (r == -ETIMEDOUT)
+                        continue;
+                if (r < 0)
+                        return transport_error(r);
+                if (error)
+                        return varlink_error("trial", error, p);
+                json_t *t = json_object_get(p, "trial");
+                if (arg_json)
+                        print_json(p);
+                else if (flags & BLKMQ_VARLINK_REPLY_CONTINUES) {
+                        printf("epoch %lld/%lld: %s measured\n", jint(t, "epoch", 0) - 1, jint(t, "epochs", 0),
+                               dash(jstr(t, "measuring")));
+                        print_trial_table(t);
+                } else {
+                        printf("Trial of %s: %s\n", dash(jstr(p, "device")), dash(jstr(t, "state")));
+                        print_trial_table(t);
+                        if (jstr(t, "abortReason"))
+                                printf("Ended early: %s\n", jstr(t, "abortReason"));
+                        printf("Decision: %s %s: %s (confidence %.1f %%)\n", dash(jstr(t, "verdict")),
+                               dash(jstr(t, "winner")), dash(jstr(t, "reason")), jreal(t, "confidence") * 100);
+                        printf("Scheduler switches: %lld, time in applies: %lld ms\n", jint(t, "schedulerSwitches", 0),
+                               jint(t, "applyUsec", 0) / 1000);
+                }
+                fflush(stdout);
+                if (!(flags & BLKMQ_VARLINK_REPLY_CONTINUES))
+                        return EXIT_OK;
         }
 }
 
@@ -2438,6 +2522,7 @@ static const Verb verbs[] = {
         { "devices", 1, 1, verb_devices },
         { "show", 2, 2, verb_show },
         { "explain", 2, 2, verb_explain },
+        { "trial", 2, 2, verb_trial },
         { "apply", 1, 2, verb_apply },
         { "restore", 1, 2, verb_apply },
         { "reload", 1, 1, verb_reload },
@@ -2459,6 +2544,8 @@ static void help(void) {
                "  show DEVICE          identity, every setting (original, wanted, current,\n"
                "                       outcome, section), notes, hardware queue map\n"
                "  explain DEVICE       which sections match and why; where each value comes from\n"
+               "  trial DEVICE         compare the candidates of its Auto* keys on the live workload\n"
+               "                       and keep the winner (blkmqd.conf(5), AutoTune=)\n"
                "  apply [DEVICE]       apply the policy again (every device without DEVICE)\n"
                "  restore [DEVICE]     put back the values blkmqd replaced\n"
                "  reload               reload the configuration (a broken one is refused)\n"

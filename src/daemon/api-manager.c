@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "api-manager.h"
+#include "autotune-runner.h"
 #include "io.blkmqd.Manager.varlink.h"
 #include "log.h"
 #include "plan-print.h"
@@ -219,6 +220,16 @@ void api_manager_event(Manager *m, ManagerEventType type, Device *d, void *userd
         case MANAGER_EVENT_IDLE:
                 waiters_flush(a);
                 break;
+        case MANAGER_EVENT_TRIAL:
+                if (!varlink_subscribers_empty(&a->monitors) && m->autotuner) {
+                        json_t *t = autotuner_device_json(m->autotuner, d);
+                        json_t *o = json_pack("{s:s, s:s, s:o?}", "event", "trial", "device", d->sysname, "trial",
+                                              t ? json_incref(json_object_get(t, "trial")) : NULL);
+                        json_decref(t);
+                        if (o)
+                                varlink_subscribers_notify(&a->monitors, o);
+                }
+                break;
         }
 }
 
@@ -359,6 +370,11 @@ static json_t *device_json(const Device *d) {
                 json_object_set_new(o, "lastJobUsec", json_integer((json_int_t) d->last->usec));
         json_object_set_new(o, "jobs", json_integer(d->n_jobs));
         json_object_set_new(o, "failedJobs", json_integer(d->n_failed_jobs));
+        if (d->manager->autotuner) {
+                json_t *t = autotuner_device_json(d->manager->autotuner, d);
+                if (t)
+                        json_object_set_new(o, "autotune", t);
+        }
         return o;
 }
 
@@ -386,6 +402,8 @@ static int method_explain(VarlinkCall *call, json_t *params, void *userdata) {
         q = policy_resolve(a->manager->config, d->info, a->manager->profile, &r);
         if (q < 0)
                 return q;
+        if (a->manager->autotuner)
+                autotuner_overlay(a->manager->autotuner, d, &r);
         values = json_array();
         for (int k = 0; k < _KNOB_MAX; k++)
                 if (r.value[k])
@@ -396,6 +414,12 @@ static int method_explain(VarlinkCall *call, json_t *params, void *userdata) {
                       strv_json(r.matched), "sections", strv_json(r.explain), "values", values);
         if (r.profile)
                 json_object_set_new(o, "profile", json_string(r.profile));
+        if (a->manager->autotuner) {
+                char *s = autotuner_explain(a->manager->autotuner, d);
+                if (s)
+                        json_object_set_new(o, "autotune", json_string(s));
+                free(s);
+        }
         resolved_done(&r);
         return varlink_call_reply(call, o);
 }
@@ -483,6 +507,28 @@ static int method_monitor(VarlinkCall *call, json_t *params, void *userdata) {
         return varlink_call_notify(call, json_pack("{s:s}", "event", "subscribed"));
 }
 
+/* Runs a trial of one device; with "more", one reply per epoch. */
+static int method_trial(VarlinkCall *call, json_t *params, void *userdata) {
+        ApiManager *a = userdata;
+        const char *name = json_string_value(json_object_get(params, "device"));
+        Device *d = manager_find_device(a->manager, name);
+        char why[512] = "";
+        int r;
+
+        if (!d)
+                return no_such_device(call, name);
+        if (!a->manager->autotuner)
+                return varlink_call_error(call, "io.blkmqd.Manager.TrialRefused",
+                                          json_pack("{s:s, s:s}", "device", d->sysname, "reason", "trials are off (--once, --dry-run)"));
+        r = autotuner_start(a->manager->autotuner, d, true, call, why, sizeof why);
+        if (r == -EPERM)
+                return varlink_call_error(call, "io.blkmqd.Manager.TrialRefused",
+                                          json_pack("{s:s, s:s}", "device", d->sysname, "reason", why));
+        if (r == -EBUSY)
+                return 0; /* joined the running trial */
+        return r;
+}
+
 static const VarlinkMethod methods[] = {
         { "GetStatus", method_get_status, 0 },
         { "ListDevices", method_list_devices, VARLINK_METHOD_REQUIRES_MORE },
@@ -495,6 +541,7 @@ static const VarlinkMethod methods[] = {
         { "ClearProfile", method_clear_profile, VARLINK_METHOD_MUTATING },
         { "SetLogLevel", method_set_log_level, VARLINK_METHOD_MUTATING },
         { "Monitor", method_monitor, VARLINK_METHOD_REQUIRES_MORE },
+        { "Trial", method_trial, VARLINK_METHOD_MUTATING },
 };
 
 int api_manager_new(ApiManager **ret, Manager *m, VarlinkServer *server) {

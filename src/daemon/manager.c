@@ -23,6 +23,7 @@
 #include "uring-pool.h"
 #include "log.h"
 #include "manager.h"
+#include "autotune-runner.h"
 #include "varlink.h"
 #include "plan-print.h"
 #include "sysfs.h"
@@ -96,6 +97,8 @@ static void device_drop_original(Device *d, const char *attr) {
 }
 
 static void manager_emit(Manager *m, ManagerEventType t, Device *d) {
+        if (m->autotuner)
+                autotuner_event(m->autotuner, t, d);
         if (m->event_cb)
                 m->event_cb(m, t, d, m->event_userdata);
 }
@@ -117,6 +120,10 @@ Device *manager_find_device(Manager *m, const char *name) {
                         return d;
         }
         return NULL;
+}
+
+void manager_notify(Manager *m, ManagerEventType t, Device *d) {
+        manager_emit(m, t, d);
 }
 
 static void manager_update_status(Manager *m) {
@@ -416,6 +423,9 @@ static int device_apply(Device *d) {
         r = policy_resolve(m->config, d->info, m->profile, &d->resolved);
         if (r < 0)
                 return log_oom();
+        /* A trial's candidate, or what a trial chose, over the policy. */
+        if (m->autotuner)
+                autotuner_overlay(m->autotuner, d, &d->resolved);
 
         device_update_probe(d);
         if (m->zones && streq_ptr(d->resolved.value[KNOB_ZONE_ALLOCATOR], "1") && resolved_managed(&d->resolved) &&
@@ -508,6 +518,8 @@ int manager_restore(Manager *m, Device *d) {
 
         if (m->opts.dry_run)
                 return 0;
+        if (m->autotuner)
+                autotuner_forget(m->autotuner, d);
         if (d) {
                 d->urgent = true;
                 return device_restore(d);
@@ -846,6 +858,7 @@ Manager *manager_free(Manager *m) {
         /* Events still on their way are dropped (their callbacks see
          * STOPPING) before anything they would touch goes. */
         m->state = MANAGER_STOPPING;
+        m->autotuner = autotuner_free(m->autotuner);
         m->udev_pool = work_pool_free(m->udev_pool);
         /* Teardown order: whatever a pool's outstanding callbacks touch
          * must outlive that pool. Probes go first (their cancelled reads
@@ -941,6 +954,9 @@ int manager_new(Manager **ret, const ManagerOptions *opts, Config *config) {
                         if (r < 0)
                                 return log_error_errno(r, "Failed to set up latency probes: %m");
                 }
+                r = autotuner_new(&m->autotuner, m);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to set up tuning trials: %m");
         }
 
         m->config = config; /* owned from here on */

@@ -71,6 +71,7 @@ typedef enum ManagerEventType {
         MANAGER_EVENT_RELOADED,
         MANAGER_EVENT_PROFILE,
         MANAGER_EVENT_IDLE, /* no job in flight */
+        MANAGER_EVENT_TRIAL, /* a closed-loop tuning trial started, progressed to a decision, or ended */
 } ManagerEventType;
 
 typedef void (*manager_event_cb_t)(Manager *m, ManagerEventType type, Device *d, void *userdata);
@@ -106,6 +107,7 @@ struct Manager {
         struct ApiMetrics *api_metrics;
         struct UringPool *uring;
         struct Prober *prober; /* NULL when probes are off (ProbeIntervalSec=0, --once, --dry-run) */
+        struct AutoTuner *autotuner; /* closed-loop tuning trials; NULL with --once, --dry-run */
         struct ZoneService *zones; /* NULL without [Zones] Emulate= or ZoneAllocator=yes */
         sd_event_source *metrics_timer;
         uint64_t metrics_last_usec;
@@ -129,6 +131,8 @@ int manager_restore(Manager *m, Device *d);
 int manager_reload(Manager *m, ConfigError *err);
 /* NULL clears; -ENOENT if no such [Profile]. */
 int manager_set_profile(Manager *m, const char *profile);
+/* Tells the listeners (the Manager adapter, the trial runner) of an event. */
+void manager_notify(Manager *m, ManagerEventType t, Device *d);
 /* Tune jobs (apply, restore) in flight. */
 static inline unsigned manager_tune_jobs(const Manager *m) {
         return m->n_tune_jobs;

@@ -9,6 +9,7 @@
 #include "metrics-text.h"
 #include "api-zones.h"
 #include "metrics.h"
+#include "autotune-runner.h"
 #include "probe.h"
 #include "util.h"
 
@@ -183,6 +184,8 @@ int metrics_render(Manager *m, strbuf_t *sb) {
                         metrics_text_gauge(sb, "blkmqd_latency_alert_active", l, 2, alert_is_active(a));
                 }
         }
+        if (m->autotuner)
+                autotuner_metrics(m->autotuner, sb);
         metrics_text_family(sb, "blkmqd_event_loop_iteration_seconds", METRIC_HISTOGRAM,
                             "Busy time of each event loop iteration (prepare and one dispatch, not the wait): "
                             "no reply is faster than the iteration it waits behind.");

@@ -1,0 +1,849 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "autotune-runner.h"
+#include "autotune.h"
+#include "log.h"
+#include "metrics-text.h"
+#include "strbuf.h"
+#include "sysfs.h"
+#include "util.h"
+#include "varlink.h"
+
+#define SETTLE_MAX_USEC 500000ULL     /* after an apply, before an epoch starts */
+#define HOTPLUG_DELAY_USEC 10000000ULL /* a new disk gets its workload first */
+#define WATCH_INTERVAL_USEC 10000000ULL /* periodic and workload-change checks */
+#define TRIAL_PROBE_INTERVAL "250000" /* µs: probes run faster during a trial */
+
+typedef enum Phase {
+        PHASE_IDLE,
+        PHASE_APPLYING,  /* a candidate's apply is on the work pool */
+        PHASE_SETTLING,  /* applied; the queue refills before measuring */
+        PHASE_MEASURING, /* an epoch */
+        PHASE_FINISHING, /* the chosen setting's apply is on the work pool */
+} Phase;
+
+typedef struct AutoDevice AutoDevice;
+
+struct AutoDevice {
+        AutoTuner *tuner;
+        Device *device;
+        AutoDevice *next;
+        AutoHistory history;
+
+        /* What a trial chose, in force until restore or a policy without
+         * Auto* keys. */
+        bool has_choice;
+        AutoCandidate choice;
+        char origin[128]; /* "trial at 10:42" */
+
+        /* The trial (running, or the last one) */
+        Phase phase;
+        bool forced;
+        AutoTunePolicy policy;
+        bool policy_copied;
+        AutoCandidate cand[AUTOTUNE_MAX_CANDIDATES];
+        bool refused[AUTOTUNE_MAX_CANDIDATES];
+        AutoSeries series[AUTOTUNE_MAX_CANDIDATES];
+        AutoSummary summary[AUTOTUNE_MAX_CANDIDATES];
+        size_t n_cand, slot, n_slots, current;
+        BlockStat stat0;
+        uint64_t t0;
+        sd_event_source *timer;
+        char note[512];
+        char abort_reason[256];
+        bool has_result, aborted;
+        AutoDecision decision;
+        uint64_t started_usec, ended_usec; /* CLOCK_REALTIME */
+        uint64_t started_mono;
+        unsigned switches;   /* scheduler switches made by the trial */
+        uint64_t apply_usec; /* time its applies took on the worker (the queue freezes among it) */
+        unsigned n_trials, n_changes;
+        struct VarlinkCall **calls;
+        size_t n_calls;
+
+        /* workload-change detector */
+        bool has_sig, sig_valid;
+        AutoSignature sig;
+        BlockStat watch_stat;
+        uint64_t watch_mono;
+        unsigned changed_samples;
+        sd_event_source *hotplug_timer;
+};
+
+struct AutoTuner {
+        Manager *manager;
+        AutoDevice *devices;
+        AutoHistory global;
+        sd_event_source *watch;
+        unsigned n_trials, n_changes, n_aborted;
+};
+
+static const AutoTunePolicy *device_policy(AutoTuner *t, const Device *d) {
+        const Config *c = t->manager->config;
+        const AutoTunePolicy *p = NULL;
+
+        /* The last matched [Device] section with Auto* keys wins as a whole. */
+        for (size_t i = 0; i < c->n_devices; i++)
+                if (c->devices[i].autotune.set && strv_contains(d->resolved.matched, c->devices[i].name))
+                        p = &c->devices[i].autotune;
+        return p;
+}
+
+static AutoDevice *find(AutoTuner *t, const Device *d) {
+        for (AutoDevice *a = t->devices; a; a = a->next)
+                if (a->device == d)
+                        return a;
+        return NULL;
+}
+
+static AutoDevice *get(AutoTuner *t, Device *d) {
+        AutoDevice *a = find(t, d);
+        if (a)
+                return a;
+        a = calloc(1, sizeof *a);
+        if (!a)
+                return NULL;
+        a->tuner = t;
+        a->device = d;
+        a->next = t->devices;
+        t->devices = a;
+        return a;
+}
+
+static void calls_finish(AutoDevice *a, json_t *reply) {
+        for (size_t i = 0; i < a->n_calls; i++) {
+                if (reply && varlink_call_is_connected(a->calls[i]))
+                        (void) varlink_call_reply(a->calls[i], json_incref(reply));
+                varlink_call_unref(a->calls[i]);
+        }
+        a->calls = mfree(a->calls);
+        a->n_calls = 0;
+        json_decref(reply);
+}
+
+static void auto_device_free(AutoTuner *t, AutoDevice *a) {
+        for (AutoDevice **p = &t->devices; *p; p = &(*p)->next)
+                if (*p == a) {
+                        *p = a->next;
+                        break;
+                }
+        a->timer = sd_event_source_disable_unref(a->timer);
+        a->hotplug_timer = sd_event_source_disable_unref(a->hotplug_timer);
+        calls_finish(a, NULL);
+        if (a->policy_copied)
+                autotune_policy_done(&a->policy);
+        free(a);
+}
+
+static bool running(const AutoDevice *a) {
+        return a->phase != PHASE_IDLE && a->phase != PHASE_FINISHING;
+}
+
+static int read_stat(const Device *d, BlockStat *ret) {
+        _cleanup_free_ char *p = path_join(d->info->blockdir, "stat"), *text = NULL;
+        int r;
+        if (!p)
+                return -ENOMEM;
+        r = sysfs_read(p, &text);
+        if (r < 0)
+                return r;
+        return blockstat_parse(text, ret);
+}
+
+static char *clock_hm(uint64_t realtime_usec, char buf[static 16]) {
+        time_t s = (time_t) (realtime_usec / 1000000);
+        struct tm tm;
+        localtime_r(&s, &tm);
+        strftime(buf, 16, "%H:%M:%S", &tm);
+        return buf;
+}
+
+/* ---- JSON ---- */
+
+static json_t *candidate_json(const AutoDevice *a, size_t c) {
+        char buf[96];
+        const AutoSummary *s = &a->summary[c];
+        json_t *o = json_pack("{s:s, s:s, s:b, s:i}", "setting", autotune_candidate_format(&a->cand[c], buf, sizeof buf),
+                              "scheduler", a->cand[c].scheduler, "baseline", a->cand[c].baseline, "epochs",
+                              (int) a->series[c].n);
+        if (a->cand[c].nr_requests)
+                json_object_set_new(o, "nrRequests", json_integer(a->cand[c].nr_requests));
+        if (a->cand[c].wbt_lat_usec != AUTO_WBT_UNSET)
+                json_object_set_new(o, "wbtLatUsec", json_integer(a->cand[c].wbt_lat_usec));
+        if (a->refused[c])
+                json_object_set_new(o, "refused", json_true());
+        if (s->n > 0) {
+                json_object_set_new(o, "readAwaitMs", json_real(s->read_await_ms));
+                json_object_set_new(o, "writeMBps", json_real(s->write_mbps));
+                json_object_set_new(o, "readMBps", json_real(s->read_mbps));
+                json_object_set_new(o, "iops", json_real(s->iops));
+                json_object_set_new(o, "inFlight", json_real(s->in_flight));
+                json_object_set_new(o, "objective", json_real(s->objective));
+                if (a->has_result) {
+                        json_object_set_new(o, "admissible", json_boolean(s->admissible));
+                        json_object_set_new(o, "pVsCurrent", json_real(s->p_vs_current));
+                }
+        }
+        return o;
+}
+
+/* Medians so far, for progress while the trial runs. */
+static void summarise_partial(AutoDevice *a) {
+        for (size_t c = 0; c < a->n_cand; c++) {
+                double rd[AUTOTUNE_MAX_EPOCHS], wm[AUTOTUNE_MAX_EPOCHS], rm[AUTOTUNE_MAX_EPOCHS],
+                        io[AUTOTUNE_MAX_EPOCHS], inf[AUTOTUNE_MAX_EPOCHS], ob[AUTOTUNE_MAX_EPOCHS];
+                size_t k = 0;
+                for (size_t i = 0; i < a->series[c].n; i++) {
+                        const EpochFigures *e = &a->series[c].epochs[i];
+                        if (!e->valid)
+                                continue;
+                        rd[k] = e->read_await_ms, wm[k] = e->write_mbps, rm[k] = e->read_mbps;
+                        io[k] = e->read_iops + e->write_iops, inf[k] = e->in_flight;
+                        ob[k] = autotune_objective_value(&a->policy, e);
+                        k++;
+                }
+                a->summary[c] = (AutoSummary) { .n = k, .p_vs_current = 1 };
+                if (k) {
+                        a->summary[c].read_await_ms = autotune_median(rd, k);
+                        a->summary[c].write_mbps = autotune_median(wm, k);
+                        a->summary[c].read_mbps = autotune_median(rm, k);
+                        a->summary[c].iops = autotune_median(io, k);
+                        a->summary[c].in_flight = autotune_median(inf, k);
+                        a->summary[c].objective = autotune_median(ob, k);
+                }
+        }
+}
+
+static json_t *trial_json(const AutoDevice *a) {
+        json_t *o = json_object(), *cands = json_array();
+        const char *state = running(a) ? "running" : a->aborted ? "aborted" : a->has_result ? "decided" : "idle";
+        char buf[96];
+
+        json_object_set_new(o, "state", json_string(state));
+        for (size_t c = 0; c < a->n_cand; c++)
+                json_array_append_new(cands, candidate_json(a, c));
+        json_object_set_new(o, "candidates", cands);
+        if (a->policy_copied)
+                json_object_set_new(o, "objective", json_string(auto_objective_to_string(a->policy.objective)));
+        if (running(a)) {
+                json_object_set_new(o, "epoch", json_integer((json_int_t) a->slot + 1));
+                json_object_set_new(o, "epochs", json_integer((json_int_t) a->n_slots));
+                json_object_set_new(o, "measuring", json_string(autotune_candidate_format(&a->cand[a->current], buf, sizeof buf)));
+        }
+        if (a->started_usec)
+                json_object_set_new(o, "startedUsec", json_integer((json_int_t) a->started_usec));
+        if (a->ended_usec)
+                json_object_set_new(o, "endedUsec", json_integer((json_int_t) a->ended_usec));
+        if (a->has_result) {
+                json_object_set_new(o, "verdict", json_string(auto_verdict_to_string(a->decision.verdict)));
+                json_object_set_new(o, "reason", json_string(a->decision.reason));
+                json_object_set_new(o, "winner", json_string(autotune_candidate_format(&a->cand[a->decision.winner], buf, sizeof buf)));
+                json_object_set_new(o, "confidence", json_real(a->decision.confidence));
+                json_object_set_new(o, "improvement", json_real(a->decision.improvement));
+        }
+        if (a->aborted)
+                json_object_set_new(o, "abortReason", json_string(a->abort_reason));
+        if (a->note[0])
+                json_object_set_new(o, "note", json_string(a->note));
+        json_object_set_new(o, "schedulerSwitches", json_integer(a->switches));
+        json_object_set_new(o, "applyUsec", json_integer((json_int_t) a->apply_usec));
+        return o;
+}
+
+json_t *autotuner_device_json(AutoTuner *t, const Device *d) {
+        const AutoTunePolicy *p = device_policy(t, d);
+        AutoDevice *a = find(t, d);
+        char buf[96];
+
+        if (!p && !a)
+                return NULL;
+        json_t *o = json_pack("{s:b}", "enabled", p && p->enabled);
+        if (a) {
+                json_object_set_new(o, "trial", trial_json(a));
+                json_object_set_new(o, "trials", json_integer(a->n_trials));
+                json_object_set_new(o, "changes", json_integer(a->n_changes));
+                if (a->has_choice)
+                        json_object_set_new(o, "chosen", json_string(autotune_candidate_format(&a->choice, buf, sizeof buf)));
+        }
+        if (p && p->enabled && p->interval_usec) {
+                uint64_t last = a && a->started_usec ? a->started_usec : now_usec(CLOCK_REALTIME);
+                json_object_set_new(o, "nextTrialUsec", json_integer((json_int_t) (last + p->interval_usec)));
+        }
+        return o;
+}
+
+static void emit(AutoDevice *a) {
+        Manager *m = a->tuner->manager;
+        manager_notify(m, MANAGER_EVENT_TRIAL, a->device);
+}
+
+static void progress(AutoDevice *a) {
+        summarise_partial(a);
+        for (size_t i = 0; i < a->n_calls; i++)
+                if (varlink_call_wants_more(a->calls[i]) && varlink_call_is_connected(a->calls[i]))
+                        (void) varlink_call_notify(a->calls[i], json_pack("{s:s, s:o}", "device", a->device->sysname,
+                                                                           "trial", trial_json(a)));
+}
+
+/* ---- the trial ---- */
+
+static void apply_slot(AutoDevice *a);
+
+static void finish(AutoDevice *a) {
+        Device *d = a->device;
+        AutoTuner *t = a->tuner;
+        char w[96], b[96], hm[16];
+
+        a->ended_usec = now_usec(CLOCK_REALTIME);
+        a->timer = sd_event_source_disable_unref(a->timer);
+        if (!a->aborted) {
+                autotune_decide(&a->policy, a->series, a->n_cand, a->summary, &a->decision);
+                a->has_result = true;
+        } else {
+                summarise_partial(a);
+                a->decision = (AutoDecision) { .verdict = AUTO_VERDICT_ABORTED, .winner = 0, .best = -1, .p = 1 };
+                snprintf(a->decision.reason, sizeof a->decision.reason, "%s", a->abort_reason);
+                a->has_result = true;
+        }
+        const AutoCandidate *chosen = &a->cand[a->decision.winner];
+        autotune_candidate_format(chosen, w, sizeof w);
+        autotune_candidate_format(&a->cand[0], b, sizeof b);
+        if (a->decision.verdict == AUTO_VERDICT_CHANGE) {
+                a->choice = *chosen;
+                a->choice.baseline = false;
+                a->has_choice = true;
+                snprintf(a->origin, sizeof a->origin, "trial at %s", clock_hm(a->ended_usec, hm));
+                a->history.last_change_usec = now_usec(CLOCK_MONOTONIC);
+                a->n_changes++;
+                t->n_changes++;
+                log_info("%s: trial chose %s over %s: %s (switches %u, apply time %" PRIu64 " ms).", d->sysname, w, b,
+                         a->decision.reason, a->switches, a->apply_usec / 1000);
+        } else {
+                /* Keep what was there; a choice of an earlier trial stays. */
+                if (a->decision.verdict == AUTO_VERDICT_ABORTED)
+                        t->n_aborted++;
+                log_info("%s: trial kept %s: %s: %s.", d->sysname, b, auto_verdict_to_string(a->decision.verdict),
+                         a->decision.reason);
+        }
+        /* Put the chosen (or the kept) setting in place. */
+        a->current = a->decision.winner;
+        a->phase = PHASE_FINISHING;
+        emit(a);
+        calls_finish(a, json_pack("{s:s, s:o}", "device", d->sysname, "trial", trial_json(a)));
+        (void) manager_apply(t->manager, d);
+}
+
+static void abort_trial(AutoDevice *a, const char *fmt, const char *arg) {
+        snprintf(a->abort_reason, sizeof a->abort_reason, fmt, arg);
+        a->aborted = true;
+        log_warning("%s: trial ended early: %s; going back to the setting before it.", a->device->sysname,
+                    a->abort_reason);
+        finish(a);
+}
+
+static int on_epoch_end(sd_event_source *s, uint64_t usec, void *userdata) {
+        AutoDevice *a = userdata;
+        BlockStat b;
+        EpochFigures e;
+        char why[256], buf[96];
+        int r;
+
+        a->timer = sd_event_source_disable_unref(a->timer);
+        r = read_stat(a->device, &b);
+        if (r < 0) {
+                abort_trial(a, "cannot read stat: %s", strerror(-r));
+                return 0;
+        }
+        autotune_epoch_figures(&a->stat0, &b, now_usec(CLOCK_MONOTONIC) - a->t0, &e);
+        AutoSeries *ser = &a->series[a->current];
+        if (ser->n < AUTOTUNE_MAX_EPOCHS)
+                ser->epochs[ser->n++] = e;
+        log_debug("%s: epoch %zu/%zu %s: read await %.2f ms, %.0f r/s, write %.1f MB/s, in flight %.1f",
+                  a->device->sysname, a->slot + 1, a->n_slots, autotune_candidate_format(&a->cand[a->current], buf, sizeof buf),
+                  e.read_await_ms, e.read_iops, e.write_mbps, e.in_flight);
+        if (a->current != 0 && autotune_guard(&a->policy, &a->series[0], &e, why, sizeof why)) {
+                char msg[400];
+                snprintf(msg, sizeof msg, "guard rail: %s with %s", why, buf);
+                abort_trial(a, "%s", msg);
+                return 0;
+        }
+        a->slot++;
+        progress(a);
+        if (a->slot >= a->n_slots)
+                finish(a);
+        else
+                apply_slot(a);
+        return 0;
+}
+
+static int on_settled(sd_event_source *s, uint64_t usec, void *userdata) {
+        AutoDevice *a = userdata;
+        int r;
+
+        a->timer = sd_event_source_disable_unref(a->timer);
+        r = read_stat(a->device, &a->stat0);
+        if (r < 0) {
+                abort_trial(a, "cannot read stat: %s", strerror(-r));
+                return 0;
+        }
+        a->t0 = now_usec(CLOCK_MONOTONIC);
+        a->phase = PHASE_MEASURING;
+        r = sd_event_add_time_relative(a->tuner->manager->event, &a->timer, CLOCK_MONOTONIC, a->policy.epoch_usec,
+                                       1000, on_epoch_end, a);
+        if (r < 0)
+                abort_trial(a, "cannot arm a timer: %s", strerror(-r));
+        return 0;
+}
+
+static void apply_slot(AutoDevice *a) {
+        /* Candidates the kernel refused are passed over. */
+        while (a->slot < a->n_slots && a->refused[autotune_slot_candidate(a->slot, a->n_cand)])
+                a->slot++;
+        if (a->slot >= a->n_slots) {
+                finish(a);
+                return;
+        }
+        a->current = autotune_slot_candidate(a->slot, a->n_cand);
+        a->phase = PHASE_APPLYING;
+        int r = manager_apply(a->tuner->manager, a->device);
+        if (r < 0)
+                abort_trial(a, "cannot apply: %s", strerror(-r));
+}
+
+/* The job of a candidate came back. */
+static void on_applied(AutoDevice *a) {
+        Device *d = a->device;
+        const TuneJob *j = d->last;
+        bool refused = false;
+
+        /* A job that was running when the candidate was asked for came
+         * back; the candidate's own job follows (dirty). */
+        if (!j || d->dirty)
+                return;
+        a->apply_usec += j->usec;
+        for (size_t i = 0; i < j->n_entries; i++) {
+                const TuneEntry *e = &j->entries[i];
+                if (e->knob != KNOB_SCHEDULER && e->knob != KNOB_NR_REQUESTS && e->knob != KNOB_WBT_LAT_USEC)
+                        continue;
+                if (e->outcome == TUNE_FAILED)
+                        refused = true;
+                if (e->knob == KNOB_SCHEDULER && e->outcome == TUNE_CHANGED)
+                        a->switches++;
+        }
+        if (j->device_error) {
+                abort_trial(a, "%s", "the device vanished");
+                return;
+        }
+        if (refused) {
+                char buf[96];
+                log_notice("%s: the kernel refused %s; left out of this trial.", d->sysname,
+                           autotune_candidate_format(&a->cand[a->current], buf, sizeof buf));
+                if (a->current == 0) {
+                        abort_trial(a, "%s", "the current setting cannot be put back");
+                        return;
+                }
+                a->refused[a->current] = true;
+                a->slot++;
+                apply_slot(a);
+                return;
+        }
+        uint64_t settle = a->policy.epoch_usec / 4;
+        if (settle > SETTLE_MAX_USEC)
+                settle = SETTLE_MAX_USEC;
+        a->phase = PHASE_SETTLING;
+        if (sd_event_add_time_relative(a->tuner->manager->event, &a->timer, CLOCK_MONOTONIC, settle, 1000, on_settled,
+                                       a) < 0)
+                abort_trial(a, "%s", "cannot arm a timer");
+}
+
+static int current_setting(const Device *d, const AutoTunePolicy *p, AutoCandidate *ret, char **ret_line) {
+        _cleanup_free_ char *ps = path_join(d->info->blockdir, "queue/scheduler"), *line = NULL, *act = NULL;
+        int r;
+
+        *ret = (AutoCandidate) { .wbt_lat_usec = AUTO_WBT_UNSET, .baseline = true };
+        if (!ps)
+                return -ENOMEM;
+        r = sysfs_read(ps, &line);
+        if (r < 0)
+                return r;
+        act = scheduler_active(line);
+        if (!act)
+                return -EOPNOTSUPP; /* bio-based: nothing to choose */
+        snprintf(ret->scheduler, sizeof ret->scheduler, "%s", act);
+        if (p->n_nr_requests && !streq(act, "none")) {
+                _cleanup_free_ char *pn = path_join(d->info->blockdir, "queue/nr_requests");
+                long long v;
+                if (pn && sysfs_read_int(pn, &v) >= 0 && v > 0)
+                        ret->nr_requests = (unsigned) v;
+        }
+        if (p->n_wbt_lat_usec) {
+                _cleanup_free_ char *pw = path_join(d->info->blockdir, "queue/wbt_lat_usec");
+                long long v;
+                if (pw && sysfs_read_int(pw, &v) >= 0)
+                        ret->wbt_lat_usec = v;
+        }
+        *ret_line = TAKE_PTR(line);
+        return 0;
+}
+
+int autotuner_start(AutoTuner *t, Device *d, bool forced, VarlinkCall *call, char *why, size_t why_size) {
+        Manager *m = t->manager;
+        const AutoTunePolicy *p = device_policy(t, d);
+        AutoDevice *a;
+        _cleanup_free_ char *line = NULL;
+        AutoCandidate cur;
+        int r;
+
+        if (!p || (!p->schedulers[0] && !p->n_nr_requests && !p->n_wbt_lat_usec)) {
+                snprintf(why, why_size, "no bounds: the matched [Device] sections set none of AutoScheduler=, "
+                                        "AutoNrRequests=, AutoWbtLatUsec=");
+                return -EPERM;
+        }
+        if (m->state != MANAGER_RUNNING) {
+                snprintf(why, why_size, "the daemon is not running (starting, reloading or stopping)");
+                return -EPERM;
+        }
+        a = get(t, d);
+        if (!a)
+                return -ENOMEM;
+        if (running(a)) {
+                if (call) {
+                        VarlinkCall **c = realloc(a->calls, sizeof *c * (a->n_calls + 1));
+                        if (!c)
+                                return -ENOMEM;
+                        a->calls = c;
+                        a->calls[a->n_calls++] = varlink_call_ref(call);
+                }
+                return -EBUSY;
+        }
+        if (!autotune_may_start(p, &a->history, &t->global, m->config->daemon.autotune_trials_per_hour,
+                                now_usec(CLOCK_MONOTONIC), forced, why, why_size))
+                return -EPERM;
+        r = current_setting(d, p, &cur, &line);
+        if (r < 0) {
+                snprintf(why, why_size, "cannot read the current setting: %s", strerror(-r));
+                return -EPERM;
+        }
+
+        if (a->policy_copied)
+                autotune_policy_done(&a->policy);
+        r = autotune_policy_copy(&a->policy, p);
+        if (r < 0)
+                return r;
+        a->policy_copied = true;
+        memset(a->series, 0, sizeof a->series);
+        memset(a->refused, 0, sizeof a->refused);
+        memset(a->summary, 0, sizeof a->summary);
+        r = autotune_candidates(p, &cur, line, d->info->zoned && !streq(d->info->zoned, "none"),
+                                m->tune.kernel_version, 0, a->cand, &a->n_cand, a->note, sizeof a->note);
+        if (r < 0) {
+                snprintf(why, why_size, "nothing to compare: the bounds leave only the current setting%s%s",
+                         a->note[0] ? "; " : "", a->note);
+                a->n_cand = 0;
+                return -EPERM;
+        }
+        a->n_slots = a->n_cand * p->rounds;
+        a->slot = 0;
+        a->forced = forced;
+        a->aborted = a->has_result = false;
+        a->abort_reason[0] = 0;
+        a->switches = 0;
+        a->apply_usec = 0;
+        a->started_usec = now_usec(CLOCK_REALTIME);
+        a->started_mono = now_usec(CLOCK_MONOTONIC);
+        a->ended_usec = 0;
+        a->n_trials++;
+        t->n_trials++;
+        autotune_history_add(&a->history, a->started_mono);
+        autotune_history_add(&t->global, a->started_mono);
+        if (call) {
+                VarlinkCall **c = realloc(a->calls, sizeof *c * (a->n_calls + 1));
+                if (!c)
+                        return -ENOMEM;
+                a->calls = c;
+                a->calls[a->n_calls++] = varlink_call_ref(call);
+        }
+        log_info("%s: trial of %zu settings, %u rounds of %.1f s epochs (%s%s%s).", d->sysname, a->n_cand, p->rounds,
+                 (double) p->epoch_usec / 1e6, forced ? "asked for" : "automatic", a->note[0] ? "; " : "", a->note);
+        emit(a);
+        apply_slot(a);
+        return 0;
+}
+
+void autotuner_overlay(AutoTuner *t, Device *d, Resolved *r) {
+        AutoDevice *a = find(t, d);
+        const AutoCandidate *c = NULL;
+        const char *section = "AutoTune";
+        const char *origin;
+
+        if (!a)
+                return;
+        if (!device_policy(t, d)) {
+                /* The Auto* keys are gone (reload): so is what they chose. */
+                a->has_choice = false;
+                return;
+        }
+        if (a->phase != PHASE_IDLE && a->phase != PHASE_FINISHING) {
+                c = &a->cand[a->current];
+                origin = "trial running";
+        } else if (a->has_choice) {
+                c = &a->choice;
+                origin = a->origin;
+        } else if (a->phase == PHASE_FINISHING) {
+                c = &a->cand[a->current]; /* the setting before the trial */
+                origin = "trial kept the setting before it";
+        } else
+                return;
+
+        free(r->value[KNOB_SCHEDULER]);
+        r->value[KNOB_SCHEDULER] = strdup(c->scheduler);
+        r->section[KNOB_SCHEDULER] = section;
+        r->origin[KNOB_SCHEDULER] = origin;
+        if (c->nr_requests || streq(c->scheduler, "none")) {
+                /* none: never write nr_requests (it shrinks the driver tags) */
+                free(r->value[KNOB_NR_REQUESTS]);
+                r->value[KNOB_NR_REQUESTS] = NULL;
+                if (c->nr_requests && asprintf(&r->value[KNOB_NR_REQUESTS], "%u", c->nr_requests) < 0)
+                        r->value[KNOB_NR_REQUESTS] = NULL;
+                r->section[KNOB_NR_REQUESTS] = c->nr_requests ? section : NULL;
+                r->origin[KNOB_NR_REQUESTS] = c->nr_requests ? origin : NULL;
+        }
+        if (c->wbt_lat_usec != AUTO_WBT_UNSET) {
+                free(r->value[KNOB_WBT_LAT_USEC]);
+                if (asprintf(&r->value[KNOB_WBT_LAT_USEC], "%lld", c->wbt_lat_usec) < 0)
+                        r->value[KNOB_WBT_LAT_USEC] = NULL;
+                r->section[KNOB_WBT_LAT_USEC] = section;
+                r->origin[KNOB_WBT_LAT_USEC] = origin;
+        }
+        if (running(a) && (!r->value[KNOB_PROBE] || !streq(r->value[KNOB_PROBE], "0"))) {
+                free(r->value[KNOB_PROBE_INTERVAL]);
+                r->value[KNOB_PROBE_INTERVAL] = strdup(TRIAL_PROBE_INTERVAL);
+                r->section[KNOB_PROBE_INTERVAL] = section;
+                r->origin[KNOB_PROBE_INTERVAL] = origin;
+        }
+}
+
+void autotuner_forget(AutoTuner *t, Device *d) {
+        for (AutoDevice *a = t->devices; a; a = a->next) {
+                if (d && a->device != d)
+                        continue;
+                if (running(a)) {
+                        snprintf(a->abort_reason, sizeof a->abort_reason, "restore");
+                        a->aborted = true;
+                        a->timer = sd_event_source_disable_unref(a->timer);
+                        a->ended_usec = now_usec(CLOCK_REALTIME);
+                        log_info("%s: trial ended by a restore.", a->device->sysname);
+                        calls_finish(a, json_pack("{s:s, s:o}", "device", a->device->sysname, "trial", trial_json(a)));
+                }
+                a->phase = PHASE_IDLE;
+                a->has_choice = false;
+        }
+}
+
+char *autotuner_explain(AutoTuner *t, const Device *d) {
+        AutoDevice *a = find(t, d);
+        const AutoTunePolicy *p = device_policy(t, d);
+        char *s = NULL, w[96], b[96], hm[16];
+
+        if (!a || !a->has_result) {
+                if (p && p->enabled)
+                        return strdup("AutoTune=yes: no trial has run yet; the static keys are in force.");
+                return NULL;
+        }
+        if (running(a))
+                return strdup("a trial is running.");
+        const AutoSummary *sw = &a->summary[a->decision.winner], *s0 = &a->summary[0];
+        autotune_candidate_format(&a->cand[a->decision.winner], w, sizeof w);
+        autotune_candidate_format(&a->cand[0], b, sizeof b);
+        if (a->decision.verdict == AUTO_VERDICT_CHANGE && a->has_choice) {
+                double dw = s0->write_mbps > 0 ? (sw->write_mbps - s0->write_mbps) / s0->write_mbps * 100 : 0;
+                if (asprintf(&s, "%s, chosen by %s: read await %.2f ms against %.2f ms for %s, write throughput %+.0f %%; "
+                                 "confidence %.1f %%. AutoTune= wins over the static keys of these knobs.",
+                             w, a->origin, sw->read_await_ms, s0->read_await_ms, b, dw, a->decision.confidence * 100) < 0)
+                        return NULL;
+        } else if (asprintf(&s, "%s kept by the trial at %s: %s (%s).", b, clock_hm(a->ended_usec, hm),
+                            auto_verdict_to_string(a->decision.verdict), a->decision.reason) < 0)
+                return NULL;
+        return s;
+}
+
+void autotuner_metrics(AutoTuner *t, struct strbuf *sb) {
+        metrics_text_family(sb, "blkmqd_autotune_trials_total", METRIC_COUNTER, "Closed-loop tuning trials started.");
+        for (AutoDevice *a = t->devices; a; a = a->next) {
+                struct metric_label l[] = { { "device", a->device->sysname } };
+                metrics_text_counter(sb, "blkmqd_autotune_trials_total", l, 1, a->n_trials);
+        }
+        metrics_text_family(sb, "blkmqd_autotune_changes_total", METRIC_COUNTER,
+                            "Settings changed by the decision of a trial.");
+        for (AutoDevice *a = t->devices; a; a = a->next) {
+                struct metric_label l[] = { { "device", a->device->sysname } };
+                metrics_text_counter(sb, "blkmqd_autotune_changes_total", l, 1, a->n_changes);
+        }
+        metrics_text_family(sb, "blkmqd_autotune_candidate_read_await_seconds", METRIC_GAUGE,
+                            "Median read await of each candidate in the last trial.");
+        for (AutoDevice *a = t->devices; a; a = a->next)
+                for (size_t c = 0; c < a->n_cand; c++) {
+                        char buf[96];
+                        struct metric_label l[] = { { "device", a->device->sysname },
+                                                    { "setting", autotune_candidate_format(&a->cand[c], buf, sizeof buf) } };
+                        if (a->summary[c].n)
+                                metrics_text_gauge(sb, "blkmqd_autotune_candidate_read_await_seconds", l, 2,
+                                                   a->summary[c].read_await_ms / 1000);
+                }
+}
+
+/* ---- events and automatic trials ---- */
+
+static int on_hotplug_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        AutoDevice *a = userdata;
+        char why[256];
+        int r;
+
+        a->hotplug_timer = sd_event_source_disable_unref(a->hotplug_timer);
+        r = autotuner_start(a->tuner, a->device, false, NULL, why, sizeof why);
+        if (r == -EPERM)
+                log_info("%s: no trial at hotplug: %s.", a->device->sysname, why);
+        return 0;
+}
+
+void autotuner_event(AutoTuner *t, ManagerEventType type, Device *d) {
+        AutoDevice *a;
+
+        switch (type) {
+        case MANAGER_EVENT_DEVICE_APPLIED:
+                a = find(t, d);
+                if (!a)
+                        break;
+                if (a->phase == PHASE_APPLYING)
+                        on_applied(a);
+                else if (a->phase == PHASE_FINISHING) {
+                        /* The chosen setting (or the one before the trial) is back in place. */
+                        a->phase = PHASE_IDLE;
+                        emit(a);
+                }
+                break;
+        case MANAGER_EVENT_DEVICE_REMOVED:
+                a = find(t, d);
+                if (!a)
+                        break;
+                if (running(a)) {
+                        log_warning("%s: device removed during a trial; trial ended.", d->sysname);
+                        snprintf(a->abort_reason, sizeof a->abort_reason, "the device was removed");
+                        a->aborted = true;
+                        calls_finish(a, json_pack("{s:s, s:o}", "device", d->sysname, "trial", trial_json(a)));
+                }
+                auto_device_free(t, a);
+                break;
+        case MANAGER_EVENT_DEVICE_ADDED: {
+                const AutoTunePolicy *p;
+                if (!d || !(p = device_policy(t, d)) || !p->enabled || !p->on_hotplug)
+                        break;
+                a = get(t, d);
+                if (!a || a->hotplug_timer)
+                        break;
+                (void) sd_event_add_time_relative(t->manager->event, &a->hotplug_timer, CLOCK_MONOTONIC,
+                                                  HOTPLUG_DELAY_USEC, 100000, on_hotplug_timer, a);
+                break;
+        }
+        default:
+                break;
+        }
+}
+
+/* Every WATCH_INTERVAL: periodic trials (AutoTrialIntervalSec=) and the
+ * workload-change detector (AutoTrialOnWorkloadChange=): the signature of
+ * the last interval against the one after the last trial; three changed
+ * intervals in a row start a trial. */
+static int on_watch(sd_event_source *s, uint64_t usec, void *userdata) {
+        AutoTuner *t = userdata;
+        Manager *m = t->manager;
+        uint64_t now = now_usec(CLOCK_MONOTONIC);
+        char why[256];
+
+        for (size_t i = 0; i < m->n_devices; i++) {
+                Device *d = m->devices[i];
+                const AutoTunePolicy *p;
+                if (d->removed || !(p = device_policy(t, d)) || !p->enabled ||
+                    (!p->interval_usec && !p->on_workload_change))
+                        continue;
+                AutoDevice *a = get(t, d);
+                if (!a || running(a) || a->phase == PHASE_FINISHING)
+                        continue;
+                BlockStat st;
+                if (read_stat(d, &st) < 0)
+                        continue;
+                bool start = false;
+                const char *reason = NULL;
+                if (a->watch_mono) {
+                        EpochFigures e;
+                        AutoSignature sig;
+                        autotune_epoch_figures(&a->watch_stat, &st, now - a->watch_mono, &e);
+                        autotune_signature(&e, &sig);
+                        if (!a->has_sig) {
+                                a->sig = sig;
+                                a->has_sig = true;
+                        } else if (p->on_workload_change && autotune_workload_changed(&a->sig, &sig, p->min_iops)) {
+                                if (++a->changed_samples >= 3 && sig.iops >= p->min_iops) {
+                                        start = true;
+                                        reason = "workload changed";
+                                }
+                        } else
+                                a->changed_samples = 0;
+                        if (start)
+                                a->sig = sig;
+                }
+                a->watch_stat = st;
+                a->watch_mono = now;
+                if (!start && p->interval_usec && a->started_mono && now >= a->started_mono + p->interval_usec) {
+                        start = true;
+                        reason = "AutoTrialIntervalSec=";
+                }
+                if (!start)
+                        continue;
+                a->changed_samples = 0;
+                int r = autotuner_start(t, d, false, NULL, why, sizeof why);
+                if (r == 0)
+                        log_info("%s: trial started: %s.", d->sysname, reason);
+                else if (r == -EPERM)
+                        log_debug("%s: %s, but no trial: %s.", d->sysname, reason, why);
+        }
+        sd_event_source_set_time(s, now_usec(CLOCK_MONOTONIC) + WATCH_INTERVAL_USEC);
+        sd_event_source_set_enabled(s, SD_EVENT_ON);
+        return 0;
+}
+
+int autotuner_new(AutoTuner **ret, Manager *m) {
+        AutoTuner *t = calloc(1, sizeof *t);
+        int r;
+
+        if (!t)
+                return -ENOMEM;
+        t->manager = m;
+        r = sd_event_add_time_relative(m->event, &t->watch, CLOCK_MONOTONIC, WATCH_INTERVAL_USEC, 1000000, on_watch, t);
+        if (r < 0) {
+                free(t);
+                return r;
+        }
+        *ret = t;
+        return 0;
+}
+
+AutoTuner *autotuner_free(AutoTuner *t) {
+        if (!t)
+                return NULL;
+        while (t->devices)
+                auto_device_free(t, t->devices);
+        sd_event_source_disable_unref(t->watch);
+        free(t);
+        return NULL;
+}
