@@ -671,6 +671,10 @@ char *autotuner_explain(AutoTuner *t, const Device *d) {
                                  "confidence %.1f %%. AutoTune= wins over the static keys of these knobs.",
                              w, a->origin, sw->read_await_ms, s0->read_await_ms, b, dw, a->decision.confidence * 100) < 0)
                         return NULL;
+        } else if (a->decision.verdict == AUTO_VERDICT_CHANGE) {
+                if (asprintf(&s, "the trial at %s chose %s, since put back by a restore: the static keys are in force.",
+                             clock_hm(a->ended_usec, hm), w) < 0)
+                        return NULL;
         } else if (asprintf(&s, "%s kept by the trial at %s: %s (%s).", b, clock_hm(a->ended_usec, hm),
                             auto_verdict_to_string(a->decision.verdict), a->decision.reason) < 0)
                 return NULL;
@@ -740,6 +744,8 @@ void autotuner_event(AutoTuner *t, ManagerEventType type, Device *d) {
                         log_warning("%s: device removed during a trial; trial ended.", d->sysname);
                         snprintf(a->abort_reason, sizeof a->abort_reason, "the device was removed");
                         a->aborted = true;
+                        a->phase = PHASE_IDLE;
+                        a->ended_usec = now_usec(CLOCK_REALTIME);
                         calls_finish(a, json_pack("{s:s, s:o}", "device", d->sysname, "trial", trial_json(a)));
                 }
                 auto_device_free(t, a);

@@ -1,0 +1,247 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Closed-loop tuning on a disk with a known behaviour.
+
+The disk: tools/modeldisk (a FUSE file with a modelled service time: 8
+channels, reads 100 µs, writes 200 µs + 128 KiB at 20 MiB/s per channel)
+under a loop device with --direct-io=on. The workload: fio, 128 KiB random
+writes at depth 256 plus 4 KiB random reads at depth 4. With mq-deadline,
+nr_requests decides how many writes sit in the disk's queue ahead of a
+read: 256 (the default) lets the 128 driver tags fill with writes, 32
+about 24 (mq-deadline's async_depth is 3/4 of nr_requests), 4 keeps the
+queue short but leaves most channels idle (write throughput falls by more
+than half).
+
+1. A fio sweep of the three settings in this test decides which one is
+   clearly best for "lowest read latency, write throughput within 10 % of
+   the best" (the known answer: nr_requests 32).
+2. blkmqctl trial picks the same one, sets it, and GetDevice, Explain and
+   Monitor say so.
+3. Stopping the daemon puts nr_requests back.
+4. A trial survives its device vanishing (LOOP_CTL_REMOVE) mid-trial: the
+   trial ends saying so and the daemon runs on.
+
+No timed assertions: the comparison is between settings measured in one
+run. Needs root, loop devices, udevd, /dev/fuse, fio; $BLKMQD, $BLKMQCTL,
+$MODELDISK."""
+
+import json
+import os
+import signal
+import shutil
+import subprocess
+import time
+
+from blkmqtest import Env, Loop, Runner, main_guard, need_all, skip, udevd, wait_for, log
+
+CANDIDATES = [4, 32, 256]
+TOLERANCE = 0.10
+MODEL = ["--size=512M", "--channels=8", "--read-lat-us=100", "--write-lat-us=200",
+         "--write-bw=20M", "--read-bw=200M"]
+
+
+def fio_cmd(dev, runtime, output_json=True):
+    cmd = ["fio", "--filename=" + dev, "--direct=1", "--ioengine=libaio", f"--runtime={runtime}",
+           "--time_based", "--name=w", "--bs=128k", "--rw=randwrite", "--iodepth=256", "--size=400M",
+           "--name=r", "--bs=4k", "--rw=randread", "--iodepth=4", "--size=400M"]
+    if output_json:
+        cmd.append("--output-format=json")
+    return cmd
+
+
+def sweep(loop, runtime=6):
+    """{nr_requests: (read mean ms, read p99 ms, write MB/s)} measured by fio."""
+    out = {}
+    for nr in CANDIDATES:
+        loop.set("scheduler", "mq-deadline")
+        loop.set("nr_requests", str(nr))
+        p = subprocess.run(fio_cmd(loop.dev, runtime), capture_output=True, text=True, check=True)
+        j = json.loads(p.stdout[p.stdout.index("{"):])
+        w, r = j["jobs"][0], j["jobs"][1]
+        out[nr] = (r["read"]["clat_ns"]["mean"] / 1e6,
+                   r["read"]["clat_ns"]["percentile"]["99.000000"] / 1e6,
+                   w["write"]["bw_bytes"] / 1e6)
+        log(f"# fio sweep: mq-deadline nr_requests={nr}: read mean {out[nr][0]:.2f} ms, "
+            f"p99 {out[nr][1]:.2f} ms, write {out[nr][2]:.1f} MB/s")
+    return out
+
+
+def best_of(fig):
+    top_w = max(v[2] for v in fig.values())
+    admissible = {k: v for k, v in fig.items() if v[2] >= top_w * (1 - TOLERANCE)}
+    ranked = sorted(admissible, key=lambda k: admissible[k][0])
+    return ranked, admissible
+
+
+class ModelDisk:
+    def __init__(self, env, binary):
+        self.dir = os.path.join(env.tmp, "model")
+        os.makedirs(self.dir)
+        self.proc = subprocess.Popen([binary] + MODEL + [self.dir], stderr=subprocess.PIPE, text=True)
+        self.file = os.path.join(self.dir, "disk")
+        if not wait_for(lambda: os.path.exists(self.file), 10):
+            self.close()
+            raise RuntimeError("modeldisk did not come up")
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        subprocess.run(["umount", "-l", self.dir], stderr=subprocess.DEVNULL, check=False)
+
+
+def attach_dio(env, path):
+    p = subprocess.run(["losetup", "--find", "--show", "--direct-io=on", path], capture_output=True, text=True,
+                       check=True)
+    dev = p.stdout.strip()
+    loop = Loop(dev, path, env.pristine.get(os.path.basename(dev)))
+    env.pristine.setdefault(loop.name, loop.original)
+    env.loops.append(loop)
+    return loop
+
+
+def ctl(addr, *args, check=True):
+    p = subprocess.run([os.environ["BLKMQCTL"], "--address", addr] + list(args), capture_output=True, text=True)
+    if check and p.returncode != 0:
+        raise RuntimeError(f"blkmqctl {' '.join(args)}: {p.returncode}: {p.stderr}")
+    return p
+
+
+def last_json(text):
+    lines = [l for l in text.splitlines() if l.strip().startswith("{")]
+    return json.loads(lines[-1]) if lines else None
+
+
+def main():
+    need_all()
+    modeldisk = os.environ.get("MODELDISK")
+    if not modeldisk or not os.access(modeldisk, os.X_OK):
+        skip("set MODELDISK=/path/to/modeldisk (built with libfuse3-dev)")
+    if not os.path.exists("/dev/fuse"):
+        skip("no /dev/fuse")
+    if not shutil.which("fio"):
+        skip("fio missing")
+    if not os.environ.get("BLKMQCTL"):
+        skip("set BLKMQCTL")
+    r = Runner("integration/autotune")
+    with udevd(), Env("autotune") as env:
+        md = ModelDisk(env, modeldisk)
+        fio = None
+        try:
+            loop = attach_dio(env, md.file)
+            r.eq(open(f"/sys/block/{loop.name}/loop/dio").read().strip(), "1", "the loop device does direct I/O")
+            original_nr = "256"
+            loop.set("scheduler", "mq-deadline")
+            loop.set("nr_requests", original_nr)
+
+            with r.case("a fio sweep in this run shows one setting clearly best", env):
+                fig = sweep(loop)
+                ranked, admissible = best_of(fig)
+                best = ranked[0]
+                r.ok(len(ranked) >= 2 and admissible[ranked[1]][0] >= 1.5 * admissible[best][0],
+                     f"nr_requests={best}: the next admissible setting has 1.5 times its read latency or more",
+                     detail=str(fig))
+                r.ok(4 not in admissible, "nr_requests=4 costs more than 10 % of the write throughput",
+                     detail=str(fig))
+            loop.set("nr_requests", original_nr)
+
+            addr = env.tmp + "/io.blkmqd"
+            cfg = env.config(f"""\
+[Daemon]
+ProbeIntervalSec=1
+
+[Device model]
+MatchBackingFile={md.file}
+Scheduler=mq-deadline
+AutoTune=yes
+AutoScheduler=mq-deadline
+AutoNrRequests={' '.join(str(c) for c in CANDIDATES)}
+AutoWriteTolerance={int(TOLERANCE * 100)}%
+AutoEpochSec=1.5
+AutoRounds=4
+""")
+            d = env.daemon(["--config", cfg, "--varlink-address", addr, "--log-level", "debug"])
+            d.start(timeout=15)
+            mon = subprocess.Popen([os.environ["BLKMQCTL"], "--address", addr, "--json", "monitor"],
+                                   stdout=subprocess.PIPE, text=True)
+            fio = subprocess.Popen(fio_cmd(loop.dev, 300, output_json=False), stdout=subprocess.DEVNULL)
+            time.sleep(2)
+
+            with r.case("blkmqctl trial picks the sweep's best and sets it", env):
+                p = ctl(addr, "--json", "trial", loop.name)
+                final = last_json(p.stdout)
+                t = final["trial"]
+                for c in t["candidates"]:
+                    log(f"# trial: {c['setting']}: read await {c.get('readAwaitMs', 0):.2f} ms, "
+                        f"write {c.get('writeMBps', 0):.1f} MB/s, admissible {c.get('admissible')}")
+                log(f"# decision: {t['verdict']} {t['winner']}: {t['reason']}")
+                r.eq(t["state"], "decided", "the trial came to a decision")
+                r.eq(t["verdict"], "change", "the decision is a change")
+                r.eq(t["winner"], f"mq-deadline nr_requests={best}", "the winner is the sweep's best", daemon=d)
+                r.ok(wait_for(lambda: loop.attr("nr_requests") == str(best), 10),
+                     f"nr_requests is {best} in sysfs")
+                progress = [l for l in p.stdout.splitlines() if '"running"' in l]
+                r.ok(len(progress) >= 3, f"progress came per epoch ({len(progress)} replies)")
+
+            with r.case("GetDevice, Explain and Monitor say so", env):
+                show = json.loads(ctl(addr, "--json", "show", loop.name).stdout)
+                dev = show.get("device", show)
+                at = dev.get("autotune", {})
+                r.eq(at.get("chosen"), f"mq-deadline nr_requests={best}", "GetDevice: autotune.chosen")
+                r.eq(at.get("changes"), 1, "GetDevice: one change")
+                ex = ctl(addr, "explain", loop.name).stdout
+                r.ok("chosen by trial at" in ex and f"nr_requests={best}" in ex, "explain names the trial",
+                     detail=ex)
+                r.ok(any("AutoTune" in l and "NrRequests" in l for l in ex.splitlines()),
+                     "explain: NrRequests comes from AutoTune", detail=ex)
+                mon.send_signal(signal.SIGINT)
+                out, _ = mon.communicate(timeout=10)
+                ev = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+                trial_ev = [e for e in ev if e.get("event") == "trial"]
+                r.ok(any(e.get("trial", {}).get("verdict") == "change" for e in trial_ev),
+                     f"Monitor: a trial event with the decision ({len(trial_ev)} trial events)")
+                r.ok("trial chose mq-deadline nr_requests=" in d.log_text(), "log: trial chose …")
+
+            with r.case("stopping the daemon puts nr_requests back", env):
+                d.stop()
+                r.eq(loop.attr("nr_requests"), original_nr, "nr_requests is back to the original")
+
+            with r.case("a device vanishing mid-trial ends the trial; the daemon runs on", env):
+                d2 = env.daemon(["--config", cfg, "--varlink-address", addr, "--log-level", "debug"], name="blkmqd2")
+                d2.start(timeout=15)
+                tp = subprocess.Popen([os.environ["BLKMQCTL"], "--address", addr, "--json", "trial", loop.name],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                wait_for(lambda: "trial of" in d2.log_text(), 10)
+                time.sleep(3)
+                fio.send_signal(signal.SIGTERM)
+                fio.wait(30)
+                fio = None
+                env.detach(loop)
+                rc = env.remove_node(loop)
+                if rc != 0:
+                    r.ok(True, f"LOOP_CTL_REMOVE refused ({rc}); the detach alone")
+                out, err = tp.communicate(timeout=120)
+                final = last_json(out)
+                t = (final or {}).get("trial", {})
+                log(f"# after the removal: {t.get('state')}: {t.get('abortReason')}")
+                r.eq(t.get("state"), "aborted", "the trial ended early", daemon=d2)
+                r.ok(d2.alive(), "the daemon runs on")
+                r.eq(ctl(addr, "status", check=False).returncode, 0, "and answers")
+                d2.stop()
+        finally:
+            if fio:
+                fio.kill()
+                fio.wait()
+            for l in env.loops:
+                if l.backing_file():
+                    env.detach(l)
+            md.close()
+    r.finish()
+
+
+if __name__ == "__main__":
+    main_guard(main)
