@@ -335,12 +335,15 @@ static void finish(AutoDevice *a) {
                 log_info("%s: trial kept %s: %s: %s.", d->sysname, b, auto_verdict_to_string(a->decision.verdict),
                          a->decision.reason);
         }
-        /* Put the chosen (or the kept) setting in place. */
+        /* Put the chosen (or the kept) setting in place; the callers get
+         * their reply once it is (autotuner_event()). */
         a->current = a->decision.winner;
         a->phase = PHASE_FINISHING;
         emit(a);
-        calls_finish(a, json_pack("{s:s, s:o}", "device", d->sysname, "trial", trial_json(a)));
-        (void) manager_apply(t->manager, d);
+        if (manager_apply(t->manager, d) < 0) {
+                a->phase = PHASE_IDLE;
+                calls_finish(a, json_pack("{s:s, s:o}", "device", d->sysname, "trial", trial_json(a)));
+        }
 }
 
 static void abort_trial(AutoDevice *a, const char *fmt, const char *arg) {
@@ -516,7 +519,7 @@ int autotuner_start(AutoTuner *t, Device *d, bool forced, VarlinkCall *call, cha
         a = get(t, d);
         if (!a)
                 return -ENOMEM;
-        if (running(a)) {
+        if (running(a) || a->phase == PHASE_FINISHING) {
                 if (call) {
                         VarlinkCall **c = realloc(a->calls, sizeof *c * (a->n_calls + 1));
                         if (!c)
@@ -730,10 +733,11 @@ void autotuner_event(AutoTuner *t, ManagerEventType type, Device *d) {
                         break;
                 if (a->phase == PHASE_APPLYING)
                         on_applied(a);
-                else if (a->phase == PHASE_FINISHING) {
-                        /* The chosen setting (or the one before the trial) is back in place. */
+                else if (a->phase == PHASE_FINISHING && !d->dirty) {
+                        /* The chosen setting (or the one before the trial) is in place. */
                         a->phase = PHASE_IDLE;
                         emit(a);
+                        calls_finish(a, json_pack("{s:s, s:o}", "device", d->sysname, "trial", trial_json(a)));
                 }
                 break;
         case MANAGER_EVENT_DEVICE_REMOVED:
@@ -746,6 +750,9 @@ void autotuner_event(AutoTuner *t, ManagerEventType type, Device *d) {
                         a->aborted = true;
                         a->phase = PHASE_IDLE;
                         a->ended_usec = now_usec(CLOCK_REALTIME);
+                        calls_finish(a, json_pack("{s:s, s:o}", "device", d->sysname, "trial", trial_json(a)));
+                } else if (a->phase == PHASE_FINISHING) {
+                        a->phase = PHASE_IDLE;
                         calls_finish(a, json_pack("{s:s, s:o}", "device", d->sysname, "trial", trial_json(a)));
                 }
                 auto_device_free(t, a);
