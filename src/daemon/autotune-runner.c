@@ -14,6 +14,7 @@
 #include "autotune.h"
 #include "log.h"
 #include "metrics-text.h"
+#include "probe.h"
 #include "strbuf.h"
 #include "sysfs.h"
 #include "util.h"
@@ -45,6 +46,8 @@ struct AutoDevice {
         bool has_choice;
         AutoCandidate choice;
         char origin[128]; /* "trial at 10:42" */
+        char choice_text[512]; /* explain's sentence about it */
+        unsigned choice_trial; /* n_trials of the trial that chose it */
 
         /* The trial (running, or the last one) */
         Phase phase;
@@ -58,6 +61,7 @@ struct AutoDevice {
         size_t n_cand, slot, n_slots, current;
         BlockStat stat0;
         uint64_t t0;
+        uint64_t probe_errors0; /* the device's probe errors when the epoch began */
         sd_event_source *timer;
         char note[512];
         char abort_reason[256];
@@ -158,6 +162,19 @@ static int read_stat(const Device *d, BlockStat *ret) {
         if (r < 0)
                 return r;
         return blockstat_parse(text, ret);
+}
+
+/* Read errors of the device's latency probes so far (0 without probes):
+ * the guard rail's I/O errors. */
+static uint64_t probe_errors(const Manager *m, const Device *d) {
+        if (!m->prober)
+                return 0;
+        for (size_t i = 0; i < prober_count(m->prober); i++) {
+                const ProbeTarget *pt = prober_get(m->prober, i);
+                if (streq(pt->sysname, d->sysname))
+                        return pt->n_errors;
+        }
+        return 0;
 }
 
 static char *clock_hm(uint64_t realtime_usec, char buf[static 16]) {
@@ -323,6 +340,13 @@ static void finish(AutoDevice *a) {
                 a->choice.baseline = false;
                 a->has_choice = true;
                 snprintf(a->origin, sizeof a->origin, "trial at %s", clock_hm(a->ended_usec, hm));
+                a->choice_trial = a->n_trials;
+                const AutoSummary *sw = &a->summary[a->decision.winner], *s0 = &a->summary[0];
+                double dw = s0->write_mbps > 0 ? (sw->write_mbps - s0->write_mbps) / s0->write_mbps * 100 : 0;
+                snprintf(a->choice_text, sizeof a->choice_text,
+                         "%s, chosen by %s: read await %.2f ms against %.2f ms for %s, write throughput %+.0f %%; "
+                         "confidence %.1f %%. AutoTune= wins over the static keys of these knobs.",
+                         w, a->origin, sw->read_await_ms, s0->read_await_ms, b, dw, a->decision.confidence * 100);
                 a->history.last_change_usec = now_usec(CLOCK_MONOTONIC);
                 a->n_changes++;
                 t->n_changes++;
@@ -340,7 +364,9 @@ static void finish(AutoDevice *a) {
         a->current = a->decision.winner;
         a->phase = PHASE_FINISHING;
         emit(a);
-        if (manager_apply(t->manager, d) < 0) {
+        /* No job (the device no longer matches a section, or the apply
+         * failed): nothing to wait for. */
+        if (manager_apply(t->manager, d) < 0 || !d->busy) {
                 a->phase = PHASE_IDLE;
                 calls_finish(a, json_pack("{s:s, s:o}", "device", d->sysname, "trial", trial_json(a)));
         }
@@ -368,13 +394,15 @@ static int on_epoch_end(sd_event_source *s, uint64_t usec, void *userdata) {
                 return 0;
         }
         autotune_epoch_figures(&a->stat0, &b, now_usec(CLOCK_MONOTONIC) - a->t0, &e);
+        e.errors = (unsigned) (probe_errors(a->tuner->manager, a->device) - a->probe_errors0);
         AutoSeries *ser = &a->series[a->current];
         if (ser->n < AUTOTUNE_MAX_EPOCHS)
                 ser->epochs[ser->n++] = e;
+        autotune_candidate_format(&a->cand[a->current], buf, sizeof buf);
         log_debug("%s: epoch %zu/%zu %s: read await %.2f ms, %.0f r/s, write %.1f MB/s, in flight %.1f",
-                  a->device->sysname, a->slot + 1, a->n_slots, autotune_candidate_format(&a->cand[a->current], buf, sizeof buf),
+                  a->device->sysname, a->slot + 1, a->n_slots, buf,
                   e.read_await_ms, e.read_iops, e.write_mbps, e.in_flight);
-        if (a->current != 0 && autotune_guard(&a->policy, &a->series[0], &e, why, sizeof why)) {
+        if ((a->current != 0 || e.errors) && autotune_guard(&a->policy, &a->series[0], &e, why, sizeof why)) {
                 char msg[400];
                 snprintf(msg, sizeof msg, "guard rail: %s with %s", why, buf);
                 abort_trial(a, "%s", msg);
@@ -400,6 +428,7 @@ static int on_settled(sd_event_source *s, uint64_t usec, void *userdata) {
                 return 0;
         }
         a->t0 = now_usec(CLOCK_MONOTONIC);
+        a->probe_errors0 = probe_errors(a->tuner->manager, a->device);
         a->phase = PHASE_MEASURING;
         r = sd_event_add_time_relative(a->tuner->manager->event, &a->timer, CLOCK_MONOTONIC, a->policy.epoch_usec,
                                        1000, on_epoch_end, a);
@@ -421,6 +450,10 @@ static void apply_slot(AutoDevice *a) {
         int r = manager_apply(a->tuner->manager, a->device);
         if (r < 0)
                 abort_trial(a, "cannot apply: %s", strerror(-r));
+        else if (!a->device->busy)
+                /* no job: the device matches no section any more (a loop
+                 * device detached from its file, say) */
+                abort_trial(a, "%s", "the device no longer matches its policy");
 }
 
 /* The job of a candidate came back. */
@@ -592,7 +625,9 @@ void autotuner_overlay(AutoTuner *t, Device *d, Resolved *r) {
         if (!a)
                 return;
         if (!device_policy(t, d)) {
-                /* The Auto* keys are gone (reload): so is what they chose. */
+                /* The Auto* keys are gone (reload), or the device matches
+                 * no section any more: so is what they chose. A running
+                 * trial ends at its next step (apply_slot() sees no job). */
                 a->has_choice = false;
                 return;
         }
@@ -657,6 +692,7 @@ char *autotuner_explain(AutoTuner *t, const Device *d) {
         AutoDevice *a = find(t, d);
         const AutoTunePolicy *p = device_policy(t, d);
         char *s = NULL, w[96], b[96], hm[16];
+        int r;
 
         if (!a || !a->has_result) {
                 if (p && p->enabled)
@@ -665,23 +701,21 @@ char *autotuner_explain(AutoTuner *t, const Device *d) {
         }
         if (running(a))
                 return strdup("a trial is running.");
-        const AutoSummary *sw = &a->summary[a->decision.winner], *s0 = &a->summary[0];
         autotune_candidate_format(&a->cand[a->decision.winner], w, sizeof w);
         autotune_candidate_format(&a->cand[0], b, sizeof b);
-        if (a->decision.verdict == AUTO_VERDICT_CHANGE && a->has_choice) {
-                double dw = s0->write_mbps > 0 ? (sw->write_mbps - s0->write_mbps) / s0->write_mbps * 100 : 0;
-                if (asprintf(&s, "%s, chosen by %s: read await %.2f ms against %.2f ms for %s, write throughput %+.0f %%; "
-                                 "confidence %.1f %%. AutoTune= wins over the static keys of these knobs.",
-                             w, a->origin, sw->read_await_ms, s0->read_await_ms, b, dw, a->decision.confidence * 100) < 0)
-                        return NULL;
-        } else if (a->decision.verdict == AUTO_VERDICT_CHANGE) {
-                if (asprintf(&s, "the trial at %s chose %s, since put back by a restore: the static keys are in force.",
-                             clock_hm(a->ended_usec, hm), w) < 0)
-                        return NULL;
-        } else if (asprintf(&s, "%s kept by the trial at %s: %s (%s).", b, clock_hm(a->ended_usec, hm),
-                            auto_verdict_to_string(a->decision.verdict), a->decision.reason) < 0)
-                return NULL;
-        return s;
+        clock_hm(a->ended_usec, hm);
+        if (a->has_choice && a->choice_trial == a->n_trials)
+                r = asprintf(&s, "%s", a->choice_text);
+        else if (a->has_choice)
+                r = asprintf(&s, "%s The last trial, at %s, kept it: %s (%s).", a->choice_text, hm,
+                             auto_verdict_to_string(a->decision.verdict), a->decision.reason);
+        else if (a->decision.verdict == AUTO_VERDICT_CHANGE)
+                r = asprintf(&s, "the trial at %s chose %s, since put back by a restore: the static keys are in force.",
+                             hm, w);
+        else
+                r = asprintf(&s, "%s kept by the trial at %s: %s (%s).", b, hm, auto_verdict_to_string(a->decision.verdict),
+                             a->decision.reason);
+        return r < 0 ? NULL : s;
 }
 
 void autotuner_metrics(AutoTuner *t, struct strbuf *sb) {

@@ -656,9 +656,15 @@ bool autotune_guard(const AutoTunePolicy *p, const AutoSeries *baseline, const E
                         rd[k++] = baseline->epochs[i].read_await_ms;
         if (k == 0 || e->read_iops == 0)
                 return false;
-        double base = fmax(autotune_median(rd, k), AUTOTUNE_GUARD_FLOOR_MS);
+        /* Against the slowest epoch of the current setting so far: one
+         * lucky epoch of it (the trial's first is often alone) must not
+         * end a trial whose candidate is merely no better. */
+        double worst = rd[0];
+        for (size_t i = 1; i < k; i++)
+                worst = fmax(worst, rd[i]);
+        double base = fmax(worst, AUTOTUNE_GUARD_FLOOR_MS);
         if (e->read_await_ms > base * p->guard_factor) {
-                snprintf(why, why_size, "read await %.2f ms, more than %u times the current setting's %.2f ms",
+                snprintf(why, why_size, "read await %.2f ms, more than %u times the current setting's %.2f ms (its slowest epoch)",
                          e->read_await_ms, p->guard_factor, base);
                 return true;
         }

@@ -170,9 +170,10 @@ typedef struct AutoDecision {
 void autotune_decide(const AutoTunePolicy *p, const AutoSeries *series, size_t n, AutoSummary *summaries,
                      AutoDecision *ret);
 
-/* The guard rail: true if epoch e of a candidate is worse than the
- * baseline's epochs so far by more than the policy's factor (read await,
- * above AUTOTUNE_GUARD_FLOOR_MS), or saw I/O errors; *why says which. */
+/* The guard rail: true if epoch e of a candidate has a read await more
+ * than the policy's factor times the slowest epoch of the baseline so far
+ * (both at least AUTOTUNE_GUARD_FLOOR_MS), or saw I/O errors; *why says
+ * which. */
 bool autotune_guard(const AutoTunePolicy *p, const AutoSeries *baseline, const EpochFigures *e, char *why,
                     size_t why_size);
 

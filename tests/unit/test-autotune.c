@@ -263,6 +263,16 @@ static void test_guard(void **state) {
         assert_false(autotune_guard(&p, &base, &e, why, sizeof why));
         e.read_await_ms = 4.1;
         assert_true(autotune_guard(&p, &base, &e, why, sizeof why));
+        /* one lucky epoch of the current setting does not end a trial: the
+         * guard compares with its slowest epoch */
+        base.epochs[0].read_await_ms = 0.5;
+        base.epochs[1] = (EpochFigures) { .valid = true, .read_iops = 100, .read_await_ms = 0.5 };
+        base.epochs[2] = (EpochFigures) { .valid = true, .read_iops = 100, .read_await_ms = 30 };
+        base.n = 3;
+        e.read_await_ms = 20;
+        assert_false(autotune_guard(&p, &base, &e, why, sizeof why));
+        e.read_await_ms = 121;
+        assert_true(autotune_guard(&p, &base, &e, why, sizeof why));
         /* errors end it whatever the latency */
         e = (EpochFigures) { .valid = true, .errors = 2 };
         assert_true(autotune_guard(&p, &base, &e, why, sizeof why));
