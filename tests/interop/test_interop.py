@@ -134,7 +134,7 @@ ReadAheadKB=384
             iface = client.get_interface(MANAGER)
             methods = {n for n, m in iface.members.items() if type(m).__name__ == "_Method"}
             want = {"GetStatus", "ListDevices", "GetDevice", "Explain", "Apply", "Restore", "Reload",
-                    "SetProfile", "ClearProfile", "SetLogLevel", "Monitor"}
+                    "SetProfile", "ClearProfile", "SetLogLevel", "Monitor", "Trial"}
             r.eq(methods, want, "all Manager methods known to the package")
             errors = {n for n, m in iface.members.items() if type(m).__name__ == "_Error"}
             r.ok(errors >= {"NoSuchDevice", "NoSuchProfile", "ConfigInvalid", "AttributeNotWritable"},
