@@ -168,6 +168,17 @@ int device_info_load(const char *blockdir, char *const *properties, DeviceInfo *
                 d->size = (uint64_t) n * 512;
         v = mfree(v);
 
+        v = read_attr(blockdir, "diskseq");
+        if (v && safe_atolli(v, &n) >= 0 && n > 0)
+                d->diskseq = (uint64_t) n;
+        v = mfree(v);
+
+        d->logical_block_size = 512;
+        v = read_attr(blockdir, "queue/logical_block_size");
+        if (v && safe_atolli(v, &n) >= 0 && n >= 512 && n <= 65536)
+                d->logical_block_size = (uint32_t) n;
+        v = mfree(v);
+
         v = read_attr(blockdir, "hidden");
         d->hidden = v && streq(v, "1");
         v = mfree(v);

@@ -192,12 +192,12 @@ static int target_read_geometry(ProbeTarget *t) {
         return 0;
 }
 
-int prober_update(Prober *p, const char *sysname, const char *devnode, const char *blockdir, bool zoned,
-                  const ProbeConfig *config) {
+int prober_update(Prober *p, const ProbeDevice *dev, const ProbeConfig *config) {
+        const char *sysname = dev->sysname;
         ProbeTarget *t = prober_find(p, sysname);
         bool added = false;
 
-        if (!config->enabled || !devnode) {
+        if (!config->enabled || !dev->devnode) {
                 prober_remove(p, sysname);
                 return 0;
         }
@@ -220,10 +220,10 @@ int prober_update(Prober *p, const char *sysname, const char *devnode, const cha
                 p->targets[p->n_targets++] = t;
                 added = true;
         }
-        t->diskseq = read_diskseq(blockdir);
-        if (free_and_strdup(&t->devnode, devnode) < 0 || free_and_strdup(&t->blockdir, blockdir) < 0)
+        t->diskseq = dev->diskseq;
+        if (free_and_strdup(&t->devnode, dev->devnode) < 0 || free_and_strdup(&t->blockdir, dev->blockdir) < 0)
                 return -ENOMEM;
-        t->zoned = zoned;
+        t->zoned = dev->zoned;
         t->extents_usec = 0; /* re-read the zone report */
 
         bool interval_changed = t->config.interval_usec != config->interval_usec;
@@ -243,7 +243,8 @@ int prober_update(Prober *p, const char *sysname, const char *devnode, const cha
                         (void) alert_init(&t->write_alert, &ac);
         }
 
-        (void) target_read_geometry(t);
+        t->size_bytes = dev->size_bytes;
+        t->logical_block_size = dev->logical_block_size ? dev->logical_block_size : 512;
         if (added || interval_changed) {
                 /* Spread the first probes of many devices over one interval. */
                 uint64_t now = now_usec(CLOCK_MONOTONIC);
