@@ -412,6 +412,7 @@ static void device_update_probe(Device *d) {
                 .size_bytes = d->info->size,
                 .logical_block_size = d->info->logical_block_size,
                 .diskseq = d->info->diskseq,
+                .stat_fd = TAKE_FD(d->info->stat_fd),
         };
         if (prober_update(m->prober, &pd, &c) < 0)
                 log_oom();

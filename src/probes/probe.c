@@ -87,6 +87,8 @@ static void target_free(ProbeTarget *t) {
         free(t->note);
         free(t->lat);
         free(t->extents);
+        if (t->stat_fd >= 0)
+                close(t->stat_fd);
         free(t);
 }
 
@@ -195,6 +197,7 @@ static int target_read_geometry(ProbeTarget *t) {
 int prober_update(Prober *p, const ProbeDevice *dev, const ProbeConfig *config) {
         const char *sysname = dev->sysname;
         ProbeTarget *t = prober_find(p, sysname);
+        _cleanup_close_ int stat_fd = dev->stat_fd; /* ours, whatever happens */
         bool added = false;
 
         if (!config->enabled || !dev->devnode) {
@@ -210,6 +213,7 @@ int prober_update(Prober *p, const ProbeDevice *dev, const ProbeConfig *config) 
                 if (!t)
                         return -ENOMEM;
                 t->prober = p;
+                t->stat_fd = -EBADF;
                 t->lat = calloc(1, sizeof *t->lat);
                 t->sysname = strdup(sysname);
                 if (!t->lat || !t->sysname) {
@@ -221,6 +225,12 @@ int prober_update(Prober *p, const ProbeDevice *dev, const ProbeConfig *config) 
                 added = true;
         }
         t->diskseq = dev->diskseq;
+        if (stat_fd >= 0) {
+                if (t->stat_fd >= 0)
+                        close(t->stat_fd);
+                t->stat_fd = TAKE_FD(stat_fd);
+                t->stat_have_prev = false; /* other media, maybe: no rates across it */
+        }
         if (free_and_strdup(&t->devnode, dev->devnode) < 0 || free_and_strdup(&t->blockdir, dev->blockdir) < 0)
                 return -ENOMEM;
         t->zoned = dev->zoned;
@@ -284,13 +294,18 @@ static void prober_rearm(Prober *p) {
 
 /* /sys/block/X/stat: the iostat figures as deltas over the last interval. */
 static void target_sample_stat(ProbeTarget *t, uint64_t now) {
-        _cleanup_free_ char *path = path_join(t->blockdir, "stat"), *line = NULL;
+        char line[512];
         uint64_t v[17] = {};
         double dt;
+        ssize_t k;
         int n;
 
-        if (!path || sysfs_read(path, &line) < 0)
+        if (t->stat_fd < 0)
                 return;
+        k = pread(t->stat_fd, line, sizeof line - 1, 0);
+        if (k <= 0)
+                return;
+        line[k] = 0;
         n = sscanf(line, "%lu %lu %lu %lu %lu %lu %lu %lu %lu %lu %lu %lu %lu %lu %lu %lu %lu", &v[0], &v[1], &v[2],
                    &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10], &v[11], &v[12], &v[13], &v[14], &v[15],
                    &v[16]);

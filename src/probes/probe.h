@@ -59,6 +59,7 @@ typedef struct ProbeTarget {
         uint64_t stat_prev[17];
         uint64_t stat_prev_usec;
         bool stat_have_prev;
+        int stat_fd;         /* <blockdir>/stat, read with pread(): no sysfs lookup on the loop */
         alert_t read_alert, write_alert; /* .episodes counts alerts raised */
         /* zoned devices: readable extents [start, end) in bytes, below the write pointers */
         uint64_t (*extents)[2];
@@ -87,6 +88,7 @@ typedef struct ProbeDevice {
         uint64_t size_bytes;         /* 0: read at the first probe */
         uint32_t logical_block_size;
         uint64_t diskseq;            /* 0: unknown */
+        int stat_fd;                 /* <blockdir>/stat, taken over; -EBADF: keep the one the target has */
 } ProbeDevice;
 
 /* Adds or updates the target for a device; config->enabled false removes it. */
