@@ -2,6 +2,9 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """blkmqd started as blkmqd.service starts it: only the event loop realtime.
 
+Also: the descriptor table is sized for every connection at start, before
+there are threads (growing it later waits for an RCU grace period).
+
 The unit runs blkmqd round-robin realtime (CPUSchedulingPolicy=rr), so that
 its event loop gets a CPU at once on a saturated machine. Every thread but
 the loop must leave realtime as it starts: the apply and udev-read threads
@@ -84,6 +87,15 @@ Database={env.tmp}/zones.db
             r.eq(sorted({t[3] for t in batch}), [min(19, loop_nice + 10)], "they run 10 nice levels below the loop")
             r.ok(any(t[2] == 5 for t in others), "the zone verifier runs SCHED_IDLE")
             r.ok(d.alive(), "the daemon runs")
+        with r.case("the descriptor table is sized before the threads start", env):
+            # Grown later, in a process with threads, it waits for an RCU
+            # grace period inside accept() or open() on the event loop.
+            with open(f"/proc/{pid}/status") as f:
+                fdsize = int(next(l for l in f if l.startswith("FDSize:")).split()[1])
+            with open(f"/proc/{pid}/limits") as f:
+                soft = next(l for l in f if l.startswith("Max open files")).split()[3]
+            want = 8192 if soft == "unlimited" else min(8192, int(soft))
+            r.ok(fdsize >= want, f"FDSize {fdsize} >= {want} (open files limit {soft})")
         d.stop()
     r.finish()
 
