@@ -62,6 +62,22 @@ static int stderr_is_journal(void) {
         return st.st_dev == dev && st.st_ino == ino;
 }
 
+/* What stderr is, decided at the first message and kept: an fstat() and
+ * a TCGETS ioctl per line would be two syscalls on the event loop for
+ * every line logged (and TCGETS on a terminal takes the tty's locks). */
+enum { STDERR_UNKNOWN, STDERR_JOURNAL, STDERR_TTY, STDERR_PLAIN };
+static atomic_int stderr_kind = STDERR_UNKNOWN;
+
+static int stderr_kind_get(void) {
+        int k = atomic_load(&stderr_kind);
+
+        if (k == STDERR_UNKNOWN) {
+                k = stderr_is_journal() ? STDERR_JOURNAL : isatty(STDERR_FILENO) ? STDERR_TTY : STDERR_PLAIN;
+                atomic_store(&stderr_kind, k);
+        }
+        return k;
+}
+
 int log_internal(int level, int error, const char *file, int line, const char *func,
                  const char *fmt, ...) {
         char msg[2048], out[2100];
@@ -78,7 +94,7 @@ int log_internal(int level, int error, const char *file, int line, const char *f
 
         t = atomic_load(&target);
         if (t == LOG_TARGET_AUTO)
-                t = stderr_is_journal() ? LOG_TARGET_JOURNAL : LOG_TARGET_CONSOLE;
+                t = stderr_kind_get() == STDERR_JOURNAL ? LOG_TARGET_JOURNAL : LOG_TARGET_CONSOLE;
 
         if (t == LOG_TARGET_JOURNAL) {
                 char cf[64], ln[32];
@@ -87,7 +103,7 @@ int log_internal(int level, int error, const char *file, int line, const char *f
                 sd_journal_send_with_location(cf, ln, func, "MESSAGE=%s", msg, "PRIORITY=%i", level,
                                               error ? "ERRNO=%i" : NULL, error, NULL);
         } else {
-                if (isatty(STDERR_FILENO))
+                if (stderr_kind_get() == STDERR_TTY)
                         n = snprintf(out, sizeof out, "%s\n", msg);
                 else
                         n = snprintf(out, sizeof out, "<%i>%s\n", level, msg);

@@ -85,11 +85,41 @@ static bool device_settled(const Device *d) {
         return !d || d->removed || (!d->busy && !d->dirty);
 }
 
-static bool waiter_settled(ApiManager *a, const Waiter *w) {
-        STRV_FOREACH(n, w->wait_for)
-                if (!device_settled(manager_find_device(a->manager, *n)))
-                        return false;
-        return true;
+/* Drops the name at i from w's list (order does not matter). */
+static void waiter_drop(Waiter *w, size_t i) {
+        size_t n = strv_length(w->wait_for);
+
+        free(w->wait_for[i]);
+        w->wait_for[i] = w->wait_for[n - 1];
+        w->wait_for[n - 1] = NULL;
+}
+
+/* Every device of the list looked up: when the call is made, and when no
+ * job is left at all. A device seen settled leaves the list for good: its
+ * jobs the call started are back, later ones are not the call's. */
+static bool waiter_settled(ApiManager *a, Waiter *w) {
+        for (size_t i = 0; w->wait_for && w->wait_for[i];) {
+                if (!device_settled(manager_find_device(a->manager, w->wait_for[i]))) {
+                        i++;
+                        continue;
+                }
+                waiter_drop(w, i);
+        }
+        return !w->wait_for || !w->wait_for[0];
+}
+
+/* One device's job came back, or it went away: only that name is looked
+ * at in each waiter (with 256 devices and a profile switch per second in a
+ * hotplug storm, looking every name up again at every job was 256 x 256
+ * string compares per completion, per waiter). */
+static bool waiter_settled_by(Waiter *w, const char *sysname, bool settled) {
+        if (settled)
+                for (size_t i = 0; w->wait_for && w->wait_for[i]; i++)
+                        if (streq(w->wait_for[i], sysname)) {
+                                waiter_drop(w, i);
+                                break;
+                        }
+        return !w->wait_for || !w->wait_for[0];
 }
 
 static void waiter_free(Waiter *w) {
@@ -108,11 +138,12 @@ static void waiter_unlink(ApiManager *a, Waiter *w) {
                 }
 }
 
-/* Replies to every call whose own jobs are back. */
-static void waiters_flush(ApiManager *a) {
+/* Replies to every call whose own jobs are back: d's (settled or not), or
+ * with d NULL all of them looked up. */
+static void waiters_flush_device(ApiManager *a, const Device *d, bool settled) {
         for (Waiter *w = a->waiters, *next; w; w = next) {
                 next = w->next;
-                if (!waiter_settled(a, w))
+                if (!(d ? waiter_settled_by(w, d->sysname, settled) : waiter_settled(a, w)))
                         continue;
                 waiter_unlink(a, w);
                 waiter_complete(a, w);
@@ -120,10 +151,23 @@ static void waiters_flush(ApiManager *a) {
         }
 }
 
+static void waiters_flush(ApiManager *a) {
+        waiters_flush_device(a, NULL, false);
+}
+
 static int waiter_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
         Waiter *w = userdata;
         ApiManager *a = w->api;
         const char *busy = NULL;
+
+        /* A device that settled without a job coming back (its next plan
+         * was empty) is only seen by a full look-up: done, not late. */
+        if (waiter_settled(a, w)) {
+                waiter_unlink(a, w);
+                waiter_complete(a, w);
+                waiter_free(w);
+                return 0;
+        }
 
         STRV_FOREACH(n, w->wait_for)
                 if (!device_settled(manager_find_device(a->manager, *n))) {
@@ -206,10 +250,11 @@ void api_manager_event(Manager *m, ManagerEventType type, Device *d, void *userd
                 break;
         case MANAGER_EVENT_DEVICE_REMOVED:
                 monitors_send(a, "removed", d, NULL);
+                waiters_flush_device(a, d, true); /* gone: its jobs are no call's to wait for */
                 break;
         case MANAGER_EVENT_DEVICE_APPLIED:
                 monitors_send(a, d->last && d->last->restore ? "restored" : "applied", d, NULL);
-                waiters_flush(a);
+                waiters_flush_device(a, d, device_settled(d));
                 break;
         case MANAGER_EVENT_RELOADED:
                 monitors_send(a, "reloaded", NULL, NULL);

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <signal.h>
 #include <getopt.h>
@@ -9,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "conf.h"
 #include "log.h"
@@ -156,6 +158,32 @@ static void bump_nofile(void) {
                 log_debug_errno(errno, "Failed to raise RLIMIT_NOFILE, ignoring: %m");
 }
 
+/* The descriptor table sized for every connection at once, while blkmqd
+ * has one thread: growing it later, in a process with threads, waits for an
+ * RCU grace period (expand_fdtable()), 10-30 ms on the event loop inside an
+ * accept() or an open() when 1,000 clients connect during a hotplug storm.
+ * 8192 slots: 4096 connections, the refused ones waiting for their first
+ * call, a stat file per probed device, and what the pools hold. 64 KiB. */
+#define FDTABLE_PRESIZE 8192
+
+static void presize_fdtable(void) {
+        struct rlimit rl;
+        int fd, top = FDTABLE_PRESIZE - 1;
+
+        if (getrlimit(RLIMIT_NOFILE, &rl) >= 0 && rl.rlim_cur != RLIM_INFINITY && (rlim_t) top >= rl.rlim_cur)
+                top = (int) rl.rlim_cur - 1;
+        fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, top);
+        if (fd < 0)
+                fd = open("/dev/null", O_RDONLY | O_CLOEXEC); /* stderr closed: any fd will do */
+        if (fd >= 0 && fd < top) {
+                int high = fcntl(fd, F_DUPFD_CLOEXEC, top);
+                close(fd);
+                fd = high;
+        }
+        if (fd >= 0)
+                close(fd);
+}
+
 int main(int argc, char **argv) {
         _cleanup_(manager_freep) Manager *m = NULL;
         Config *config = NULL;
@@ -167,6 +195,7 @@ int main(int argc, char **argv) {
         if (r <= 0)
                 return r < 0 ? 1 : 0;
         bump_nofile();
+        presize_fdtable();
         /* A client's pipe closed under a Read is EPIPE for that call, not the
          * end of the daemon (systemd's IgnoreSIGPIPE= does this for services;
          * this covers runs outside it). */
@@ -177,6 +206,12 @@ int main(int argc, char **argv) {
          * ones would land in a heap that fragments and does not shrink. */
         (void) mallopt(M_MMAP_THRESHOLD, 128 * 1024);
         (void) mallopt(M_TRIM_THRESHOLD, 512 * 1024);
+        /* An arena per thread (there are ApplyThreads + ProbeThreads + a
+         * few): glibc's default of 8 per CPU is 16 on two CPUs, and the
+         * threads past it share arenas round-robin, the event loop's
+         * among them, so the loop waited for the arena lock of a worker
+         * preempted inside malloc(). */
+        (void) mallopt(M_ARENA_MAX, 8 + 256 + 64);
 
         r = config_load(a.config_path, &config, &err);
         if (r < 0) {

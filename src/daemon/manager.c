@@ -404,8 +404,17 @@ static void device_update_probe(Device *d) {
         c.polled = resolved_u64(r, KNOB_PROBE_POLLED, 0);
         c.alert_read_usec = resolved_u64(r, KNOB_ALERT_READ_LAT, 0);
         c.alert_write_usec = resolved_u64(r, KNOB_ALERT_WRITE_LAT, 0);
-        if (prober_update(m->prober, d->sysname, d->info->devnode, d->info->blockdir,
-                          !streq_ptr(d->info->zoned, "none"), &c) < 0)
+        ProbeDevice pd = {
+                .sysname = d->sysname,
+                .devnode = d->info->devnode,
+                .blockdir = d->info->blockdir,
+                .zoned = !streq_ptr(d->info->zoned, "none"),
+                .size_bytes = d->info->size,
+                .logical_block_size = d->info->logical_block_size,
+                .diskseq = d->info->diskseq,
+                .stat_fd = TAKE_FD(d->info->stat_fd),
+        };
+        if (prober_update(m->prober, &pd, &c) < 0)
                 log_oom();
 }
 
@@ -707,8 +716,9 @@ static void manager_device_removed(Manager *m, const char *sysname) {
 static void manager_drop_vanished(Manager *m, bool hidden_only) {
         for (size_t i = 0; i < m->n_devices;) {
                 Device *d = m->devices[i];
-                _cleanup_free_ char *q = path_join(d->info->blockdir, "queue");
-                if (!d->removed && (!hidden_only || d->info->hidden) && q && !sysfs_exists(q)) {
+                _cleanup_free_ char *q = NULL;
+                if (!d->removed && (!hidden_only || d->info->hidden) &&
+                    (q = path_join(d->info->blockdir, "queue")) && !sysfs_exists(q)) {
                         manager_device_removed(m, d->sysname); /* may take d out of the array */
                         continue;
                 }

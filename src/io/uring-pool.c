@@ -21,6 +21,7 @@
 
 #include "cleanup.h"
 #include "log.h"
+#include "thread-sched.h"
 #include "uring-pool.h"
 
 /* Each worker owns one ring for ordinary I/O and, once a polled request
@@ -741,6 +742,7 @@ static void *worker_main(void *arg) {
         UringPool *p = w->pool;
         int r;
 
+        (void) thread_leave_realtime();
         worker_pin(w);
         /* The ring is created here: with SINGLE_ISSUER only its creator may
          * submit, and io-wq helpers inherit this thread's affinity. */

@@ -1,17 +1,39 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
+#include <semaphore.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "cleanup.h"
 #include "log.h"
+#include "thread-sched.h"
 #include "work-pool.h"
+
+/* The loop thread never takes a lock that a worker may hold, and never
+ * waits for a worker: a worker preempted anywhere (it runs at a lower
+ * priority than the loop, see worker_priority()) must not hold up the
+ * loop. So there is no mutex and no condition variable between them (glibc's
+ * pthread_cond_signal() itself can wait, in __condvar_quiesce_and_switch_g1,
+ * for woken waiters that have not run yet):
+ *
+ *   loop -> workers: two rings (urgent, normal), filled by the loop only and
+ *   emptied by the workers with a compare-and-swap per item; a semaphore
+ *   counts the items published (sem_post never blocks). When a ring is
+ *   full, items wait in a list of the loop's own until completions show
+ *   that workers took some.
+ *
+ *   workers -> loop: a lock-free stack the workers push finished items on;
+ *   the loop takes it whole (an atomic exchange, so no ABA), puts it back in
+ *   order and delivers at most DELIVER_PER_DISPATCH per dispatch. */
 
 typedef struct WorkItem {
         struct WorkItem *next;
@@ -19,21 +41,37 @@ typedef struct WorkItem {
         work_done_fn_t done;
         void *data;
         void *userdata;
-        bool ran;
 } WorkItem;
+
+#define RING_SIZE 1024u /* a power of two */
+
+typedef struct Cell {
+        atomic_size_t seq;
+        WorkItem *item;
+} Cell;
+
+/* A bounded queue with one producer (the loop) and many consumers
+ * (D. Vyukov's bounded MPMC queue, with the producer side unshared). */
+typedef struct Ring {
+        Cell cells[RING_SIZE];
+        atomic_size_t head; /* next cell to take: workers */
+        size_t tail;        /* next cell to fill: the loop only */
+        WorkItem *overflow_head, *overflow_tail; /* the loop only */
+} Ring;
 
 struct WorkPool {
         sd_event_source *source;
         int efd;
-        pthread_mutex_t lock;
-        pthread_cond_t cond;
-        WorkItem *queue_head, *queue_tail; /* to run; protected by lock */
-        WorkItem *done_head, *done_tail;   /* finished; protected by lock */
-        bool stopping;                     /* protected by lock */
+        sem_t items;            /* published, not yet taken (plus one per thread when stopping) */
+        Ring urgent, normal;
+        _Atomic(WorkItem *) done; /* finished, newest first: pushed by workers */
+        atomic_bool stopping;
+        WorkItem *ready_head, *ready_tail; /* finished, in order, not yet delivered: the loop only */
         pthread_t *threads;
         unsigned n_threads;
         unsigned pending; /* loop thread only */
         unsigned flags;
+        int nice;         /* of the thread that made the pool */
 };
 
 static void list_append(WorkItem **head, WorkItem **tail, WorkItem *w) {
@@ -45,38 +83,117 @@ static void list_append(WorkItem **head, WorkItem **tail, WorkItem *w) {
         *tail = w;
 }
 
+static void ring_init(Ring *r) {
+        for (size_t i = 0; i < RING_SIZE; i++)
+                atomic_init(&r->cells[i].seq, i);
+        atomic_init(&r->head, 0);
+        r->tail = 0;
+}
+
+/* The loop: false if the ring is full (a worker has not finished taking the
+ * item a lap ago). Never waits. */
+static bool ring_put(Ring *r, WorkItem *w) {
+        Cell *c = &r->cells[r->tail & (RING_SIZE - 1)];
+
+        if (atomic_load_explicit(&c->seq, memory_order_acquire) != r->tail)
+                return false;
+        c->item = w;
+        atomic_store_explicit(&c->seq, r->tail + 1, memory_order_release);
+        r->tail++;
+        return true;
+}
+
+/* A worker: NULL if empty. */
+static WorkItem *ring_take(Ring *r) {
+        size_t pos = atomic_load_explicit(&r->head, memory_order_relaxed);
+
+        for (;;) {
+                Cell *c = &r->cells[pos & (RING_SIZE - 1)];
+                size_t seq = atomic_load_explicit(&c->seq, memory_order_acquire);
+                intptr_t dif = (intptr_t) seq - (intptr_t) (pos + 1);
+
+                if (dif == 0) {
+                        if (atomic_compare_exchange_weak_explicit(&r->head, &pos, pos + 1, memory_order_relaxed,
+                                                                  memory_order_relaxed)) {
+                                WorkItem *w = c->item;
+                                atomic_store_explicit(&c->seq, pos + RING_SIZE, memory_order_release);
+                                return w;
+                        }
+                } else if (dif < 0)
+                        return NULL;
+                else
+                        pos = atomic_load_explicit(&r->head, memory_order_relaxed);
+        }
+}
+
+/* The loop: publishes w, or keeps it (and everything after it) in the
+ * ring's overflow list, in order. */
+static void publish(WorkPool *p, Ring *r, WorkItem *w) {
+        if (!r->overflow_head && ring_put(r, w)) {
+                sem_post(&p->items);
+                return;
+        }
+        list_append(&r->overflow_head, &r->overflow_tail, w);
+}
+
+static void flush_overflow(WorkPool *p, Ring *r) {
+        while (r->overflow_head) {
+                WorkItem *w = r->overflow_head;
+                if (!ring_put(r, w))
+                        return;
+                r->overflow_head = w->next;
+                if (!r->overflow_head)
+                        r->overflow_tail = NULL;
+                sem_post(&p->items);
+        }
+}
+
+/* Workers never preempt the loop thread when they wake (SCHED_BATCH), and
+ * yield to it when both want the CPU (WORK_POOL_NICE_DELTA below it); the
+ * loop never waits for them, so this cannot invert priorities. */
+static void worker_priority(WorkPool *p) {
+        struct sched_param sp = {};
+        int policy = p->flags & WORK_POOL_IDLE ? SCHED_IDLE : SCHED_BATCH, r;
+
+        r = -pthread_setschedparam(pthread_self(), policy, &sp);
+        if (r < 0) {
+                log_debug_errno(r, "Cannot run a worker as %s, it runs normally: %m",
+                                policy == SCHED_IDLE ? "SCHED_IDLE" : "SCHED_BATCH");
+                (void) thread_leave_realtime();
+        }
+        if (policy == SCHED_BATCH) {
+                int nice = p->nice + WORK_POOL_NICE_DELTA;
+                if (nice > 19)
+                        nice = 19;
+                if (setpriority(PRIO_PROCESS, (id_t) gettid(), nice) < 0)
+                        log_debug_errno(errno, "Cannot lower a worker's priority to nice %i: %m", nice);
+        }
+}
+
 static void *worker(void *arg) {
         WorkPool *p = arg;
 
-        if (p->flags & WORK_POOL_IDLE) {
-                struct sched_param sp = {};
-                int r = -pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
-                if (r < 0)
-                        log_debug_errno(r, "Cannot run a worker as SCHED_IDLE, it runs normally: %m");
-        }
+        worker_priority(p);
         for (;;) {
                 WorkItem *w;
                 uint64_t one = 1;
 
-                pthread_mutex_lock(&p->lock);
-                while (!p->queue_head && !p->stopping)
-                        pthread_cond_wait(&p->cond, &p->lock);
-                if (!p->queue_head) {
-                        pthread_mutex_unlock(&p->lock);
+                while (sem_wait(&p->items) < 0)
+                        ; /* EINTR */
+                if (atomic_load(&p->stopping))
                         return NULL;
-                }
-                w = p->queue_head;
-                p->queue_head = w->next;
-                if (!p->queue_head)
-                        p->queue_tail = NULL;
-                pthread_mutex_unlock(&p->lock);
+                w = ring_take(&p->urgent);
+                if (!w)
+                        w = ring_take(&p->normal);
+                if (!w)
+                        continue;
 
                 w->fn(w->data);
-                w->ran = true;
 
-                pthread_mutex_lock(&p->lock);
-                list_append(&p->done_head, &p->done_tail, w);
-                pthread_mutex_unlock(&p->lock);
+                w->next = atomic_load_explicit(&p->done, memory_order_relaxed);
+                while (!atomic_compare_exchange_weak_explicit(&p->done, &w->next, w, memory_order_release,
+                                                              memory_order_relaxed))
+                        ;
                 (void) !write(p->efd, &one, sizeof one);
         }
 }
@@ -86,34 +203,46 @@ static void *worker(void *arg) {
  * is worked off in slices, calls served in between. */
 #define DELIVER_PER_DISPATCH 16
 
-static void deliver(WorkPool *p) {
-        WorkItem *w, *last;
-        bool more;
-        uint64_t one = 1;
-
-        pthread_mutex_lock(&p->lock);
-        w = last = p->done_head;
-        for (unsigned n = 1; last && last->next && n < DELIVER_PER_DISPATCH; n++)
-                last = last->next;
-        if (last) {
-                p->done_head = last->next;
-                if (!p->done_head)
-                        p->done_tail = NULL;
-                last->next = NULL;
-        }
-        more = p->done_head != NULL;
-        pthread_mutex_unlock(&p->lock);
-        if (more)
-                (void) !write(p->efd, &one, sizeof one); /* the rest in the next dispatch */
+/* Moves what the workers finished to the ready list, oldest first. */
+static void collect(WorkPool *p) {
+        WorkItem *w = atomic_exchange_explicit(&p->done, NULL, memory_order_acquire), *rev = NULL;
 
         while (w) {
                 WorkItem *next = w->next;
+                w->next = rev;
+                rev = w;
+                w = next;
+        }
+        if (!rev)
+                return;
+        if (p->ready_tail)
+                p->ready_tail->next = rev;
+        else
+                p->ready_head = rev;
+        for (w = rev; w->next; w = w->next)
+                ;
+        p->ready_tail = w;
+}
+
+static void deliver(WorkPool *p, unsigned max) {
+        uint64_t one = 1;
+
+        collect(p);
+        /* Workers took items since the last time: room in the rings. */
+        flush_overflow(p, &p->urgent);
+        flush_overflow(p, &p->normal);
+        for (unsigned n = 0; p->ready_head && n < max; n++) {
+                WorkItem *w = p->ready_head;
+                p->ready_head = w->next;
+                if (!p->ready_head)
+                        p->ready_tail = NULL;
                 p->pending--;
                 if (w->done)
                         w->done(w->data, w->userdata);
                 free(w);
-                w = next;
         }
+        if (p->ready_head)
+                (void) !write(p->efd, &one, sizeof one); /* the rest in the next dispatch */
 }
 
 static int on_eventfd(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
@@ -121,7 +250,7 @@ static int on_eventfd(sd_event_source *s, int fd, uint32_t revents, void *userda
         uint64_t v;
 
         (void) !read(fd, &v, sizeof v);
-        deliver(p);
+        deliver(p, DELIVER_PER_DISPATCH);
         return 0;
 }
 
@@ -141,8 +270,18 @@ int work_pool_new_flags(WorkPool **ret, sd_event *e, unsigned n_threads, unsigne
                 return -ENOMEM;
         p->efd = -EBADF;
         p->flags = flags;
-        pthread_mutex_init(&p->lock, NULL);
-        pthread_cond_init(&p->cond, NULL);
+        ring_init(&p->urgent);
+        ring_init(&p->normal);
+        atomic_init(&p->done, NULL);
+        atomic_init(&p->stopping, false);
+        if (sem_init(&p->items, 0, 0) < 0) {
+                free(p);
+                return -errno;
+        }
+        errno = 0;
+        p->nice = getpriority(PRIO_PROCESS, 0); /* this thread's */
+        if (errno != 0)
+                p->nice = 0;
         p->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         if (p->efd < 0) {
                 r = -errno;
@@ -180,21 +319,14 @@ fail:
         return r;
 }
 
-static int submit(WorkPool *p, work_fn_t fn, work_done_fn_t done, void *data, void *userdata, bool first) {
+static int submit(WorkPool *p, work_fn_t fn, work_done_fn_t done, void *data, void *userdata, bool urgent) {
         WorkItem *w = calloc(1, sizeof *w);
 
         if (!w)
                 return -ENOMEM;
         *w = (WorkItem) { .fn = fn, .done = done, .data = data, .userdata = userdata };
-        pthread_mutex_lock(&p->lock);
-        if (first && p->queue_head) {
-                w->next = p->queue_head;
-                p->queue_head = w;
-        } else
-                list_append(&p->queue_head, &p->queue_tail, w);
-        pthread_cond_signal(&p->cond);
-        pthread_mutex_unlock(&p->lock);
         p->pending++;
+        publish(p, urgent ? &p->urgent : &p->normal, w);
         return 0;
 }
 
@@ -210,33 +342,38 @@ unsigned work_pool_pending(WorkPool *p) {
         return p ? p->pending : 0;
 }
 
-WorkPool *work_pool_free(WorkPool *p) {
+static void hand_back(WorkPool *p, Ring *r) {
         WorkItem *w;
 
-        if (!p)
-                return NULL;
-        pthread_mutex_lock(&p->lock);
-        p->stopping = true;
-        /* Items never started are not run, but are handed back below. */
-        w = p->queue_head;
-        p->queue_head = p->queue_tail = NULL;
-        pthread_cond_broadcast(&p->cond);
-        pthread_mutex_unlock(&p->lock);
-        for (unsigned i = 0; i < p->n_threads; i++)
-                pthread_join(p->threads[i], NULL);
-        while (p->done_head) /* the threads are gone: no lock needed, every one delivered */
-                deliver(p);
-        while (w) {
-                WorkItem *next = w->next;
+        /* The threads are gone: what is left in the ring never started. */
+        while ((w = ring_take(r)) || (w = r->overflow_head)) {
+                if (w == r->overflow_head) {
+                        r->overflow_head = w->next;
+                        if (!r->overflow_head)
+                                r->overflow_tail = NULL;
+                }
+                p->pending--;
                 if (w->done)
                         w->done(w->data, w->userdata);
                 free(w);
-                w = next;
         }
+}
+
+WorkPool *work_pool_free(WorkPool *p) {
+        if (!p)
+                return NULL;
+        atomic_store(&p->stopping, true);
+        for (unsigned i = 0; i < p->n_threads; i++)
+                sem_post(&p->items); /* each thread leaves at its next wait */
+        for (unsigned i = 0; i < p->n_threads; i++)
+                pthread_join(p->threads[i], NULL);
+        /* Finished ones first, then those never started (not run, handed back). */
+        deliver(p, UINT_MAX);
+        hand_back(p, &p->urgent);
+        hand_back(p, &p->normal);
         sd_event_source_disable_unref(p->source);
         closep(&p->efd);
-        pthread_mutex_destroy(&p->lock);
-        pthread_cond_destroy(&p->cond);
+        sem_destroy(&p->items);
         free(p->threads);
         free(p);
         return NULL;

@@ -8,7 +8,15 @@
  * Work functions run on a worker and must touch only their own data; done
  * callbacks run on the event loop thread, which owns all state. Items are
  * started in submission order; ordering within a device is the caller's
- * business (the manager keeps one job per device in flight). */
+ * business (the manager keeps one job per device in flight).
+ *
+ * The loop thread never waits for a worker: hand-offs both ways are
+ * lock-free. Workers run as SCHED_BATCH (a worker that wakes does not
+ * preempt the loop) and WORK_POOL_NICE_DELTA nice levels below the thread
+ * that made the pool (capped at 19). Where the policy cannot be set
+ * (SystemCallFilter=), they run as they are, logged at debug level. */
+
+#define WORK_POOL_NICE_DELTA 10
 
 typedef struct WorkPool WorkPool;
 typedef void (*work_fn_t)(void *data);
@@ -25,8 +33,9 @@ enum {
 int work_pool_new(WorkPool **ret, sd_event *e, unsigned n_threads);
 int work_pool_new_flags(WorkPool **ret, sd_event *e, unsigned n_threads, unsigned flags);
 int work_pool_submit(WorkPool *p, work_fn_t fn, work_done_fn_t done, void *data, void *userdata);
-/* Ahead of everything queued, not of what runs: for work a caller waits
- * for (an Apply of one device) behind a backlog (a hotplug storm). */
+/* Ahead of everything queued with work_pool_submit(), not of what runs:
+ * for work a caller waits for (an Apply of one device) behind a backlog (a
+ * hotplug storm). In order among themselves. */
 int work_pool_submit_first(WorkPool *p, work_fn_t fn, work_done_fn_t done, void *data, void *userdata);
 unsigned work_pool_pending(WorkPool *p); /* submitted, done callback not yet run */
 /* Stops the threads after the running items finish; items never started

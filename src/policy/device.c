@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,8 @@ DeviceInfo *device_info_free(DeviceInfo *d) {
         free(d->backing_file);
         free(d->scheduler);
         strv_free(d->properties);
+        if (d->stat_fd >= 0)
+                close(d->stat_fd);
         free(d);
         return NULL;
 }
@@ -133,6 +136,7 @@ int device_info_load(const char *blockdir, char *const *properties, DeviceInfo *
         if (!d)
                 return -ENOMEM;
         d->rotational = -1;
+        d->stat_fd = -EBADF;
         d->blockdir = strdup(blockdir);
         s = strrchr(blockdir, '/');
         d->sysname = strdup(s ? s + 1 : blockdir);
@@ -167,6 +171,28 @@ int device_info_load(const char *blockdir, char *const *properties, DeviceInfo *
         if (v && safe_atolli(v, &n) >= 0 && n >= 0)
                 d->size = (uint64_t) n * 512;
         v = mfree(v);
+
+        v = read_attr(blockdir, "diskseq");
+        if (v && safe_atolli(v, &n) >= 0 && n > 0)
+                d->diskseq = (uint64_t) n;
+        v = mfree(v);
+
+        d->logical_block_size = 512;
+        v = read_attr(blockdir, "queue/logical_block_size");
+        if (v && safe_atolli(v, &n) >= 0 && n >= 512 && n <= 65536)
+                d->logical_block_size = (uint32_t) n;
+        v = mfree(v);
+
+        /* Held open for the probes' I/O statistics: a read of an open
+         * sysfs file takes no lookup, and a lookup waits on the kernfs lock
+         * that every attach and detach takes for writing. It does not keep
+         * the device from going away (reads then fail). */
+        _cleanup_free_ char *st = path_join(blockdir, "stat");
+        if (!st)
+                return -ENOMEM;
+        d->stat_fd = open(st, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (d->stat_fd < 0)
+                d->stat_fd = -EBADF;
 
         v = read_attr(blockdir, "hidden");
         d->hidden = v && streq(v, "1");

@@ -24,6 +24,9 @@ typedef struct DeviceInfo {
         char *scheduler;    /* active when the info was read; NULL if bio-based */
         char **properties;  /* udev KEY=VALUE */
         uint64_t size;      /* bytes */
+        uint64_t diskseq;   /* the media's sequence number (Linux 5.15+), 0 unknown */
+        uint32_t logical_block_size; /* bytes, 512 if unknown */
+        int stat_fd;        /* <blockdir>/stat, opened where the info was read; -EBADF if not */
         unsigned nsid;      /* NVMe namespace id, 0 if none */
         int rotational;     /* -1 unknown */
         bool hidden;        /* NVMe multipath per-path disk */

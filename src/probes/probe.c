@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <linux/blkzoned.h>
+#include <linux/fs.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,38 +14,35 @@
 
 #include "log.h"
 #include "probe.h"
-#include "sysfs.h"
 #include "uring-pool.h"
 #include "util.h"
 
-/* The kernel's media sequence number of a disk (diskseq, Linux 5.15+): a
- * new one for every attach of a loop device under the same name. 0: unknown. */
-static uint64_t read_diskseq(const char *blockdir) {
-        _cleanup_free_ char *path = blockdir ? path_join(blockdir, "diskseq") : NULL, *v = NULL;
-        uint64_t n;
+/* A device that went away under a probe, asked through the probe's own
+ * descriptor and the held stat file, never by a sysfs path: a lookup waits
+ * on the kernfs lock that each attach and detach takes for writing (up to
+ * tens of milliseconds in a hotplug storm), and this runs on the event loop.
+ * Gone: its stat file is (the disk was deleted), it has no media any more
+ * (a detached loop device keeps its node with size 0), or other media came
+ * under its name since the probes began (diskseq: a loop device detached
+ * and attached again, faster than its events arrive). */
+static bool device_vanished(const ProbeTarget *t, int fd) {
+        uint64_t size = 0;
+        char buf[256];
 
-        if (!path || sysfs_read(path, &v) < 0 || safe_atou64(v, &n) < 0)
-                return 0;
-        return n;
-}
-
-/* A device that went away under a probe: its sysfs directory is gone, it
- * has no media any more (a detached loop device keeps its node with size
- * 0), or other media came under its name since the probes began (a loop
- * device detached and attached again, faster than its events arrive). */
-static bool device_vanished(const ProbeTarget *t) {
-        _cleanup_free_ char *path = NULL, *size = NULL;
-        uint64_t seq;
-
-        if (!t->blockdir)
-                return false;
-        path = path_join(t->blockdir, "size");
-        if (!path)
-                return false;
-        if (sysfs_read(path, &size) < 0 || streq(size, "0"))
+        if (t->stat_fd >= 0 && pread(t->stat_fd, buf, sizeof buf, 0) < 0 && (errno == ENODEV || errno == ENOENT))
                 return true;
-        seq = read_diskseq(t->blockdir);
-        return t->diskseq && seq != t->diskseq;
+        if (fd < 0)
+                return false;
+        if (ioctl(fd, BLKGETSIZE64, &size) < 0)
+                return errno == ENXIO || errno == ENODEV;
+        if (size == 0)
+                return true;
+#ifdef BLKGETDISKSEQ
+        uint64_t seq = 0;
+        if (t->diskseq && ioctl(fd, BLKGETDISKSEQ, &seq) >= 0 && seq != t->diskseq)
+                return true;
+#endif
+        return false;
 }
 
 /* Zone reports are refreshed at most this often: write pointers move, but
@@ -87,6 +85,8 @@ static void target_free(ProbeTarget *t) {
         free(t->note);
         free(t->lat);
         free(t->extents);
+        if (t->stat_fd >= 0)
+                close(t->stat_fd);
         free(t);
 }
 
@@ -177,27 +177,27 @@ static uint64_t next_interval(Prober *p, const ProbeTarget *t) {
         return iv - j + rng_next(p) % (2 * j + 1);
 }
 
-static int target_read_geometry(ProbeTarget *t) {
-        _cleanup_free_ char *p1 = path_join(t->blockdir, "size"), *p2 = path_join(t->blockdir, "queue/logical_block_size");
-        long long sz, lbs;
+/* From the open device, not from sysfs (see device_vanished()). */
+static int target_read_geometry(ProbeTarget *t, int fd) {
+        uint64_t sz = 0;
+        int lbs = 0;
 
-        if (!p1 || !p2)
-                return -ENOMEM;
-        if (sysfs_read_int(p1, &sz) < 0 || sz <= 0)
+        if (ioctl(fd, BLKGETSIZE64, &sz) < 0 || sz == 0)
                 return -ENODEV;
-        if (sysfs_read_int(p2, &lbs) < 0 || lbs <= 0)
+        if (ioctl(fd, BLKSSZGET, &lbs) < 0 || lbs <= 0)
                 lbs = 512;
-        t->size_bytes = (uint64_t) sz * 512;
+        t->size_bytes = sz;
         t->logical_block_size = (uint32_t) lbs;
         return 0;
 }
 
-int prober_update(Prober *p, const char *sysname, const char *devnode, const char *blockdir, bool zoned,
-                  const ProbeConfig *config) {
+int prober_update(Prober *p, const ProbeDevice *dev, const ProbeConfig *config) {
+        const char *sysname = dev->sysname;
         ProbeTarget *t = prober_find(p, sysname);
+        _cleanup_close_ int stat_fd = dev->stat_fd; /* ours, whatever happens */
         bool added = false;
 
-        if (!config->enabled || !devnode) {
+        if (!config->enabled || !dev->devnode) {
                 prober_remove(p, sysname);
                 return 0;
         }
@@ -210,6 +210,7 @@ int prober_update(Prober *p, const char *sysname, const char *devnode, const cha
                 if (!t)
                         return -ENOMEM;
                 t->prober = p;
+                t->stat_fd = -EBADF;
                 t->lat = calloc(1, sizeof *t->lat);
                 t->sysname = strdup(sysname);
                 if (!t->lat || !t->sysname) {
@@ -220,10 +221,16 @@ int prober_update(Prober *p, const char *sysname, const char *devnode, const cha
                 p->targets[p->n_targets++] = t;
                 added = true;
         }
-        t->diskseq = read_diskseq(blockdir);
-        if (free_and_strdup(&t->devnode, devnode) < 0 || free_and_strdup(&t->blockdir, blockdir) < 0)
+        t->diskseq = dev->diskseq;
+        if (stat_fd >= 0) {
+                if (t->stat_fd >= 0)
+                        close(t->stat_fd);
+                t->stat_fd = TAKE_FD(stat_fd);
+                t->stat_have_prev = false; /* other media, maybe: no rates across it */
+        }
+        if (free_and_strdup(&t->devnode, dev->devnode) < 0 || free_and_strdup(&t->blockdir, dev->blockdir) < 0)
                 return -ENOMEM;
-        t->zoned = zoned;
+        t->zoned = dev->zoned;
         t->extents_usec = 0; /* re-read the zone report */
 
         bool interval_changed = t->config.interval_usec != config->interval_usec;
@@ -243,7 +250,8 @@ int prober_update(Prober *p, const char *sysname, const char *devnode, const cha
                         (void) alert_init(&t->write_alert, &ac);
         }
 
-        (void) target_read_geometry(t);
+        t->size_bytes = dev->size_bytes;
+        t->logical_block_size = dev->logical_block_size ? dev->logical_block_size : 512;
         if (added || interval_changed) {
                 /* Spread the first probes of many devices over one interval. */
                 uint64_t now = now_usec(CLOCK_MONOTONIC);
@@ -283,13 +291,18 @@ static void prober_rearm(Prober *p) {
 
 /* /sys/block/X/stat: the iostat figures as deltas over the last interval. */
 static void target_sample_stat(ProbeTarget *t, uint64_t now) {
-        _cleanup_free_ char *path = path_join(t->blockdir, "stat"), *line = NULL;
+        char line[512];
         uint64_t v[17] = {};
         double dt;
+        ssize_t k;
         int n;
 
-        if (!path || sysfs_read(path, &line) < 0)
+        if (t->stat_fd < 0)
                 return;
+        k = pread(t->stat_fd, line, sizeof line - 1, 0);
+        if (k <= 0)
+                return;
+        line[k] = 0;
         n = sscanf(line, "%lu %lu %lu %lu %lu %lu %lu %lu %lu %lu %lu %lu %lu %lu %lu %lu %lu", &v[0], &v[1], &v[2],
                    &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10], &v[11], &v[12], &v[13], &v[14], &v[15],
                    &v[16]);
@@ -432,7 +445,7 @@ static void target_probe(Prober *p, ProbeTarget *t, uint64_t now) {
                 log_debug_errno(errno, "%s: cannot open %s for probing: %m", t->sysname, t->devnode);
                 return;
         }
-        if (t->size_bytes == 0 && target_read_geometry(t) < 0) {
+        if (t->size_bytes == 0 && target_read_geometry(t, fd) < 0) {
                 set_note(t, "size unknown");
                 return;
         }
@@ -486,7 +499,8 @@ static void on_probe_done(UringReq *req, void *userdata) {
         const int res = req->res;
         const uint64_t latency_ns = req->latency_ns;
 
-        closep(&req->fd);
+        _cleanup_close_ int fd = TAKE_FD(req->fd); /* for device_vanished() */
+
         free(pr);
         if (!t) /* the device went away meanwhile */
                 return;
@@ -500,7 +514,7 @@ static void on_probe_done(UringReq *req, void *userdata) {
                 prober_rearm(p);
                 return;
         }
-        if (res != (int) t->config.size && device_vanished(t)) {
+        if (res != (int) t->config.size && device_vanished(t, fd)) {
                 /* Raced a detach or removal: not an I/O error of a disk
                  * that is there. The remove event ends the probes. */
                 if (!t->vanished_logged)

@@ -59,6 +59,7 @@ typedef struct ProbeTarget {
         uint64_t stat_prev[17];
         uint64_t stat_prev_usec;
         bool stat_have_prev;
+        int stat_fd;         /* <blockdir>/stat, read with pread(): no sysfs lookup on the loop */
         alert_t read_alert, write_alert; /* .episodes counts alerts raised */
         /* zoned devices: readable extents [start, end) in bytes, below the write pointers */
         uint64_t (*extents)[2];
@@ -79,9 +80,19 @@ typedef void (*probe_event_cb_t)(Prober *p, ProbeEventType type, ProbeTarget *t,
 int prober_new(Prober **ret, sd_event *e, struct UringPool *pool);
 Prober *prober_free(Prober *p);
 void prober_set_event_cb(Prober *p, probe_event_cb_t cb, void *userdata);
+/* A device as its udev event found it: read off the event loop (sysfs
+ * lookups wait on the kernfs lock that attaches and detaches hold). */
+typedef struct ProbeDevice {
+        const char *sysname, *devnode, *blockdir;
+        bool zoned;
+        uint64_t size_bytes;         /* 0: read at the first probe */
+        uint32_t logical_block_size;
+        uint64_t diskseq;            /* 0: unknown */
+        int stat_fd;                 /* <blockdir>/stat, taken over; -EBADF: keep the one the target has */
+} ProbeDevice;
+
 /* Adds or updates the target for a device; config->enabled false removes it. */
-int prober_update(Prober *p, const char *sysname, const char *devnode, const char *blockdir, bool zoned,
-                  const ProbeConfig *config);
+int prober_update(Prober *p, const ProbeDevice *dev, const ProbeConfig *config);
 void prober_remove(Prober *p, const char *sysname);
 ProbeTarget *prober_find(Prober *p, const char *sysname);
 /* Iteration: for (size_t i = 0; i < prober_count(p); i++) prober_get(p, i). */

@@ -19,6 +19,7 @@
 #include "cleanup.h"
 #include "log.h"
 #include "util.h"
+#include "thread-sched.h"
 #include "zone-db.h"
 
 /* "blkz": PRAGMA application_id, so we never migrate somebody else's file. */
@@ -384,6 +385,7 @@ static ZoneDbOp *take_batch(ZoneDb *db, ZoneDbOp **ret_last, size_t *ret_n) {
 static void *store_thread(void *arg) {
         ZoneDb *db = arg;
 
+        (void) thread_leave_realtime();
         for (;;) {
                 ZoneDbOp *first, *last = NULL;
                 uint64_t one = 1;

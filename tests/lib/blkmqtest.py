@@ -447,6 +447,18 @@ class Loop:
 # --------------------------------------------------------------------------
 # the daemon
 
+def unit_settings():
+    """The [Service] settings of systemd/blkmqd.service.in, {key: value}."""
+    src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    u = {}
+    with open(os.path.join(src, "systemd", "blkmqd.service.in")) as f:
+        for line in f:
+            k, eq, v = line.strip().partition("=")
+            if eq and not k.startswith("#"):
+                u[k] = v
+    return u
+
+
 class DaemonError(Exception):
     pass
 
@@ -454,8 +466,11 @@ class DaemonError(Exception):
 class Daemon:
     """blkmqd started with a NOTIFY_SOCKET we own; stderr goes to a log file."""
 
-    def __init__(self, env, args, name="blkmqd", valgrind=False, binary=None):
+    def __init__(self, env, args, name="blkmqd", valgrind=False, binary=None, as_unit=False):
         self.env = env
+        # as blkmqd.service runs it: its own session (so its own autogroup),
+        # with the unit's Nice= and CPUSchedulingPolicy=/CPUSchedulingPriority=.
+        self.as_unit = as_unit
         self.binary = binary or env.blkmqd
         self.args = list(args)
         self.name = name
@@ -474,6 +489,12 @@ class Daemon:
         cmd = [self.binary] + self.args
         if self.valgrind:
             cmd = VALGRIND_ARGS + [f"--log-file={self.vgpath}"] + cmd
+        if self.as_unit:
+            u = unit_settings()
+            if "Nice" in u:
+                cmd = ["nice", "-n", u["Nice"]] + cmd
+            if u.get("CPUSchedulingPolicy") in ("rr", "fifo"):
+                cmd = ["chrt", "--" + u["CPUSchedulingPolicy"], u.get("CPUSchedulingPriority", "1")] + cmd
         return cmd
 
     def start(self, wait_ready=True, timeout=10):
@@ -496,7 +517,7 @@ class Daemon:
         self._out = open(self.outpath, "ab")
         self.proc = subprocess.Popen(self.cmdline(), stdin=subprocess.DEVNULL,
                                      stdout=self._out, stderr=self._log, env=env,
-                                     close_fds=True)
+                                     close_fds=True, start_new_session=self.as_unit)
         self.env.daemons.append(self)
         if wait_ready:
             self.wait_ready(timeout)

@@ -34,6 +34,7 @@ static DeviceInfo *nvme_device(void) {
         DeviceInfo *d = calloc(1, sizeof *d);
 
         assert_non_null(d);
+        d->stat_fd = -EBADF;
         set(&d->sysname, "nvme1n1");
         set(&d->blockdir, "/sys/block/nvme1n1");
         set(&d->devnode, "/dev/nvme1n1");
@@ -60,6 +61,7 @@ static DeviceInfo *loop_device(void) {
         DeviceInfo *d = calloc(1, sizeof *d);
 
         assert_non_null(d);
+        d->stat_fd = -EBADF;
         set(&d->sysname, "loop0");
         set(&d->blockdir, "/sys/block/loop0");
         set(&d->id, "loop:/var/tmp/disk.img");

@@ -562,8 +562,10 @@ def qemu_args(args, vm, tmp, initrd, qmp_path):
         a += ["-drive", "file=%s,id=zns,format=raw,if=none" % img,
               "-device", "nvme-ns,id=zns-ns,drive=zns,bus=%s,nsid=1,zoned=true,"
               "zoned.zone_size=%s,zoned.zone_capacity=%s,"
-              "zoned.max_open=%d,zoned.max_active=%d"
-              % (bus, args.zone_size, args.zone_cap, args.max_open, args.max_active)]
+              "zoned.max_open=%d,zoned.max_active=%d,"
+              "logical_block_size=%d,physical_block_size=%d"
+              % (bus, args.zone_size, args.zone_cap, args.max_open, args.max_active,
+                 args.block_size, args.block_size)]
     if args.conventional:
         img = os.path.join(tmp, "conv.img")
         with open(img, "wb") as f:
@@ -602,6 +604,8 @@ def main():
     g.add_argument("--zone-cap", default="60M")
     g.add_argument("--max-open", type=int, default=None, help="default: min(16, --max-active)")
     g.add_argument("--max-active", type=int, default=16)
+    g.add_argument("--block-size", type=int, default=512, choices=(512, 4096),
+                   help="the ZNS namespace's logical (and physical) block size (default 512)")
     g.add_argument("--conventional", action="store_true", help="a second, conventional NVMe controller")
     g.add_argument("--conventional-size", default="256M")
     g.add_argument("--subsys", action="store_true",
@@ -656,7 +660,7 @@ def main():
                "VM_DATA_DISK": "1" if args.data_disk else "0",
                "VM_UDEV": "1" if args.udev else "0",
                "VM_ZONES": str(args.zones), "VM_MAX_ACTIVE": str(args.max_active),
-               "VM_MAX_OPEN": str(args.max_open)}
+               "VM_MAX_OPEN": str(args.max_open), "VM_BLOCK_SIZE": str(args.block_size)}
         for e in args.env:
             k, sep, v = e.partition("=")
             if not sep or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", k):
