@@ -2592,15 +2592,17 @@ void zone_service_scrub_stats(ZoneService *s, uint64_t *ret_checked, uint64_t *r
 }
 
 static const VarlinkMethod methods[] = {
-        { "ListDevices", method_list_devices, 0 },
-        { "ListZones", method_list_zones, 0 },
-        { "Allocate", method_allocate, VARLINK_METHOD_MUTATING },
+        /* Pipelined: a client may send many calls without waiting; their
+         * records go into one transaction (zone-db's group commit). */
+        { "ListDevices", method_list_devices, VARLINK_METHOD_PIPELINED },
+        { "ListZones", method_list_zones, VARLINK_METHOD_PIPELINED },
+        { "Allocate", method_allocate, VARLINK_METHOD_MUTATING | VARLINK_METHOD_PIPELINED },
         { "Append", method_append, VARLINK_METHOD_MUTATING | VARLINK_METHOD_ACCEPTS_FDS },
-        { "Seal", method_seal, VARLINK_METHOD_MUTATING },
-        { "Release", method_release, VARLINK_METHOD_MUTATING },
-        { "Get", method_get, 0 },
-        { "ListObjects", method_list_objects, 0 },
-        { "Find", method_find, 0 },
+        { "Seal", method_seal, VARLINK_METHOD_MUTATING | VARLINK_METHOD_PIPELINED },
+        { "Release", method_release, VARLINK_METHOD_MUTATING | VARLINK_METHOD_PIPELINED },
+        { "Get", method_get, VARLINK_METHOD_PIPELINED },
+        { "ListObjects", method_list_objects, VARLINK_METHOD_PIPELINED },
+        { "Find", method_find, VARLINK_METHOD_PIPELINED },
         { "Read", method_read, VARLINK_METHOD_ACCEPTS_FDS },
         { "Verify", method_verify, 0 },
 };
