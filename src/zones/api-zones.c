@@ -746,6 +746,16 @@ static void device_counts(const ZDev *d, unsigned c[_ZONE_STATE_MAX]) {
                 c[d->slots[i].state]++;
 }
 
+/* Sealed objects of d whose last check (scrub, Verify, Read) failed. */
+static unsigned device_damaged(const ZDev *d) {
+        unsigned n = 0;
+
+        for (size_t i = 0; i < d->n; i++)
+                if (d->slots[i].state == ZONE_STATE_SEALED && d->extra[i].scrub_usec && d->extra[i].scrub_result < 0)
+                        n++;
+        return n;
+}
+
 static int method_list_devices(VarlinkCall *call, json_t *params, void *userdata) {
         ZoneService *s = userdata;
         json_t *a = json_array();
@@ -767,6 +777,7 @@ static int method_list_devices(VarlinkCall *call, json_t *params, void *userdata
                               c[ZONE_STATE_FAILED]);
                 if (d->sysname)
                         json_object_set_new(o, "device", json_string(d->sysname));
+                json_object_set_new(o, "damaged", json_integer(device_damaged(d)));
                 json_array_append_new(a, o);
         }
         return varlink_call_reply(call, json_pack("{s:o}", "devices", a));

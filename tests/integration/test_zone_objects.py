@@ -14,7 +14,7 @@ without blkmqd (the emulation file read with python, hashlib):
   daemon serves on;
 - a corrupted zone: zones cat -o FILE exits 9 and FILE is never created;
   zones verify exits 9 and the SCRUB column says mismatch; zones DEV shows
-  sealed!mismatch; the error is logged once; the background scrub
+  sealed!mismatch; zones says the device has a damaged object; the error is logged once; the background scrub
   (ScrubIntervalSec=1) finds a second corruption without being asked;
 - the device as a person types it: emu:PATH, an absolute PATH, a relative
   one.
@@ -182,6 +182,11 @@ Database={db}
             z = ctl.json("zones", "get", o["lease"])[1]["zone"]
             r.ok(z["state"] == "sealed" and z["scrub"]["result"] == "mismatch" and "mismatch" in z.get("note", ""),
                  "zones get: still sealed (not repaired), scrub mismatch, a note in the record", z)
+            p = ctl("zones")
+            r.ok(p.returncode == 0 and "1 sealed object no longer reads back to its SHA-256" in p.stderr,
+                 "zones: the device's damaged object is said (stderr, the table stays as it is)", show(p))
+            devs = ctl.json("zones")[1]
+            r.eq([x.get("damaged") for x in devs], [1], "zones --json: damaged 1")
             errs = [l for l in d.error_lines() if "no longer matches its SHA-256" in l]
             r.eq(len(errs), 1, "logged at error level once, though found three times")
 
