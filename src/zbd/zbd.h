@@ -91,7 +91,9 @@ typedef struct ZbdOps {
          * len, buf, nvme), part_len and lba_shift; depth, cpu, done,
          * userdata and parts are the caller's. Each part's outcome goes
          * through append_result() as a request with offset, len, res,
-         * result64 and nvme_status set. */
+         * result64 and nvme_status set; offset is the zone start, or for
+         * a write stream (URING_OP_WRITE_STREAM: the emulated backend,
+         * writing at the write pointer) the part's own (its result64). */
         int (*prep_stream)(Zbd *z, uint64_t zone_start, const void *buf, uint32_t len, uint32_t part_len,
                            struct UringStream *s);
         /* After the request completed: the offset the data landed at. */

@@ -152,9 +152,11 @@ struct AppendOp {
         uint64_t src_size; /* bytes from src_pos to the end of the file at the call */
         uint64_t src_sent; /* bytes of them handed to the device */
         bool tail_asked;
-        /* map mode on a zone-append device: the object goes to one worker
-         * as a stream of appends; a timer follows its parts meanwhile */
+        /* map mode on a zone-append device (or the emulated one, as
+         * writes at the write pointer): the object goes to one worker as a
+         * stream of appends; a timer follows its parts meanwhile */
         UringStream *stream;
+        bool no_stream;        /* the kernel has no ring for write streams */
         uint64_t stream_base;  /* where its first part must land */
         uint32_t parts_seen;   /* parts checked so far */
         sd_event_source *tick;
@@ -1277,8 +1279,8 @@ static void stream_progress(AppendOp *op) {
                 uint64_t po = (uint64_t) op->parts_seen * st->part_len, off;
                 const UringStreamPart *p = &st->parts[op->parts_seen];
                 uint32_t len = (uint32_t) MIN((uint64_t) st->part_len, st->req.len - po);
-                UringReq t = { .offset = sl->zone.start, .len = len, .res = p->res, .result64 = p->result64,
-                               .nvme_status = p->nvme_status };
+                UringReq t = { .offset = st->req.op == URING_OP_WRITE_STREAM ? p->result64 : sl->zone.start,
+                               .len = len, .res = p->res, .result64 = p->result64, .nvme_status = p->nvme_status };
                 int r = d->zbd ? d->zbd->ops->append_result(d->zbd, &t, &off) : -ENODEV;
 
                 if (op->error)
@@ -1328,6 +1330,24 @@ static int on_stream_tick(sd_event_source *src, uint64_t usec, void *userdata) {
 static void on_append_stream(UringReq *req, void *userdata) {
         AppendOp *op = userdata;
 
+        if (req->res == -EOPNOTSUPP && req->op == URING_OP_WRITE_STREAM && op->parts_seen == 0 &&
+            uring_stream_parts_done(op->stream) == 0) {
+                /* No ring for streams here (before 5.19): nothing was
+                 * written; the same data goes as single writes. */
+                uint64_t n = op->stream->req.len;
+
+                log_debug("%s: zone %u: no write streams on this kernel, writing part by part.", op->dev->id,
+                          op->zone);
+                (void) sd_event_source_set_enabled(op->tick, SD_EVENT_OFF);
+                free(op->stream->parts);
+                op->stream = mfree(op->stream);
+                op->inflight--;
+                op->no_stream = true;
+                op->next_off -= n;
+                op->src_sent -= n;
+                op->appended -= n;
+                return append_step(op);
+        }
         stream_progress(op);
         if (req->res < 0 && !op->error) {
                 op->error = req->res;
@@ -1474,7 +1494,7 @@ static void append_step_map(AppendOp *op) {
                         return append_fail(op, r, "queueing a read");
                 op->reading = true;
         }
-        if (d->zbd->ops->prep_stream) {
+        if (d->zbd->ops->prep_stream && !op->no_stream) {
                 if (!op->stream && op->src_sent < whole) {
                         r = append_stream(op, whole);
                         if (r < 0)
