@@ -136,6 +136,15 @@ void zbd_free(Zbd *z);
 /* The request of a regular write of len bytes at offset (what prep_append()
  * sets), for the backends that write at the write pointer. */
 void zbd_prep_write(Zbd *z, uint64_t offset, const void *buf, uint32_t len, struct UringReq *req);
+/* Reads [offset, offset + len) of z in chunks of bufsize bytes (a multiple
+ * of 4096; the last chunk may be shorter) and hands each to consume, in
+ * order, while a helper thread reads the next one: the reads overlap the
+ * consumer's work (hashing). Blocking, for worker threads; the helper runs
+ * at the caller's I/O priority. Returns 0, the first read error, or
+ * consume's first negative return (nothing is consumed after it). */
+typedef int (*zbd_consume_t)(const uint8_t *buf, size_t n, void *userdata);
+int zbd_read_each(Zbd *z, uint64_t offset, uint64_t len, size_t bufsize, zbd_consume_t consume, void *userdata);
+
 /* The zone containing offset; -ENXIO past the end. */
 int zbd_report_zone(Zbd *z, uint64_t offset, Zone *ret);
 /* All zones, as a malloc'd array of limits.nr_zones entries (fewer if the

@@ -304,6 +304,53 @@ static void test_stream(void **state) {
         zbd_free(z);
 }
 
+typedef struct Collect {
+        uint8_t *buf;
+        size_t n, calls, fail_at;
+} Collect;
+
+static int collect(const uint8_t *buf, size_t n, void *userdata) {
+        Collect *c = userdata;
+
+        if (++c->calls == c->fail_at)
+                return -EUCLEAN;
+        memcpy(c->buf + c->n, buf, n);
+        c->n += n;
+        return 0;
+}
+
+/* zbd_read_each(): every chunk in order, the last one short, read ahead on
+ * a helper thread; the consumer's error stops it; a read error comes back. */
+static void test_read_each(void **state) {
+        Fixture *f = *state;
+        Zbd *z = emu(f, 0, 0);
+        const uint64_t len = 5 * CHUNK + 4096;
+        _cleanup_free_ uint8_t *all = malloc(len);
+        Collect c = { .buf = all };
+
+        assert_non_null(all);
+        fill(f, z, 3 * ZSIZE, 6 * CHUNK, 9);
+        assert_int_equal(zbd_read_each(z, 3 * ZSIZE, len, CHUNK, collect, &c), 0);
+        assert_int_equal(c.n, len);
+        assert_int_equal(c.calls, 6);
+        assert_true(is_pat(all, 3 * ZSIZE, len, 9));
+        /* One chunk: no helper, the same result. */
+        c = (Collect) { .buf = all };
+        assert_int_equal(zbd_read_each(z, 3 * ZSIZE + CHUNK, 4096, CHUNK, collect, &c), 0);
+        assert_int_equal(c.n, 4096);
+        assert_true(is_pat(all, 3 * ZSIZE + CHUNK, 4096, 9));
+        c = (Collect) { .buf = all, .fail_at = 3 };
+        assert_int_equal(zbd_read_each(z, 3 * ZSIZE, len, CHUNK, collect, &c), -EUCLEAN);
+        assert_int_equal(c.calls, 3);
+        assert_int_equal(c.n, 2 * CHUNK);
+        /* Past the end of the device: the read fails, after what came before. */
+        c = (Collect) { .buf = all };
+        assert_int_equal(zbd_read_each(z, NZONES * ZSIZE - CHUNK, 2 * CHUNK, CHUNK, collect, &c), -EINVAL);
+        assert_int_equal(c.n, CHUNK);
+        assert_int_equal(zbd_read_each(z, 0, CHUNK, 1000, collect, &c), -EINVAL);
+        zbd_free(z);
+}
+
 static void test_write_rules(void **state) {
         Fixture *f = *state;
         Zbd *z = emu(f, 0, 0);
@@ -815,6 +862,7 @@ int main(int argc, char *argv[]) {
                 cmocka_unit_test_setup_teardown(test_sequential_writes_persist, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_write_rules, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_stream, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_read_each, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_finish_reset, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_max_active, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_implicit_open_accounting, setup, teardown),
