@@ -845,8 +845,11 @@ static void retry_pending(ZoneService *s) {
         s->pending = NULL;
         while (p) {
                 PendingAlloc *next = p->next;
+                /* May wait again: calls served meanwhile (pipelined, or on
+                 * other connections) may have taken the zones just reset,
+                 * and more are being released. */
                 if (varlink_call_is_connected(p->call))
-                        (void) do_allocate(s, p->call, p->params, false);
+                        (void) do_allocate(s, p->call, p->params, true);
                 varlink_call_unref(p->call);
                 json_decref(p->params);
                 free(p);
@@ -936,8 +939,11 @@ static int do_allocate(ZoneService *s, VarlinkCall *call, json_t *params, bool m
                         return -ENOMEM;
                 p->call = varlink_call_ref(call);
                 p->params = json_incref(params);
-                p->next = s->pending;
-                s->pending = p;
+                /* Oldest first: retried in the order they came. */
+                PendingAlloc **pp = &s->pending;
+                while (*pp)
+                        pp = &(*pp)->next;
+                *pp = p;
                 return 0;
         }
         if (cap && (uint64_t) size > cap)

@@ -337,6 +337,21 @@ def pipelined_cases(r, env):
         r.ok(all("error" not in x for x in rels), "4 pipelined Releases answered", rels)
         d.stop()
 
+    with r.case("pipelined Allocates waiting for resets all get a zone, in order", env):
+        svc = Service(env, "pipe-wait", reset_batch=4)
+        svc.write_config(4, max_active=ZONE_COUNT)
+        d = svc.start()
+        held = pipelined(svc.sock, [("Allocate", {"size": 4096}) for _ in range(ZONE_COUNT)])
+        leases = [x["parameters"]["lease"] for x in held]
+        rels = pipelined(svc.sock, [("Release", {"lease": x}) for x in leases])
+        r.ok(all("error" not in x for x in rels), f"all {ZONE_COUNT} zones leased and released", rels)
+        # Every zone is releasing or being reset: each Allocate waits for a
+        # reset; one batch frees some, the others wait for the next.
+        got = pipelined(svc.sock, [("Allocate", {"size": 4096, "label": f"w{i}"}) for i in range(ZONE_COUNT)])
+        r.ok(all("error" not in x for x in got), f"all {ZONE_COUNT} Allocates answered with a zone", got, daemon=d)
+        r.eq(len({x.get("parameters", {}).get("lease") for x in got}), ZONE_COUNT, "each its own lease")
+        d.stop()
+
     for batch in (1, 2):
         with r.case(f"kill -9 under a pipelined client (ResetBatch={batch}): every acknowledged Allocate and "
                     "Release is in the database", env):
