@@ -94,6 +94,8 @@ struct ZoneService {
         bool scrubbing;           /* one scrub read at a time */
         uint64_t start_usec;      /* CLOCK_REALTIME at start: scrub ages count from here at most */
         uint64_t scrubbed, scrub_errors; /* objects checked, mismatches and read errors found */
+        zone_alert_cb_t alert_cb;
+        void *alert_userdata;
 };
 
 /* Zone append lets the device pick the offset, so several appends can be in
@@ -2356,11 +2358,23 @@ static void read_run(void *data) {
 /* Keeps what a read found with the zone: its scrub result and, for a
  * mismatch or read error, an error line, a note in its record and the
  * count in the metrics. Never repairs anything. */
+static void alert(ZoneService *s, const char *event, const char *device, const char *detail) {
+        if (s->alert_cb)
+                s->alert_cb(event, device, detail, s->alert_userdata);
+}
+
+void zone_service_set_alert_cb(ZoneService *s, zone_alert_cb_t cb, void *userdata) {
+        if (!s)
+                return;
+        s->alert_cb = cb;
+        s->alert_userdata = userdata;
+}
+
 static void scrub_note(ZDev *d, uint32_t z, ReadJob *j) {
         ZSlotExtra *x = &d->extra[z];
         bool was_bad = x->scrub_usec && x->scrub_result < 0;
         int x_prev_result = x->scrub_result;
-        char note[128];
+        char note[192];
 
         if (j->r < 0 && j->r != -EBADMSG && (j->fd >= 0 || j->r == -ECONNRESET || j->r == -ECANCELED))
                 return; /* the client's side failed, or the read never ran: says nothing about the zone */
@@ -2368,21 +2382,32 @@ static void scrub_note(ZDev *d, uint32_t z, ReadJob *j) {
         x->scrub_result = j->r;
         d->service->scrubbed++;
         if (j->r == 0) {
-                if (was_bad)
+                if (was_bad) {
                         log_notice("%s: zone %u (%s) reads back to its SHA-256 again.", d->id, z, strna(x->label));
+                        snprintf(note, sizeof note, "zone %u (%s, lease %s) reads back to its SHA-256 again", z,
+                                 strna(x->label), x->lease);
+                        alert(d->service, "objectIntact", d->id, note);
+                }
                 return;
         }
         d->service->scrub_errors++;
         if (was_bad && x_prev_result == j->r)
                 log_debug("%s: zone %u (%s): still %s.", d->id, z, strna(x->label),
                           j->r == -EBADMSG ? "not matching its SHA-256" : "unreadable");
-        else if (j->r == -EBADMSG) {
-                log_error("%s: zone %u (%s, lease %s) no longer matches its SHA-256: recorded %s, read %s. "
-                          "Not repaired: stage the object again.",
-                          d->id, z, strna(x->label), x->lease, j->expected, j->actual);
-        } else {
-                log_error_errno(j->r, "%s: zone %u (%s, lease %s) cannot be read back: %m", d->id, z, strna(x->label),
-                                x->lease);
+        else {
+                if (j->r == -EBADMSG) {
+                        log_error("%s: zone %u (%s, lease %s) no longer matches its SHA-256: recorded %s, read %s. "
+                                  "Not repaired: stage the object again.",
+                                  d->id, z, strna(x->label), x->lease, j->expected, j->actual);
+                        snprintf(note, sizeof note, "zone %u (%s, lease %s): SHA-256 mismatch, not repaired", z,
+                                 strna(x->label), x->lease);
+                } else {
+                        log_error_errno(j->r, "%s: zone %u (%s, lease %s) cannot be read back: %m", d->id, z,
+                                        strna(x->label), x->lease);
+                        snprintf(note, sizeof note, "zone %u (%s, lease %s): read error: %s", z, strna(x->label),
+                                 x->lease, strerror(-j->r));
+                }
+                alert(d->service, "objectDamaged", d->id, note);
         }
         if (j->r == -EBADMSG)
                 snprintf(note, sizeof note, "scrub: SHA-256 mismatch, read %.16s…", j->actual);
