@@ -27,6 +27,7 @@ static const char fuzz_idl[] =
         "            list: ?[]?int, map: ?[string]Point, nested: ?(inner: ?(deep: int, mode: (a, b)))) -> (echo: object)\n"
         "method Stream(count: int) -> (index: int)\n"
         "method Async() -> ()\n"
+        "method Later() -> ()\n"
         "method Mutate() -> ()\n"
         "method TakeFds(fds: []int) -> (n: int)\n"
         "method GiveFd() -> (fd: int)\n"
@@ -112,6 +113,9 @@ static const VarlinkMethod methods[] = {
         { "Echo", method_echo, 0 },
         { "Stream", method_stream, VARLINK_METHOD_REQUIRES_MORE },
         { "Async", method_async, 0 },
+        /* Pipelined: later calls are served before its reply, and their
+         * replies are held until it is answered. */
+        { "Later", method_async, VARLINK_METHOD_PIPELINED },
         { "Mutate", method_mutate, VARLINK_METHOD_MUTATING },
         { "TakeFds", method_take_fds, VARLINK_METHOD_ACCEPTS_FDS },
         { "GiveFd", method_give_fd, 0 },

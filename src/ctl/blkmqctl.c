@@ -1572,6 +1572,14 @@ static int zones_list_devices(void) {
         if (arg_legend)
                 printf("%s%zu zoned device%s listed.\n", table_rows(t) > 0 ? "\n" : "", table_rows(t),
                        table_rows(t) == 1 ? "" : "s");
+        /* Damaged objects are said even without a legend, on stderr: a
+         * script reading the table still sees the table alone. */
+        json_array_foreach(devices, i, d)
+                if (jint(d, "damaged", 0) > 0)
+                        fprintf(stderr, "%s: %lld sealed object%s no longer read%s back to %s SHA-256 "
+                                "(never repaired; see blkmqctl zones objects).\n",
+                                jstr(d, "deviceId"), jint(d, "damaged", 0), jint(d, "damaged", 0) == 1 ? "" : "s",
+                                jint(d, "damaged", 0) == 1 ? "s" : "", jint(d, "damaged", 0) == 1 ? "its" : "their");
         return EXIT_OK;
 }
 
@@ -2066,6 +2074,21 @@ static int lease_of_label(const char *label, char **ret) {
 }
 
 /* zones verify [LEASE|LABEL|DEVICE]: read back and check now. */
+/* Whether name is a zoned device of the allocator by its kernel name or ID
+ * (zones verify nvme0n1: the device, not a label). */
+static bool names_zoned_device(const char *name) {
+        _cleanup_(json_decrefp) json_t *reply = NULL;
+        json_t *d;
+        size_t i;
+
+        if (call("zones verify", ZONES_INTERFACE ".ListDevices", NULL, &reply) != EXIT_OK)
+                return false;
+        json_array_foreach(json_object_get(reply, "devices"), i, d)
+                if (streq_ptr(jstr(d, "device"), name) || streq_ptr(jstr(d, "deviceId"), name))
+                        return true;
+        return false;
+}
+
 static int zones_verify(const char *what) {
         _cleanup_(json_decrefp) json_t *reply = NULL, *params = NULL;
         json_t *objects, *o;
@@ -2074,7 +2097,8 @@ static int zones_verify(const char *what) {
 
         if (!what)
                 params = json_object();
-        else if (looks_like_lease(what) || !(strchr(what, '/') || strncmp(what, "emu:", 4) == 0 || arg_device))
+        else if (looks_like_lease(what) ||
+                 !(strchr(what, '/') || strncmp(what, "emu:", 4) == 0 || arg_device || names_zoned_device(what)))
                 /* a lease or a label; a device is named by a path, or with --device */
                 params = object_params(what);
         else
@@ -2570,6 +2594,15 @@ static void help(void) {
                "                       blkmqd reads the zone back, compares, finishes it\n"
                "  zones release LEASE  give the zone up (it is reset in a batch)\n"
                "  zones get LEASE      the leased zone (or: zones get DEVICE INDEX)\n"
+               "  zones objects [DEVICE]\n"
+               "                       sealed objects: label, size, SHA-256, device, zone,\n"
+               "                       seal time, last check, lease\n"
+               "  zones find LABEL     the one sealed object with that label\n"
+               "  zones cat LABEL|LEASE [-o FILE]\n"
+               "                       the object, read back and verified (nothing is\n"
+               "                       written before its SHA-256 matched)\n"
+               "  zones verify [DEVICE|LABEL|LEASE]\n"
+               "                       read sealed objects back now and check them\n"
                "  stage FILE [--device=DEV] [--label=L]\n"
                "                       alloc + append + seal with the file's SHA-256;\n"
                "                       prints device, zone, start LBA, lease, sha256\n\n"

@@ -878,6 +878,7 @@ Manager *manager_free(Manager *m) {
          * service), then the services. */
         if (m->prober)
                 prober_set_event_cb(m->prober, NULL, NULL);
+        zone_service_set_alert_cb(m->zones, NULL, NULL); /* its checks may still end below */
         m->api_metrics = api_metrics_free(m->api_metrics);
         m->prober = prober_free(m->prober);
         m->uring = uring_pool_free(m->uring);
@@ -1027,6 +1028,9 @@ static int manager_setup_varlink(Manager *m) {
                 r = zone_service_new(&m->zones, m->event, &m->config->zones, m->uring, m->pool, m->varlink);
                 if (r < 0)
                         return log_error_errno(r, "Failed to set up the zone allocator: %m");
+                /* Damaged objects on the Metrics Monitor streams, beside the latency alerts. */
+                if (m->api_metrics)
+                        zone_service_set_alert_cb(m->zones, api_metrics_zone_alert, m->api_metrics);
         }
 
         /* Socket activation first (blkmqd.socket, FileDescriptorName=varlink). */

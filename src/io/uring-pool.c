@@ -313,8 +313,12 @@ static void stream_fill(UringWorker *w, UringStream *s) {
                 sqe = io_uring_get_sqe(&w->nring);
                 if (!sqe)
                         return;
-                c.cdw12 = (len >> s->lba_shift) - 1;
-                prep_nvme(sqe, s->req.fd, &c, (uint8_t *) s->req.buf + off, len);
+                if (s->req.op == URING_OP_WRITE_STREAM)
+                        io_uring_prep_write(sqe, s->req.fd, (uint8_t *) s->req.buf + off, len, s->req.offset + off);
+                else {
+                        c.cdw12 = (len >> s->lba_shift) - 1;
+                        prep_nvme(sqe, s->req.fd, &c, (uint8_t *) s->req.buf + off, len);
+                }
                 s->_slot[k].s = s;
                 s->_slot[k].part = s->_next;
                 io_uring_sqe_set_data64(sqe, (uint64_t) (uintptr_t) &s->_slot[k] | TAG_PART);
@@ -356,7 +360,16 @@ static void stream_part_done(UringWorker *w, struct UringStreamSlot *slot, const
         slot->s = NULL;
         p->result64 = 0;
         p->nvme_status = 0;
-        if (cqe->res == 0) {
+        if (s->req.op == URING_OP_WRITE_STREAM) {
+                uint64_t off = (uint64_t) slot->part * s->part_len;
+
+                p->res = cqe->res;
+                p->result64 = s->req.offset + off;
+                /* A short write: the stream stops there. */
+                if (cqe->res >= 0 && (uint64_t) cqe->res != MIN((uint64_t) s->part_len, s->req.len - off) &&
+                    !s->_error)
+                        s->_error = -EIO;
+        } else if (cqe->res == 0) {
                 uint64_t off = (uint64_t) slot->part * s->part_len;
                 p->res = (int) MIN((uint64_t) s->part_len, s->req.len - off);
                 p->result64 = cqe->big_cqe[0];
@@ -495,7 +508,7 @@ static void worker_dispatch(UringWorker *w, Batch *b, ReqList *done) {
                 UringReq *next = req->_next;
                 int k;
 
-                if (req->op == URING_OP_NVME_STREAM) {
+                if (req->op == URING_OP_NVME_STREAM || req->op == URING_OP_WRITE_STREAM) {
                         stream_start(w, stream_of(req), done);
                         req = next;
                         continue;
@@ -900,9 +913,11 @@ int uring_pool_submit(UringPool *p, UringReq *req) {
         if (p->freeing)
                 return -ESHUTDOWN;
         if (req->op != URING_OP_READ && req->op != URING_OP_WRITE && req->op != URING_OP_NVME_IO &&
-            req->op != URING_OP_NVME_STREAM)
+            req->op != URING_OP_NVME_STREAM && req->op != URING_OP_WRITE_STREAM)
                 return -EINVAL;
-        if (req->op == URING_OP_NVME_STREAM) {
+        if (req->op == URING_OP_WRITE_STREAM && stream_of(req)->lba_shift != 0)
+                return -EINVAL;
+        if (req->op == URING_OP_NVME_STREAM || req->op == URING_OP_WRITE_STREAM) {
                 UringStream *st = stream_of(req);
 
                 if (!req->buf || req->flags || st->depth < 1 || st->depth > URING_STREAM_DEPTH_MAX ||

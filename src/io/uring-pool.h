@@ -34,6 +34,9 @@ enum {
         URING_OP_NVME_IO = 2,
         /* A stream of NVMe commands over one buffer: see UringStream. */
         URING_OP_NVME_STREAM = 3,
+        /* A stream of plain writes over one buffer, part i at offset +
+         * i * part_len of fd (lba_shift 0): see UringStream. */
+        URING_OP_WRITE_STREAM = 4,
         _URING_OP_MAX,
 };
 
@@ -114,6 +117,12 @@ struct UringReq {
  * stopped it. */
 #define URING_STREAM_DEPTH_MAX 32U
 
+/* A write stream (URING_OP_WRITE_STREAM) is the same with plain writes:
+ * part i goes to req.offset + i * part_len, its res is the bytes written or
+ * -errno, result64 the offset it was written at (a short write ends the
+ * stream like an error). It runs on the same ring as the NVMe commands
+ * (submitted and waited for in one io_uring_enter() per part): the
+ * emulated backend appends this way. */
 typedef struct UringStreamPart {
         uint64_t result64;
         int res;

@@ -461,6 +461,22 @@ static const VarlinkMethod methods[] = {
         { "Monitor", method_monitor, VARLINK_METHOD_REQUIRES_MORE },
 };
 
+void api_metrics_zone_alert(const char *event, const char *device, const char *detail, void *userdata) {
+        ApiMetrics *a = userdata;
+        json_t *o;
+
+        if (!a || !event)
+                return;
+        o = json_pack("{s:s}", "event", event);
+        if (!o)
+                return;
+        if (device)
+                json_object_set_new(o, "device", json_string(device));
+        if (detail)
+                json_object_set_new(o, "detail", json_string(detail));
+        varlink_subscribers_notify(&a->monitors, o);
+}
+
 int api_metrics_new(ApiMetrics **ret, Prober *prober, VarlinkServer *server) {
         ApiMetrics *a = calloc(1, sizeof *a);
         int r;

@@ -34,6 +34,11 @@ ApiMetrics *api_metrics_free(ApiMetrics *a);
  * "read" or "write"; for a sample NULL, or a text passed on to Monitor. */
 void api_metrics_probe_event(Prober *p, ProbeEventType type, ProbeTarget *t, const char *detail, void *userdata);
 
+/* The zone service's alert callback (zone_alert_cb_t), userdata =
+ * ApiMetrics*: event (objectDamaged, objectIntact), device and detail go to
+ * the Monitor streams. */
+void api_metrics_zone_alert(const char *event, const char *device, const char *detail, void *userdata);
+
 /* ---- pure JSON builders, also for tests: no Prober, no clock ---- */
 
 /* "1m", "10m", "total" → the span; -EINVAL otherwise. */

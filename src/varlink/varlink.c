@@ -37,6 +37,13 @@ typedef struct OutFds {
         size_t n_fds;
 } OutFds;
 
+typedef struct HeldMessage {
+        struct HeldMessage *next;
+        char *text;
+        int *fds;
+        size_t n_fds;
+} HeldMessage;
+
 typedef struct VarlinkInterface {
         VarlinkIdlInterface *idl;
         char *text;
@@ -75,7 +82,16 @@ struct VarlinkConnection {
         OutFds *out_fds;
         size_t n_out_fds;
 
-        VarlinkCall *current; /* the call awaiting its final reply; we hold a ref */
+        /* Calls awaiting their final reply, oldest first, linked through
+         * next_in_flight; we hold a ref on each. Only the oldest (current)
+         * writes to output; the replies of the later ones are held until
+         * every call before them got its final reply, so replies go out in
+         * the order of the calls. More than one is in flight only while
+         * every call in flight is VARLINK_METHOD_PIPELINED. */
+        VarlinkCall *current, *last;
+        unsigned n_in_flight;
+        unsigned n_serial;  /* of those, the ones not pipelined and not answered yet */
+        size_t held_bytes;  /* replies held for calls behind current */
         bool failed;          /* close at the next chance */
         /* Over a connection limit: its first call is answered with
          * io.blkmqd.TooManyConnections, then it is closed. Not counted in
@@ -95,6 +111,9 @@ struct VarlinkCall {
         size_t n_out_fds;
         void (*disconnect_cb)(VarlinkCall *c, void *userdata);
         void *disconnect_userdata;
+        VarlinkCall *next_in_flight;
+        bool serial; /* in flight, not pipelined, not answered: counted in n_serial */
+        HeldMessage *held, *held_last; /* replies held until the calls before it are answered */
 };
 
 struct VarlinkServer {
@@ -188,12 +207,32 @@ static VarlinkConnection *connection_unref(VarlinkConnection *c) {
         return NULL;
 }
 
+static void held_free(VarlinkCall *call) {
+        while (call->held) {
+                HeldMessage *h = call->held;
+
+                call->held = h->next;
+                varlink_wire_close_many(h->fds, h->n_fds);
+                free(h->fds);
+                free(h->text);
+                free(h);
+        }
+        call->held_last = NULL;
+}
+
 static size_t connection_pending_output(VarlinkConnection *c) {
         return c->output_end - c->output_start;
 }
 
+/* Whether the next call may be read and dispatched now: no call in flight,
+ * or only pipelined ones and fewer than VARLINK_PIPELINE_MAX. */
+static bool connection_may_dispatch(VarlinkConnection *c) {
+        return !c->current || (c->n_serial == 0 && c->n_in_flight < VARLINK_PIPELINE_MAX);
+}
+
 static bool connection_wants_read(VarlinkConnection *c) {
-        return c->server && !c->failed && !c->read_eof && !c->current && !varlink_wire_input_find_nul(&c->in);
+        return c->server && !c->failed && !c->read_eof && connection_may_dispatch(c) &&
+               !varlink_wire_input_find_nul(&c->in);
 }
 
 static void connection_update(VarlinkConnection *c) {
@@ -499,14 +538,20 @@ static void connection_disconnect(VarlinkConnection *c) {
         c->fd = -EBADF;
         connection_free_buffers(c);
 
-        call = TAKE_PTR(c->current);
-        if (call) {
-                void (*cb)(VarlinkCall *, void *) = TAKE_PTR(call->disconnect_cb);
+        while ((call = c->current)) {
+                void (*cb)(VarlinkCall *, void *) = call->replied ? NULL : TAKE_PTR(call->disconnect_cb);
 
+                c->current = call->next_in_flight;
+                call->next_in_flight = NULL;
+                call->serial = false;
+                held_free(call);
                 if (cb)
                         cb(call, call->disconnect_userdata);
                 varlink_call_unref(call);
         }
+        c->last = NULL;
+        c->n_in_flight = c->n_serial = 0;
+        c->held_bytes = 0;
 
         connection_unref(c); /* the server's */
         connection_unref(c);
@@ -523,6 +568,7 @@ VarlinkCall *varlink_call_ref(VarlinkCall *c) {
 VarlinkCall *varlink_call_unref(VarlinkCall *c) {
         if (!c || --c->n_ref > 0)
                 return NULL;
+        held_free(c);
         varlink_wire_close_many(c->fds, c->n_fds);
         free(c->fds);
         varlink_wire_close_many(c->out_fds, c->n_out_fds);
@@ -597,6 +643,84 @@ void varlink_call_set_disconnect_callback(VarlinkCall *c, void (*cb)(VarlinkCall
         c->disconnect_userdata = userdata;
 }
 
+/* Keeps a reply of a call that is not the oldest in flight (text copied,
+ * fds taken) until the calls before it are answered. */
+static int call_hold(VarlinkCall *call, const char *text, int *fds, size_t n_fds) {
+        VarlinkConnection *conn = call->connection;
+        size_t len = strlen(text) + 1;
+        HeldMessage *h;
+
+        if (conn->held_bytes + connection_pending_output(conn) + len > conn->server->limits.max_output_buffer) {
+                varlink_wire_close_many(fds, n_fds);
+                log_notice("Varlink peer " PID_FMT " does not read its replies (%zu bytes held), closing.",
+                           conn->ucred.pid, conn->held_bytes);
+                conn->failed = true;
+                connection_schedule(conn);
+                return -ENOBUFS;
+        }
+        h = calloc(1, sizeof *h);
+        if (h)
+                h->text = strdup(text);
+        if (h && n_fds > 0)
+                h->fds = malloc(n_fds * sizeof(int));
+        if (!h || !h->text || (n_fds > 0 && !h->fds)) {
+                if (h)
+                        free(h->text);
+                free(h);
+                varlink_wire_close_many(fds, n_fds);
+                return -ENOMEM;
+        }
+        if (n_fds > 0) {
+                memcpy(h->fds, fds, n_fds * sizeof(int));
+                for (size_t i = 0; i < n_fds; i++)
+                        fds[i] = -EBADF;
+        }
+        h->n_fds = n_fds;
+        if (call->held_last)
+                call->held_last->next = h;
+        else
+                call->held = h;
+        call->held_last = h;
+        conn->held_bytes += len;
+        return 0;
+}
+
+/* The oldest call in flight got its final reply: drops it, and sends what
+ * the next ones held, as long as they are answered too. */
+static void connection_pop_answered(VarlinkConnection *conn) {
+        while (conn->current && conn->current->replied) {
+                VarlinkCall *done = conn->current, *next = done->next_in_flight;
+
+                conn->current = next;
+                if (!next)
+                        conn->last = NULL;
+                conn->n_in_flight--;
+                done->next_in_flight = NULL;
+                varlink_call_unref(done); /* the connection's; the caller holds another */
+
+                while (next && next->held) {
+                        HeldMessage *h = next->held;
+                        int r;
+
+                        next->held = h->next;
+                        if (!next->held)
+                                next->held_last = NULL;
+                        conn->held_bytes -= strlen(h->text) + 1;
+                        if (conn->server && !conn->failed)
+                                r = connection_enqueue_text(conn, h->text, h->fds, h->n_fds);
+                        else {
+                                varlink_wire_close_many(h->fds, h->n_fds);
+                                r = 0;
+                        }
+                        (void) r; /* a failure marks the connection */
+                        free(h->fds);
+                        free(h->text);
+                        free(h);
+                }
+        }
+        connection_schedule(conn);
+}
+
 /* Sends message (taken) as a reply of c; final replies end the call and let
  * the connection go on with the next one. */
 static int call_send(VarlinkCall *c, json_t *message, bool final) {
@@ -612,18 +736,27 @@ static int call_send(VarlinkCall *c, json_t *message, bool final) {
 
         if (c->oneway || !conn->server || conn->failed)
                 varlink_wire_close_many(c->out_fds, c->n_out_fds);
-        else
+        else if (conn->current == c)
                 r = connection_enqueue(conn, m, c->out_fds, c->n_out_fds);
+        else {
+                _cleanup_free_ char *text = json_dumps(m, JSON_COMPACT);
+                r = text ? call_hold(c, text, c->out_fds, c->n_out_fds) : -ENOMEM;
+                if (!text)
+                        varlink_wire_close_many(c->out_fds, c->n_out_fds);
+        }
         c->out_fds = mfree(c->out_fds);
         c->n_out_fds = 0;
 
         if (final) {
                 c->replied = true;
-                if (conn->current == c) {
-                        conn->current = NULL;
+                if (c->serial) {
+                        /* Answered: no longer holds the calls behind it back. */
+                        c->serial = false;
+                        conn->n_serial--;
                         connection_schedule(conn);
-                        varlink_call_unref(c); /* the connection's; the caller holds another */
                 }
+                if (conn->current == c)
+                        connection_pop_answered(conn);
         }
         return r;
 }
@@ -694,6 +827,8 @@ int varlink_call_notify_serialized(VarlinkCall *c, const char *text) {
         conn = c->connection;
         if (c->oneway || !conn->server || conn->failed)
                 return 0;
+        if (conn->current != c)
+                return call_hold(c, text, NULL, 0);
         return connection_enqueue_text(conn, text, NULL, 0);
 }
 
@@ -787,6 +922,10 @@ static int call_dispatch(VarlinkCall *call, json_t *parameters, bool upgrade) {
                 return varlink_call_error_invalid_parameter(call, path ?: "parameters");
         if (r < 0)
                 return r;
+        if ((impl->flags & VARLINK_METHOD_PIPELINED) && !call->more && call->serial) {
+                call->serial = false;
+                call->connection->n_serial--;
+        }
 
         return impl->fn(call, params, iface->userdata);
 }
@@ -802,6 +941,18 @@ static int json_get_flag(json_t *m, const char *name, bool *ret) {
                 return -EBADMSG;
         *ret = json_is_true(v);
         return 0;
+}
+
+/* call is now in flight on c (not pipelined until call_dispatch says so). */
+static void connection_push_call(VarlinkConnection *c, VarlinkCall *call) {
+        if (c->last)
+                c->last->next_in_flight = varlink_call_ref(call);
+        else
+                c->current = varlink_call_ref(call);
+        c->last = call;
+        c->n_in_flight++;
+        c->n_serial++;
+        call->serial = true;
 }
 
 /* Returns < 0 if the connection is to be closed. */
@@ -855,7 +1006,7 @@ static int connection_dispatch_message(VarlinkConnection *c, const char *text, V
                 /* Told why, then closed once that reply is out. */
                 if (oneway)
                         return -EUSERS;
-                c->current = varlink_call_ref(call);
+                connection_push_call(c, call);
                 (void) varlink_call_error(call, "io.blkmqd.TooManyConnections",
                                           json_pack("{s:i, s:i}", "max", (int) c->server->limits.max_connections,
                                                     "maxPerUid", (int) c->server->limits.max_connections_per_uid));
@@ -865,7 +1016,7 @@ static int connection_dispatch_message(VarlinkConnection *c, const char *text, V
         }
 
         if (!oneway)
-                c->current = varlink_call_ref(call);
+                connection_push_call(c, call);
 
         log_debug("Varlink call %s from pid " PID_FMT "%s%s.", call->method, c->ucred.pid,
                   oneway ? " (oneway)" : "", more ? " (more)" : "");
@@ -889,7 +1040,7 @@ static void connection_process(VarlinkConnection *c) {
 
         connection_ref(c);
         c->processing = true;
-        while (c->server && !c->failed && !c->current) {
+        while (c->server && !c->failed && connection_may_dispatch(c)) {
                 VarlinkFdBatch fds = {};
                 char *text;
 

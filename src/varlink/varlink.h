@@ -4,9 +4,15 @@
 /* A varlink server on sd-event (libsystemd 252 has no sd-varlink).
  *
  * Wire protocol (varlink.org, UAPI.20): one JSON object per message, each
- * terminated by a NUL byte. Calls on one connection are served strictly in
- * order: the next call is read only once the previous one got its final
- * reply (oneway calls need none). "more" calls get replies with
+ * terminated by a NUL byte. Calls on one connection are served in order:
+ * the next call is read only once the previous one got its final reply
+ * (oneway calls need none), except behind calls of methods marked
+ * VARLINK_METHOD_PIPELINED (and not "more"): up to VARLINK_PIPELINE_MAX of
+ * those may be in flight at once on a connection, so that a client that
+ * sends several calls without waiting has them served together (the zone
+ * service commits their records in one transaction). Replies always go
+ * out in the order of the calls: a later call's replies are held until
+ * every call before it got its final reply. "more" calls get replies with
  * "continues": true and then one final reply without it; "upgrade" is
  * refused with org.varlink.service.MethodNotImplemented. The server never
  * sends "parameters": null and never "continues" to a caller that did not
@@ -56,6 +62,7 @@ enum {
         VARLINK_METHOD_MUTATING = 1 << 0,      /* needs root or the admin group, else PermissionDenied */
         VARLINK_METHOD_ACCEPTS_FDS = 1 << 1,   /* may receive fds (varlink_call_take_fd()) */
         VARLINK_METHOD_REQUIRES_MORE = 1 << 2, /* without "more": ExpectedMore */
+        VARLINK_METHOD_PIPELINED = 1 << 3,     /* later calls may be dispatched before its reply */
 };
 
 typedef struct VarlinkMethod {
@@ -70,6 +77,7 @@ typedef struct VarlinkMethod {
 #define VARLINK_CONNECTIONS_MAX 4096U
 #define VARLINK_CONNECTIONS_PER_UID_MAX 1024U
 #define VARLINK_FDS_MAX 16U
+#define VARLINK_PIPELINE_MAX 64U /* calls in flight on one connection, all pipelined */
 
 #define VARLINK_ERROR_INTERFACE_NOT_FOUND "org.varlink.service.InterfaceNotFound"
 #define VARLINK_ERROR_METHOD_NOT_FOUND "org.varlink.service.MethodNotFound"

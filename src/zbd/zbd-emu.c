@@ -74,6 +74,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/param.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -472,6 +473,41 @@ static int emu_prep_append(Zbd *z, uint64_t zone_start, uint64_t wp, const void 
         return 0;
 }
 
+/* One object as a stream of writes at the write pointer, part_len bytes
+ * each, on one io_uring worker (URING_OP_WRITE_STREAM), one in flight: the
+ * worker starts the next write as one completes, without a trip through the
+ * loop thread. The caller feeds every part, in order, to append_result()
+ * with its offset (the part's result64): the write pointer moves as with
+ * single writes, the record after the data. Checked as one write of the
+ * first part, and the whole must fit the capacity. */
+static int emu_prep_stream(Zbd *z, uint64_t zone_start, const void *buf, uint32_t len, uint32_t part_len,
+                           UringStream *s) {
+        EmuZbd *e = z->backend;
+        uint64_t wp;
+        uint32_t i;
+        int r;
+
+        r = zone_index(z, zone_start, &i);
+        if (r < 0)
+                return r;
+        if (!s || part_len == 0 || part_len % EMU_BLOCK || part_len > z->limits.max_write || len % EMU_BLOCK ||
+            zone_conv(e, i))
+                return -EINVAL;
+        pthread_mutex_lock(&e->lock);
+        wp = e->zones[i].wp;
+        pthread_mutex_unlock(&e->lock);
+        if (len > zone_cap(e, i) - wp)
+                return -EIO;
+        r = emu_prep_append(z, zone_start, zone_start + wp, buf, MIN(part_len, len), &s->req);
+        if (r < 0)
+                return r;
+        s->req.op = URING_OP_WRITE_STREAM;
+        s->req.len = len;
+        s->part_len = part_len;
+        s->lba_shift = 0;
+        return 0;
+}
+
 static int emu_append_result(Zbd *z, const UringReq *req, uint64_t *ret_offset) {
         EmuZbd *e = z->backend;
         EmuZone *zn;
@@ -586,6 +622,7 @@ static const ZbdOps emu_ops = {
         .close_zone = emu_close_zone,
         .finish = emu_finish,
         .prep_append = emu_prep_append,
+        .prep_stream = emu_prep_stream,
         .append_result = emu_append_result,
         .read = emu_read,
         .free = emu_free,

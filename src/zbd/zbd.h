@@ -91,7 +91,9 @@ typedef struct ZbdOps {
          * len, buf, nvme), part_len and lba_shift; depth, cpu, done,
          * userdata and parts are the caller's. Each part's outcome goes
          * through append_result() as a request with offset, len, res,
-         * result64 and nvme_status set. */
+         * result64 and nvme_status set; offset is the zone start, or for
+         * a write stream (URING_OP_WRITE_STREAM: the emulated backend,
+         * writing at the write pointer) the part's own (its result64). */
         int (*prep_stream)(Zbd *z, uint64_t zone_start, const void *buf, uint32_t len, uint32_t part_len,
                            struct UringStream *s);
         /* After the request completed: the offset the data landed at. */
@@ -134,6 +136,15 @@ void zbd_free(Zbd *z);
 /* The request of a regular write of len bytes at offset (what prep_append()
  * sets), for the backends that write at the write pointer. */
 void zbd_prep_write(Zbd *z, uint64_t offset, const void *buf, uint32_t len, struct UringReq *req);
+/* Reads [offset, offset + len) of z in chunks of bufsize bytes (a multiple
+ * of 4096; the last chunk may be shorter) and hands each to consume, in
+ * order, while a helper thread reads the next one: the reads overlap the
+ * consumer's work (hashing). Blocking, for worker threads; the helper runs
+ * at the caller's I/O priority. Returns 0, the first read error, or
+ * consume's first negative return (nothing is consumed after it). */
+typedef int (*zbd_consume_t)(const uint8_t *buf, size_t n, void *userdata);
+int zbd_read_each(Zbd *z, uint64_t offset, uint64_t len, size_t bufsize, zbd_consume_t consume, void *userdata);
+
 /* The zone containing offset; -ENXIO past the end. */
 int zbd_report_zone(Zbd *z, uint64_t offset, Zone *ret);
 /* All zones, as a malloc'd array of limits.nr_zones entries (fewer if the

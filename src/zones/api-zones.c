@@ -94,6 +94,8 @@ struct ZoneService {
         bool scrubbing;           /* one scrub read at a time */
         uint64_t start_usec;      /* CLOCK_REALTIME at start: scrub ages count from here at most */
         uint64_t scrubbed, scrub_errors; /* objects checked, mismatches and read errors found */
+        zone_alert_cb_t alert_cb;
+        void *alert_userdata;
 };
 
 /* Zone append lets the device pick the offset, so several appends can be in
@@ -152,9 +154,11 @@ struct AppendOp {
         uint64_t src_size; /* bytes from src_pos to the end of the file at the call */
         uint64_t src_sent; /* bytes of them handed to the device */
         bool tail_asked;
-        /* map mode on a zone-append device: the object goes to one worker
-         * as a stream of appends; a timer follows its parts meanwhile */
+        /* map mode on a zone-append device (or the emulated one, as
+         * writes at the write pointer): the object goes to one worker as a
+         * stream of appends; a timer follows its parts meanwhile */
         UringStream *stream;
+        bool no_stream;        /* the kernel has no ring for write streams */
         uint64_t stream_base;  /* where its first part must land */
         uint32_t parts_seen;   /* parts checked so far */
         sd_event_source *tick;
@@ -746,6 +750,16 @@ static void device_counts(const ZDev *d, unsigned c[_ZONE_STATE_MAX]) {
                 c[d->slots[i].state]++;
 }
 
+/* Sealed objects of d whose last check (scrub, Verify, Read) failed. */
+static unsigned device_damaged(const ZDev *d) {
+        unsigned n = 0;
+
+        for (size_t i = 0; i < d->n; i++)
+                if (d->slots[i].state == ZONE_STATE_SEALED && d->extra[i].scrub_usec && d->extra[i].scrub_result < 0)
+                        n++;
+        return n;
+}
+
 static int method_list_devices(VarlinkCall *call, json_t *params, void *userdata) {
         ZoneService *s = userdata;
         json_t *a = json_array();
@@ -767,6 +781,7 @@ static int method_list_devices(VarlinkCall *call, json_t *params, void *userdata
                               c[ZONE_STATE_FAILED]);
                 if (d->sysname)
                         json_object_set_new(o, "device", json_string(d->sysname));
+                json_object_set_new(o, "damaged", json_integer(device_damaged(d)));
                 json_array_append_new(a, o);
         }
         return varlink_call_reply(call, json_pack("{s:o}", "devices", a));
@@ -832,8 +847,11 @@ static void retry_pending(ZoneService *s) {
         s->pending = NULL;
         while (p) {
                 PendingAlloc *next = p->next;
+                /* May wait again: calls served meanwhile (pipelined, or on
+                 * other connections) may have taken the zones just reset,
+                 * and more are being released. */
                 if (varlink_call_is_connected(p->call))
-                        (void) do_allocate(s, p->call, p->params, false);
+                        (void) do_allocate(s, p->call, p->params, true);
                 varlink_call_unref(p->call);
                 json_decref(p->params);
                 free(p);
@@ -923,8 +941,11 @@ static int do_allocate(ZoneService *s, VarlinkCall *call, json_t *params, bool m
                         return -ENOMEM;
                 p->call = varlink_call_ref(call);
                 p->params = json_incref(params);
-                p->next = s->pending;
-                s->pending = p;
+                /* Oldest first: retried in the order they came. */
+                PendingAlloc **pp = &s->pending;
+                while (*pp)
+                        pp = &(*pp)->next;
+                *pp = p;
                 return 0;
         }
         if (cap && (uint64_t) size > cap)
@@ -1266,8 +1287,8 @@ static void stream_progress(AppendOp *op) {
                 uint64_t po = (uint64_t) op->parts_seen * st->part_len, off;
                 const UringStreamPart *p = &st->parts[op->parts_seen];
                 uint32_t len = (uint32_t) MIN((uint64_t) st->part_len, st->req.len - po);
-                UringReq t = { .offset = sl->zone.start, .len = len, .res = p->res, .result64 = p->result64,
-                               .nvme_status = p->nvme_status };
+                UringReq t = { .offset = st->req.op == URING_OP_WRITE_STREAM ? p->result64 : sl->zone.start,
+                               .len = len, .res = p->res, .result64 = p->result64, .nvme_status = p->nvme_status };
                 int r = d->zbd ? d->zbd->ops->append_result(d->zbd, &t, &off) : -ENODEV;
 
                 if (op->error)
@@ -1317,6 +1338,24 @@ static int on_stream_tick(sd_event_source *src, uint64_t usec, void *userdata) {
 static void on_append_stream(UringReq *req, void *userdata) {
         AppendOp *op = userdata;
 
+        if (req->res == -EOPNOTSUPP && req->op == URING_OP_WRITE_STREAM && op->parts_seen == 0 &&
+            uring_stream_parts_done(op->stream) == 0) {
+                /* No ring for streams here (before 5.19): nothing was
+                 * written; the same data goes as single writes. */
+                uint64_t n = op->stream->req.len;
+
+                log_debug("%s: zone %u: no write streams on this kernel, writing part by part.", op->dev->id,
+                          op->zone);
+                (void) sd_event_source_set_enabled(op->tick, SD_EVENT_OFF);
+                free(op->stream->parts);
+                op->stream = mfree(op->stream);
+                op->inflight--;
+                op->no_stream = true;
+                op->next_off -= n;
+                op->src_sent -= n;
+                op->appended -= n;
+                return append_step(op);
+        }
         stream_progress(op);
         if (req->res < 0 && !op->error) {
                 op->error = req->res;
@@ -1463,7 +1502,7 @@ static void append_step_map(AppendOp *op) {
                         return append_fail(op, r, "queueing a read");
                 op->reading = true;
         }
-        if (d->zbd->ops->prep_stream) {
+        if (d->zbd->ops->prep_stream && !op->no_stream) {
                 if (!op->stream && op->src_sent < whole) {
                         r = append_stream(op, whole);
                         if (r < 0)
@@ -1704,24 +1743,16 @@ typedef struct VerifyJob {
         int r;
 } VerifyJob;
 
-/* Worker side: reads [from, to) of the zone and hashes it into sha. */
-static int verify_hash(Zbd *zbd, uint64_t start, uint64_t from, uint64_t to, Sha256 *sha) {
-        _cleanup_free_ uint8_t *buf = NULL;
-        int r;
-
-        if (posix_memalign((void **) &buf, 4096, VERIFY_BUF) != 0) {
-                buf = NULL;
-                return -ENOMEM;
-        }
-        for (uint64_t off = from; off < to;) {
-                size_t n = (size_t) MIN((uint64_t) VERIFY_BUF, to - off);
-                r = zbd->ops->read(zbd, start + off, buf, n);
-                if (r < 0)
-                        return r;
-                sha256_update(sha, buf, n);
-                off += n;
-        }
+static int hash_consume(const uint8_t *buf, size_t n, void *userdata) {
+        sha256_update(userdata, buf, n);
         return 0;
+}
+
+/* Worker side: reads [from, to) of the zone and hashes it into sha, the
+ * next chunk read while this one is hashed (where hashing is the slower,
+ * as without SHA extensions, the read-back then costs nothing). */
+static int verify_hash(Zbd *zbd, uint64_t start, uint64_t from, uint64_t to, Sha256 *sha) {
+        return zbd_read_each(zbd, start + from, to - from, VERIFY_BUF, hash_consume, sha);
 }
 
 static void verify_run(void *data) {
@@ -2259,59 +2290,66 @@ static int write_client(ReadJob *j, const uint8_t *buf, size_t n) {
 
 #define IOPRIO_CLASS_IDLE_VALUE (3 << 13) /* IOPRIO_PRIO_VALUE(IOPRIO_CLASS_IDLE, 0) */
 
+typedef struct ReadRun {
+        ReadJob *job;
+        Sha256 *sha;
+        uint64_t off, t0;
+} ReadRun;
+
+/* One chunk read back: hashed, written to the client, paced. */
+static int read_consume(const uint8_t *buf, size_t n, void *userdata) {
+        ReadRun *rr = userdata;
+        ReadJob *j = rr->job;
+        int r;
+
+        sha256_update(rr->sha, buf, n);
+        if (j->fd >= 0) {
+                r = write_client(j, buf, n);
+                if (r < 0) {
+                        j->what = r == -ETIMEDOUT ? "the client stopped reading"
+                                                  : "writing into the client's file descriptor";
+                        return r;
+                }
+        }
+        rr->off += n;
+        atomic_store(&j->bytes, rr->off);
+        if (atomic_load(&j->cancel)) {
+                j->what = NULL;
+                return -ECONNRESET;
+        }
+        if (j->rate) {
+                /* Paced: off bytes may take off / rate seconds. */
+                uint64_t due = rr->t0 + rr->off * 1000000 / j->rate, now = now_usec(CLOCK_MONOTONIC);
+                if (due > now)
+                        (void) usleep((useconds_t) MIN(due - now, (uint64_t) 1000000));
+        }
+        return 0;
+}
+
 static void read_run(void *data) {
         ReadJob *j = data;
-        _cleanup_free_ uint8_t *buf = NULL;
         _cleanup_sha256_ Sha256 sha = {};
         uint8_t digest[SHA256_DIGEST_SIZE];
-        uint64_t t0 = now_usec(CLOCK_MONOTONIC);
+        ReadRun rr = { .job = j, .sha = &sha, .t0 = now_usec(CLOCK_MONOTONIC) };
         int r;
 
         j->ran = true;
         if (j->idle)
                 /* ioprio_set(IOPRIO_WHO_PROCESS, this thread): below the workload. */
                 (void) syscall(SYS_ioprio_set, 1, 0, IOPRIO_CLASS_IDLE_VALUE);
-        if (posix_memalign((void **) &buf, 4096, READ_BUF) != 0) {
-                buf = NULL;
-                j->r = -ENOMEM;
-                return;
-        }
         r = sha256_init(&sha);
         if (r < 0) {
                 j->r = r;
                 return;
         }
-        for (uint64_t off = 0; off < j->size;) {
-                size_t n = (size_t) MIN((uint64_t) READ_BUF, j->size - off);
-                r = j->zbd->ops->read(j->zbd, j->start + off, buf, n);
-                if (r < 0) {
-                        j->r = r;
-                        j->what = "reading the zone";
-                        return;
-                }
-                sha256_update(&sha, buf, n);
-                if (j->fd >= 0) {
-                        r = write_client(j, buf, n);
-                        if (r < 0) {
-                                j->r = r;
-                                j->what = r == -ETIMEDOUT ? "the client stopped reading"
-                                                          : "writing into the client's file descriptor";
-                                return;
-                        }
-                }
-                off += n;
-                atomic_store(&j->bytes, off);
-                if (atomic_load(&j->cancel)) {
-                        j->r = -ECONNRESET;
-                        return;
-                }
-                if (j->rate) {
-                        /* Paced: off bytes may take off / rate seconds. */
-                        uint64_t due = t0 + off * 1000000 / j->rate, now = now_usec(CLOCK_MONOTONIC);
-                        if (due > now)
-                                (void) usleep((useconds_t) MIN(due - now, (uint64_t) 1000000));
-                }
+        /* The next chunk is read while this one is hashed and written. */
+        j->what = "reading the zone";
+        r = zbd_read_each(j->zbd, j->start, j->size, READ_BUF, read_consume, &rr);
+        if (r < 0) {
+                j->r = r;
+                return;
         }
+        j->what = NULL;
         sha256_final(&sha, digest);
         sha256_hex(digest, j->actual);
         j->r = strcasecmp(j->actual, j->expected) == 0 ? 0 : -EBADMSG;
@@ -2320,11 +2358,23 @@ static void read_run(void *data) {
 /* Keeps what a read found with the zone: its scrub result and, for a
  * mismatch or read error, an error line, a note in its record and the
  * count in the metrics. Never repairs anything. */
+static void alert(ZoneService *s, const char *event, const char *device, const char *detail) {
+        if (s->alert_cb)
+                s->alert_cb(event, device, detail, s->alert_userdata);
+}
+
+void zone_service_set_alert_cb(ZoneService *s, zone_alert_cb_t cb, void *userdata) {
+        if (!s)
+                return;
+        s->alert_cb = cb;
+        s->alert_userdata = userdata;
+}
+
 static void scrub_note(ZDev *d, uint32_t z, ReadJob *j) {
         ZSlotExtra *x = &d->extra[z];
         bool was_bad = x->scrub_usec && x->scrub_result < 0;
         int x_prev_result = x->scrub_result;
-        char note[128];
+        char note[192];
 
         if (j->r < 0 && j->r != -EBADMSG && (j->fd >= 0 || j->r == -ECONNRESET || j->r == -ECANCELED))
                 return; /* the client's side failed, or the read never ran: says nothing about the zone */
@@ -2332,21 +2382,32 @@ static void scrub_note(ZDev *d, uint32_t z, ReadJob *j) {
         x->scrub_result = j->r;
         d->service->scrubbed++;
         if (j->r == 0) {
-                if (was_bad)
+                if (was_bad) {
                         log_notice("%s: zone %u (%s) reads back to its SHA-256 again.", d->id, z, strna(x->label));
+                        snprintf(note, sizeof note, "zone %u (%s, lease %s) reads back to its SHA-256 again", z,
+                                 strna(x->label), x->lease);
+                        alert(d->service, "objectIntact", d->id, note);
+                }
                 return;
         }
         d->service->scrub_errors++;
         if (was_bad && x_prev_result == j->r)
                 log_debug("%s: zone %u (%s): still %s.", d->id, z, strna(x->label),
                           j->r == -EBADMSG ? "not matching its SHA-256" : "unreadable");
-        else if (j->r == -EBADMSG) {
-                log_error("%s: zone %u (%s, lease %s) no longer matches its SHA-256: recorded %s, read %s. "
-                          "Not repaired: stage the object again.",
-                          d->id, z, strna(x->label), x->lease, j->expected, j->actual);
-        } else {
-                log_error_errno(j->r, "%s: zone %u (%s, lease %s) cannot be read back: %m", d->id, z, strna(x->label),
-                                x->lease);
+        else {
+                if (j->r == -EBADMSG) {
+                        log_error("%s: zone %u (%s, lease %s) no longer matches its SHA-256: recorded %s, read %s. "
+                                  "Not repaired: stage the object again.",
+                                  d->id, z, strna(x->label), x->lease, j->expected, j->actual);
+                        snprintf(note, sizeof note, "zone %u (%s, lease %s): SHA-256 mismatch, not repaired", z,
+                                 strna(x->label), x->lease);
+                } else {
+                        log_error_errno(j->r, "%s: zone %u (%s, lease %s) cannot be read back: %m", d->id, z,
+                                        strna(x->label), x->lease);
+                        snprintf(note, sizeof note, "zone %u (%s, lease %s): read error: %s", z, strna(x->label),
+                                 x->lease, strerror(-j->r));
+                }
+                alert(d->service, "objectDamaged", d->id, note);
         }
         if (j->r == -EBADMSG)
                 snprintf(note, sizeof note, "scrub: SHA-256 mismatch, read %.16s…", j->actual);
@@ -2592,15 +2653,17 @@ void zone_service_scrub_stats(ZoneService *s, uint64_t *ret_checked, uint64_t *r
 }
 
 static const VarlinkMethod methods[] = {
-        { "ListDevices", method_list_devices, 0 },
-        { "ListZones", method_list_zones, 0 },
-        { "Allocate", method_allocate, VARLINK_METHOD_MUTATING },
+        /* Pipelined: a client may send many calls without waiting; their
+         * records go into one transaction (zone-db's group commit). */
+        { "ListDevices", method_list_devices, VARLINK_METHOD_PIPELINED },
+        { "ListZones", method_list_zones, VARLINK_METHOD_PIPELINED },
+        { "Allocate", method_allocate, VARLINK_METHOD_MUTATING | VARLINK_METHOD_PIPELINED },
         { "Append", method_append, VARLINK_METHOD_MUTATING | VARLINK_METHOD_ACCEPTS_FDS },
-        { "Seal", method_seal, VARLINK_METHOD_MUTATING },
-        { "Release", method_release, VARLINK_METHOD_MUTATING },
-        { "Get", method_get, 0 },
-        { "ListObjects", method_list_objects, 0 },
-        { "Find", method_find, 0 },
+        { "Seal", method_seal, VARLINK_METHOD_MUTATING | VARLINK_METHOD_PIPELINED },
+        { "Release", method_release, VARLINK_METHOD_MUTATING | VARLINK_METHOD_PIPELINED },
+        { "Get", method_get, VARLINK_METHOD_PIPELINED },
+        { "ListObjects", method_list_objects, VARLINK_METHOD_PIPELINED },
+        { "Find", method_find, VARLINK_METHOD_PIPELINED },
         { "Read", method_read, VARLINK_METHOD_ACCEPTS_FDS },
         { "Verify", method_verify, 0 },
 };

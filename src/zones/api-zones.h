@@ -31,3 +31,10 @@ void zone_service_reload(ZoneService *s, const ZonesConfig *c);
 int zone_service_add_kernel(ZoneService *s, const char *id, const char *sysname, const char *devnode,
                             const char *blockdir);
 void zone_service_device_gone(ZoneService *s, const char *sysname);
+/* Called when a check (scrub, Verify, Read) finds a sealed object damaged
+ * (event "objectDamaged": a SHA-256 mismatch or a read error) and when one
+ * found damaged reads back to its SHA-256 again ("objectIntact"); once per
+ * episode, as the error line in the log. device is the deviceId, detail a
+ * sentence. NULL cb: none. */
+typedef void (*zone_alert_cb_t)(const char *event, const char *device, const char *detail, void *userdata);
+void zone_service_set_alert_cb(ZoneService *s, zone_alert_cb_t cb, void *userdata);

@@ -360,6 +360,7 @@ static void run_group(ZoneDb *db, ZoneDbOp *first, size_t n) {
                 return;
         }
         __atomic_add_fetch(&db->commits, 1, __ATOMIC_RELAXED);
+        log_debug("zone-db: %zu write%s committed in one transaction.", n, n == 1 ? "" : "s");
 }
 
 /* Takes up to ZONE_DB_BATCH_MAX ops off the queue. Caller holds the lock. */

@@ -17,6 +17,11 @@ not sent (durable:io.blkmqd.Zones.Seal), and when an Allocate's is: blkmqctl
 stage printed the lease at once, waits for blkmqd to come back, and settles
 (staged, exit 0; or reclaimed, exit 2, nothing held).
 
+A pipelined client (calls sent on one connection without waiting for the
+replies): its Allocates' records share a transaction (group commit), the
+replies come in call order, and after a kill -9 every Allocate and Release
+it got a reply for is in the database (read from a copy, as a restart would).
+
 Rounds (--rounds N, default 20; bench/zone-crash runs 500): several
 blkmqctl stage/release clients at once, kill -9 at a random moment or at one
 of the kill points above, restart, and check:
@@ -31,9 +36,14 @@ Needs root (the daemon's own checks), $BLKMQD and $BLKMQCTL (or argv[1],
 argv[2]). Exit 0 pass, 1 fail, 77 skip."""
 
 import argparse
+import json
 import os
 import random
+import re
+import shutil
 import signal
+import socket
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -263,6 +273,113 @@ def ordering_cases(r, env, ctl_bin):
             d.stop()
 
 
+def pipelined(sock, calls, kill_after=None, on_kill=None):
+    """Sends every (method, params) of calls on ONE connection without
+    waiting, then reads the replies (in call order). With kill_after=k,
+    on_kill() runs as soon as k replies are in, and the replies read by
+    then are returned; otherwise all of them."""
+    got = []
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(30 * timeout_scale())
+        s.connect(sock)
+        s.sendall(b"".join(json.dumps({"method": f"{ZONES}.{m}", "parameters": p}).encode() + b"\0"
+                           for m, p in calls))
+        buf = b""
+        while len(got) < len(calls):
+            if kill_after is not None and len(got) >= kill_after:
+                on_kill()
+                return got
+            msgs = buf.split(b"\0")
+            if len(msgs) > 1:
+                got.append(json.loads(msgs[0]))
+                buf = b"\0".join(msgs[1:])
+                continue
+            chunk = s.recv(65536)
+            if not chunk:
+                return got
+            buf += chunk
+    return got
+
+
+def db_copy(svc, env, name):
+    """The zone records as a fresh process finds them after the crash: the
+    database and its WAL copied (so the copy, not the service's file, is
+    recovered), as {lease: row}."""
+    d = os.path.join(env.tmp, name)
+    os.makedirs(d, exist_ok=True)
+    for suffix in ("", "-wal"):
+        if os.path.exists(svc.db + suffix):
+            shutil.copyfile(svc.db + suffix, os.path.join(d, "zones.db" + suffix))
+    con = sqlite3.connect(os.path.join(d, "zones.db"))
+    try:
+        rows = con.execute("SELECT lease, zone_index, state FROM zones WHERE lease IS NOT NULL").fetchall()
+    finally:
+        con.close()
+    return {lease: (z, state) for lease, z, state in rows}
+
+
+def pipelined_cases(r, env):
+    with r.case("pipelined Allocates on one connection share a transaction, replies in order", env):
+        svc = Service(env, "pipe-batch")
+        d = svc.start(BLKMQD_TEST_DB_DELAY_MS="300")
+        reps = pipelined(svc.sock, [("Allocate", {"size": 4096, "label": f"p{i}"}) for i in range(4)])
+        leases = [x.get("parameters", {}).get("lease") for x in reps]
+        r.ok(len(reps) == 4 and all(leases) and len(set(leases)) == 4, "4 Allocates, 4 leases", reps)
+        labels = {z.get("lease"): z.get("label") for z in svc.zones()}
+        r.eq([labels.get(x) for x in leases], [f"p{i}" for i in range(4)], "each reply answers its own call")
+        # Dispatched one after the other they could never share one: each
+        # waits for the one before to be durable. With the store slowed,
+        # the three behind the first are queued during its commit.
+        multi = [int(m) for m in re.findall(r"zone-db: (\d+) writes committed in one transaction", d.log_text())]
+        r.ok(any(n >= 2 for n in multi), "the records of pipelined calls went in one transaction", multi,
+             daemon=d)
+        rels = pipelined(svc.sock, [("Release", {"lease": x}) for x in leases])
+        r.ok(all("error" not in x for x in rels), "4 pipelined Releases answered", rels)
+        d.stop()
+
+    with r.case("pipelined Allocates waiting for resets all get a zone, in order", env):
+        svc = Service(env, "pipe-wait", reset_batch=4)
+        svc.write_config(4, max_active=ZONE_COUNT)
+        d = svc.start()
+        held = pipelined(svc.sock, [("Allocate", {"size": 4096}) for _ in range(ZONE_COUNT)])
+        leases = [x["parameters"]["lease"] for x in held]
+        rels = pipelined(svc.sock, [("Release", {"lease": x}) for x in leases])
+        r.ok(all("error" not in x for x in rels), f"all {ZONE_COUNT} zones leased and released", rels)
+        # Every zone is releasing or being reset: each Allocate waits for a
+        # reset; one batch frees some, the others wait for the next.
+        got = pipelined(svc.sock, [("Allocate", {"size": 4096, "label": f"w{i}"}) for i in range(ZONE_COUNT)])
+        r.ok(all("error" not in x for x in got), f"all {ZONE_COUNT} Allocates answered with a zone", got, daemon=d)
+        r.eq(len({x.get("parameters", {}).get("lease") for x in got}), ZONE_COUNT, "each its own lease")
+        d.stop()
+
+    for batch in (1, 2):
+        with r.case(f"kill -9 under a pipelined client (ResetBatch={batch}): every acknowledged Allocate and "
+                    "Release is in the database", env):
+            svc = Service(env, f"pipe-kill{batch}", reset_batch=batch, extra="")
+            svc.write_config(batch, max_active=ZONE_COUNT)
+            d = svc.start()
+            # 4 sealed-free leases to release, then 8 Allocates, all in one go
+            old = [svc.call("Allocate", {"size": 4096})["parameters"]["lease"] for _ in range(4)]
+            calls = [("Release", {"lease": x}) for x in old] + \
+                    [("Allocate", {"size": 4096, "label": f"k{batch}-{i}"}) for i in range(8)]
+            got = pipelined(svc.sock, calls, kill_after=6, on_kill=svc.kill9)
+            r.ok(len(got) >= 6 and all("error" not in x for x in got), "6 or more replies before the kill", got)
+            recs = db_copy(svc, env, f"pipe-kill{batch}-copy")
+            for (m, p), rep in zip(calls, got):
+                if m == "Release":
+                    r.ok(p["lease"] not in recs, f"acknowledged Release of {p['lease']}: its lease is gone",
+                         recs.get(p["lease"]))
+                else:
+                    lease = rep["parameters"]["lease"]
+                    r.ok(recs.get(lease, (None, None))[1] == "allocated",
+                         f"acknowledged Allocate {lease}: recorded", recs.get(lease))
+            d = svc.start()
+            zs = svc.zones()
+            r.eq([x["zoneIndex"] for x in zs if x["state"] in ("failed", "allocated", "writing")], [],
+                 "after the restart: nothing failed or left allocated", daemon=d)
+            d.stop()
+
+
 class Stager(threading.Thread):
     """Stages files and releases some of its sealed leases until told to stop."""
 
@@ -449,6 +566,7 @@ def main():
     with Env("zone-crash") as env:
         if not a.only_rounds:
             ordering_cases(r, env, ctl_bin)
+            pipelined_cases(r, env)
         with r.case(f"{a.rounds} rounds of kill -9 with {a.stagers} stagers", env):
             rounds(r, env, ctl_bin, a.rounds, seed, a.stagers)
     r.finish()

@@ -14,7 +14,9 @@ without blkmqd (the emulation file read with python, hashlib):
   daemon serves on;
 - a corrupted zone: zones cat -o FILE exits 9 and FILE is never created;
   zones verify exits 9 and the SCRUB column says mismatch; zones DEV shows
-  sealed!mismatch; the error is logged once; the background scrub
+  sealed!mismatch; zones says the device has a damaged object; the error is
+  logged once and raised once as objectDamaged on io.blkmqd.Metrics.Monitor;
+  the background scrub
   (ScrubIntervalSec=1) finds a second corruption without being asked;
 - the device as a person types it: emu:PATH, an absolute PATH, a relative
   one.
@@ -25,6 +27,7 @@ import json
 import os
 import socket
 import subprocess
+import threading
 import time
 
 from blkmqtest import Env, Runner, main_guard, need_root, wait_for
@@ -58,6 +61,35 @@ def read_into_closed_pipe(sock, label):
                 break
             buf += chunk
     return json.loads(buf.rstrip(b"\0")) if buf else None
+
+
+class Monitor:
+    """io.blkmqd.Metrics.Monitor read on a thread of its own: the events."""
+
+    def __init__(self, sock):
+        self.events = []
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.s.connect(sock)
+        self.s.sendall(json.dumps({"method": "io.blkmqd.Metrics.Monitor", "more": True}).encode() + b"\0")
+        self.t = threading.Thread(target=self.run, daemon=True)
+        self.t.start()
+
+    def run(self):
+        buf = b""
+        while True:
+            try:
+                chunk = self.s.recv(65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            buf += chunk
+            *msgs, buf = buf.split(b"\0")
+            for m in msgs:
+                self.events.append(json.loads(m).get("parameters", {}))
+
+    def close(self):
+        self.s.close()
 
 
 def main():
@@ -162,6 +194,8 @@ Database={db}
             ctl("zones", "release", o["lease"])
 
         with r.case("a corrupted object: never handed out, never repaired, reported", env):
+            mon = Monitor(sock)
+            wait_for(lambda: any(e.get("event") == "subscribed" for e in mon.events), 10)
             p, o = ctl.json("stage", fw, "--label", "bad")
             start = o["zone"]["start"]
             corrupt(img, start + MIB + 7)
@@ -182,8 +216,18 @@ Database={db}
             z = ctl.json("zones", "get", o["lease"])[1]["zone"]
             r.ok(z["state"] == "sealed" and z["scrub"]["result"] == "mismatch" and "mismatch" in z.get("note", ""),
                  "zones get: still sealed (not repaired), scrub mismatch, a note in the record", z)
+            p = ctl("zones")
+            r.ok(p.returncode == 0 and "1 sealed object no longer reads back to its SHA-256" in p.stderr,
+                 "zones: the device's damaged object is said (stderr, the table stays as it is)", show(p))
+            devs = ctl.json("zones")[1]
+            r.eq([x.get("damaged") for x in devs], [1], "zones --json: damaged 1")
             errs = [l for l in d.error_lines() if "no longer matches its SHA-256" in l]
             r.eq(len(errs), 1, "logged at error level once, though found three times")
+            wait_for(lambda: any(e.get("event") == "objectDamaged" for e in mon.events), 10)
+            alerts = [e for e in mon.events if e.get("event") == "objectDamaged"]
+            r.ok(len(alerts) == 1 and alerts[0].get("device") == dev and o["lease"] in alerts[0].get("detail", ""),
+                 "an objectDamaged alert on io.blkmqd.Metrics.Monitor, once, naming device and lease", mon.events)
+            mon.close()
 
         with r.case("the background scrub finds a corruption by itself", env):
             config(scrub=1)

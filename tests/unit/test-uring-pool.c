@@ -619,6 +619,56 @@ static void test_stream_not_nvme(void **state) {
         assert_true(nvme_refused(st.req.res));
 }
 
+/* A write stream (URING_OP_WRITE_STREAM), as the emulated zones append:
+ * every part lands at its offset, in order, one in flight at depth 1;
+ * parts[] says where and how much; a second stream goes on from there. A
+ * lba_shift is refused. */
+static void test_write_stream(void **state) {
+        Fixture *f = *state;
+        _cleanup_(uring_pool_freep) UringPool *p = NULL;
+        _cleanup_free_ uint8_t *buf = balloc(40 * BLK + 512), *back = malloc(40 * BLK + 512);
+        UringStreamPart parts[11];
+        UringStream st = {}, bad;
+        Counter c = {};
+
+        assert_non_null(back);
+        for (uint32_t i = 0; i < 40 * BLK + 512; i++)
+                buf[i] = (uint8_t) (i * 7 + 3);
+        assert_int_equal(uring_pool_new(&p, f->e, 1, NULL, 0), 0);
+        /* The last part is short: 512 bytes (buffered fd: no alignment). */
+        st.req = mkreq(f->fd_buffered, URING_OP_WRITE_STREAM, 200 * BLK, 40 * BLK + 512, buf, &c);
+        st.part_len = 4 * BLK;
+        st.depth = 1;
+        st.parts = parts;
+        assert_int_equal(uring_stream_parts(&st), 11);
+        bad = st;
+        bad.lba_shift = 9;
+        assert_int_equal(uring_pool_submit(p, &bad.req), -EINVAL);
+
+        assert_int_equal(uring_pool_submit(p, &st.req), 0);
+        run_until(f->e, &c.n, 1);
+        assert_int_equal(st.req.res, (int) (40 * BLK + 512));
+        assert_int_equal(uring_stream_parts_done(&st), 11);
+        for (uint32_t i = 0; i < 11; i++) {
+                assert_int_equal(parts[i].res, i < 10 ? (int) (4 * BLK) : 512);
+                assert_int_equal(parts[i].result64, 200 * BLK + (uint64_t) i * 4 * BLK);
+        }
+        assert_int_equal(pread(f->fd_buffered, back, 40 * BLK + 512, 200 * BLK), (ssize_t) (40 * BLK + 512));
+        assert_memory_equal(back, buf, 40 * BLK + 512);
+        /* Untouched around it. */
+        assert_int_equal(pread(f->fd_buffered, back, BLK, 199 * BLK), (ssize_t) BLK);
+        assert_true(check_pat(back, 199 * BLK, BLK));
+
+        /* A bad fd: the first part fails, no other starts, done once. */
+        c.n = 0;
+        st.req.fd = -1;
+        assert_int_equal(uring_pool_submit(p, &st.req), 0);
+        run_until(f->e, &c.n, 1);
+        assert_int_equal(st.req.res, -EBADF);
+        assert_int_equal(uring_stream_parts_done(&st), 1);
+        assert_int_equal(parts[0].res, -EBADF);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_read_caller_buf, setup, teardown),
@@ -634,6 +684,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_memlock_fallback, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_nvme_not_nvme, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_stream_not_nvme, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_write_stream, setup, teardown),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -36,6 +36,7 @@ static const char test_idl[] =
         "            list: ?[]int, map: ?[string]string, nested: ?(inner: (deep: int))) -> (echo: object)\n"
         "method Stream(count: int) -> (index: int)\n"
         "method Async(tag: string) -> (tag: string)\n"
+        "method AsyncPipelined(tag: string) -> (tag: string)\n"
         "method Mutate() -> ()\n"
         "method TakeFds(fds: []int) -> (contents: []string)\n"
         "method GiveFd() -> (fd: int)\n"
@@ -45,7 +46,7 @@ static const char test_idl[] =
         "error TestError (reason: string)\n";
 
 /* State the handlers share with the tests. */
-static VarlinkCall *pending[16];
+static VarlinkCall *pending[VARLINK_PIPELINE_MAX + 8];
 static size_t n_pending;
 static unsigned n_disconnected;
 static unsigned n_oneway_pings;
@@ -93,7 +94,7 @@ static void on_disconnect(VarlinkCall *call, void *userdata) {
 }
 
 static int method_async(VarlinkCall *call, json_t *parameters, void *userdata) {
-        assert_true(n_pending < 16);
+        assert_true(n_pending < sizeof pending / sizeof pending[0]);
         /* Not a "more" call: no notifications. */
         assert_int_equal(varlink_call_notify(call, NULL), -EPROTO);
         varlink_call_set_disconnect_callback(call, on_disconnect, NULL);
@@ -151,6 +152,7 @@ static const VarlinkMethod test_methods[] = {
         { "Echo", method_echo, 0 },
         { "Stream", method_stream, VARLINK_METHOD_REQUIRES_MORE },
         { "Async", method_async, 0 },
+        { "AsyncPipelined", method_async, VARLINK_METHOD_PIPELINED },
         { "Mutate", method_mutate, VARLINK_METHOD_MUTATING },
         { "TakeFds", method_take_fds, VARLINK_METHOD_ACCEPTS_FDS },
         { "GiveFd", method_give_fd, 0 },
@@ -632,6 +634,82 @@ static void test_pipelining_async(void **state) {
         expect_error(f, "io.blkmqd.Test.TestError", "reason", "because");
         expect_ping(f, "c");
         assert_int_equal(n_disconnected, 0);
+}
+
+static void expect_tag(Fixture *f, const char *tag) {
+        json_t *p = expect_reply(f);
+
+        assert_string_equal(json_string_value(json_object_get(p, "tag")), tag);
+        json_decref(p);
+}
+
+/* Calls of a VARLINK_METHOD_PIPELINED method are dispatched together; their
+ * replies, sent in any order, go out in the order of the calls. A
+ * non-pipelined call among them is dispatched, but nothing after it. */
+static void test_pipelined(void **state) {
+        Fixture *f = *state;
+
+        static const char calls[] =
+                "{\"method\": \"io.blkmqd.Test.AsyncPipelined\", \"parameters\": {\"tag\": \"a\"}}\0"
+                "{\"method\": \"io.blkmqd.Test.AsyncPipelined\", \"parameters\": {\"tag\": \"b\"}}\0"
+                "{\"method\": \"io.nope.Ping\"}\0"
+                "{\"method\": \"io.blkmqd.Test.AsyncPipelined\", \"parameters\": {\"tag\": \"c\"}}\0"
+                "{\"method\": \"io.blkmqd.Test.Async\", \"parameters\": {\"tag\": \"d\"}}\0"
+                "{\"method\": \"io.blkmqd.Test.Ping\", \"parameters\": {\"text\": \"e\"}}";
+
+        send_raw(f, calls, sizeof calls);
+        pump(f);
+        /* a, b, c and d are in flight (the error was answered at once); e
+         * waits behind d, which is not pipelined. */
+        assert_int_equal(n_pending, 4);
+        assert_string_equal(varlink_call_get_method(pending[3]), "io.blkmqd.Test.Async");
+
+        /* Answered backwards: nothing goes out until a is. */
+        assert_int_equal(varlink_call_reply(pending[3], json_pack("{s:s}", "tag", "d")), 0);
+        assert_int_equal(varlink_call_reply(pending[2], json_pack("{s:s}", "tag", "c")), 0);
+        assert_int_equal(varlink_call_error(pending[1], "io.blkmqd.Test.TestError",
+                                            json_pack("{s:s}", "reason", "b")), 0);
+        pump(f);
+        {
+                char byte;
+                assert_int_equal(recv(f->fd, &byte, 1, MSG_DONTWAIT | MSG_PEEK), -1);
+                assert_int_equal(errno, EAGAIN);
+        }
+        assert_int_equal(varlink_call_reply(pending[0], json_pack("{s:s}", "tag", "a")), 0);
+        expect_tag(f, "a");
+        expect_error(f, "io.blkmqd.Test.TestError", "reason", "b");
+        expect_error(f, "org.varlink.service.InterfaceNotFound", "interface", "io.nope");
+        expect_tag(f, "c");
+        expect_tag(f, "d");
+        expect_ping(f, "e");
+        assert_int_equal(n_disconnected, 0);
+}
+
+/* At most VARLINK_PIPELINE_MAX pipelined calls in flight; a disconnect
+ * reaches every one not answered yet. */
+static void test_pipelined_limit_and_disconnect(void **state) {
+        Fixture *f = *state;
+        char msg[128];
+
+        for (unsigned i = 0; i < VARLINK_PIPELINE_MAX + 2; i++) {
+                snprintf(msg, sizeof msg,
+                         "{\"method\": \"io.blkmqd.Test.AsyncPipelined\", \"parameters\": {\"tag\": \"%u\"}}", i);
+                send_msg(f, msg);
+        }
+        pump(f);
+        assert_int_equal(n_pending, VARLINK_PIPELINE_MAX);
+        assert_int_equal(varlink_call_reply(pending[0], json_pack("{s:s}", "tag", "0")), 0);
+        expect_tag(f, "0");
+        pump(f);
+        assert_int_equal(n_pending, VARLINK_PIPELINE_MAX + 1);
+        /* Answered but held behind 1: not told of the disconnect. */
+        assert_int_equal(varlink_call_reply(pending[2], json_pack("{s:s}", "tag", "2")), 0);
+        close(f->fd);
+        f->fd = -EBADF;
+        pump(f);
+        assert_int_equal(n_disconnected, VARLINK_PIPELINE_MAX - 1);
+        assert_int_equal(varlink_server_n_connections(f->s), 0);
+        assert_int_equal(varlink_call_reply(pending[1], NULL), 0);
 }
 
 static void test_disconnect_callback(void **state) {
@@ -1158,6 +1236,8 @@ int main(void) {
                 T(test_more),
                 T(test_oneway),
                 T(test_pipelining_async),
+                T(test_pipelined),
+                T(test_pipelined_limit_and_disconnect),
                 T(test_disconnect_callback),
                 T(test_server_free_with_pending_call),
                 T(test_fd_passing),

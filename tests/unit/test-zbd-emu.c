@@ -244,6 +244,113 @@ static void test_sequential_writes_persist(void **state) {
         assert_int_equal(zbd_emu_open(f->path, 2 * ZSIZE, ZCAP, NZONES, 0, 0, &z), -EINVAL);
 }
 
+/* A stream of writes at the write pointer (emu_prep_stream): the parts
+ * land in order from the write pointer, each moved through append_result()
+ * with its own offset; a stream past the capacity or of a bad shape is
+ * refused before any I/O, and one that starts where the write pointer is
+ * not fails as a write would. */
+static void test_stream(void **state) {
+        Fixture *f = *state;
+        Zbd *z = emu(f, 0, 0);
+        const uint32_t len = 3 * CHUNK + 8192;
+        _cleanup_free_ uint8_t *b = pat_buf(2 * ZSIZE + CHUNK, len, 5), *rb = malloc(len);
+        UringStreamPart parts[4];
+        UringStream st = {};
+        Waiter w = {};
+        Zone zone;
+
+        assert_non_null(rb);
+        fill(f, z, 2 * ZSIZE, CHUNK, 5); /* the stream goes on from there */
+        assert_int_equal(z->ops->prep_stream(z, 2 * ZSIZE, b, len, CHUNK + 512, &st), -EINVAL);
+        assert_int_equal(z->ops->prep_stream(z, 2 * ZSIZE, b, len + 100, CHUNK, &st), -EINVAL);
+        assert_int_equal(z->ops->prep_stream(z, 2 * ZSIZE, b, ZCAP, CHUNK, &st), -EIO); /* past the capacity */
+        assert_int_equal(z->ops->prep_stream(z, 2 * ZSIZE, b, len, CHUNK, &st), 0);
+        assert_int_equal(st.req.op, URING_OP_WRITE_STREAM);
+        assert_int_equal(st.req.offset, 2 * ZSIZE + CHUNK);
+        assert_int_equal(st.req.len, len);
+        assert_int_equal(uring_stream_parts(&st), 4);
+        st.depth = 1;
+        st.parts = parts;
+        st.req.cpu = -1;
+        st.req.done = done_cb;
+        st.req.userdata = &w;
+        assert_int_equal(uring_pool_submit(f->pool, &st.req), 0);
+        for (unsigned i = 0; w.n == 0 && i < 300; i++)
+                assert_true(sd_event_run(f->e, 100 * 1000) >= 0);
+        assert_int_equal(st.req.res, (int) len);
+        for (uint32_t i = 0; i < 4; i++) {
+                uint32_t n = i < 3 ? CHUNK : 8192;
+                UringReq t = { .offset = parts[i].result64, .len = n, .res = parts[i].res };
+                uint64_t off = 0;
+
+                assert_int_equal(parts[i].result64, 2 * ZSIZE + CHUNK + (uint64_t) i * CHUNK);
+                assert_int_equal(z->ops->append_result(z, &t, &off), 0);
+                assert_int_equal(off, parts[i].result64);
+                assert_int_equal(rep(z, 2).wp, off + n);
+        }
+        assert_int_equal(z->ops->read(z, 2 * ZSIZE + CHUNK, rb, len), 0);
+        assert_true(is_pat(rb, 2 * ZSIZE + CHUNK, len, 5));
+        /* A part fed out of order is refused as a stray write. */
+        {
+                UringReq t = { .offset = 2 * ZSIZE, .len = CHUNK, .res = (int) CHUNK };
+                assert_int_equal(z->ops->append_result(z, &t, NULL), -EIO);
+        }
+        zbd_free(z);
+
+        /* Reopened: the write pointer the parts moved to was recorded. */
+        assert_int_equal(zbd_emu_open(f->path, 0, 0, 0, 0, 0, &z), 0);
+        zone = rep(z, 2);
+        assert_int_equal(zone.wp, 2 * ZSIZE + CHUNK + len);
+        zbd_free(z);
+}
+
+typedef struct Collect {
+        uint8_t *buf;
+        size_t n, calls, fail_at;
+} Collect;
+
+static int collect(const uint8_t *buf, size_t n, void *userdata) {
+        Collect *c = userdata;
+
+        if (++c->calls == c->fail_at)
+                return -EUCLEAN;
+        memcpy(c->buf + c->n, buf, n);
+        c->n += n;
+        return 0;
+}
+
+/* zbd_read_each(): every chunk in order, the last one short, read ahead on
+ * a helper thread; the consumer's error stops it; a read error comes back. */
+static void test_read_each(void **state) {
+        Fixture *f = *state;
+        Zbd *z = emu(f, 0, 0);
+        const uint64_t len = 5 * CHUNK + 4096;
+        _cleanup_free_ uint8_t *all = malloc(len);
+        Collect c = { .buf = all };
+
+        assert_non_null(all);
+        fill(f, z, 3 * ZSIZE, 6 * CHUNK, 9);
+        assert_int_equal(zbd_read_each(z, 3 * ZSIZE, len, CHUNK, collect, &c), 0);
+        assert_int_equal(c.n, len);
+        assert_int_equal(c.calls, 6);
+        assert_true(is_pat(all, 3 * ZSIZE, len, 9));
+        /* One chunk: no helper, the same result. */
+        c = (Collect) { .buf = all };
+        assert_int_equal(zbd_read_each(z, 3 * ZSIZE + CHUNK, 4096, CHUNK, collect, &c), 0);
+        assert_int_equal(c.n, 4096);
+        assert_true(is_pat(all, 3 * ZSIZE + CHUNK, 4096, 9));
+        c = (Collect) { .buf = all, .fail_at = 3 };
+        assert_int_equal(zbd_read_each(z, 3 * ZSIZE, len, CHUNK, collect, &c), -EUCLEAN);
+        assert_int_equal(c.calls, 3);
+        assert_int_equal(c.n, 2 * CHUNK);
+        /* Past the end of the device: the read fails, after what came before. */
+        c = (Collect) { .buf = all };
+        assert_int_equal(zbd_read_each(z, NZONES * ZSIZE - CHUNK, 2 * CHUNK, CHUNK, collect, &c), -EINVAL);
+        assert_int_equal(c.n, CHUNK);
+        assert_int_equal(zbd_read_each(z, 0, CHUNK, 1000, collect, &c), -EINVAL);
+        zbd_free(z);
+}
+
 static void test_write_rules(void **state) {
         Fixture *f = *state;
         Zbd *z = emu(f, 0, 0);
@@ -754,6 +861,8 @@ int main(int argc, char *argv[]) {
                 cmocka_unit_test_setup_teardown(test_geometry_report, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_sequential_writes_persist, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_write_rules, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_stream, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_read_each, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_finish_reset, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_max_active, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_implicit_open_accounting, setup, teardown),
