@@ -3,6 +3,7 @@
 #include <stddef.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 #include "log.h"
@@ -32,9 +33,8 @@ static void gauge_if_finite(strbuf_t *sb, const char *name, const char *dev, dou
                 metrics_text_gauge(sb, name, l, 1, v);
 }
 
-int metrics_render(Manager *m, strbuf_t *sb) {
+int metrics_render(Manager *m, Prober *p, ZoneService *zones, strbuf_t *sb) {
         uint64_t now = now_usec(CLOCK_MONOTONIC);
-        Prober *p = m->prober;
         size_t n = prober_count(p);
 
         metrics_text_family(sb, "blkmqd_device_managed", METRIC_GAUGE,
@@ -190,10 +190,10 @@ int metrics_render(Manager *m, strbuf_t *sb) {
                             "Busy time of each event loop iteration (prepare and one dispatch, not the wait): "
                             "no reply is faster than the iteration it waits behind.");
         metrics_text_histogram(sb, "blkmqd_event_loop_iteration_seconds", NULL, 0, &m->loop_hist);
-        if (m->zones) {
+        if (zones) {
                 uint64_t checked, errors;
                 unsigned bad;
-                zone_service_scrub_stats(m->zones, &checked, &errors, &bad);
+                zone_service_scrub_stats(zones, &checked, &errors, &bad);
                 metrics_text_family(sb, "blkmqd_zone_objects_checked_total", METRIC_COUNTER,
                                     "Sealed objects read back and checked against their SHA-256 (scrub, Verify, Read).");
                 metrics_text_counter(sb, "blkmqd_zone_objects_checked_total", NULL, 0, checked);
@@ -207,39 +207,82 @@ int metrics_render(Manager *m, strbuf_t *sb) {
         return strbuf_error(sb);
 }
 
+struct MetricsWriter {
+        Manager *manager;
+        Prober *prober;
+        ZoneService *zones;
+        sd_event_source *timer;
+        uint64_t last_usec;
+        int last_error;
+};
+
 static int on_metrics_timer(sd_event_source *s, uint64_t usec, void *userdata) {
-        Manager *m = userdata;
+        MetricsWriter *w = userdata;
+        Manager *m = w->manager;
         strbuf_t sb = {};
         int r;
 
-        m->metrics_last_usec = now_usec(CLOCK_MONOTONIC);
-        r = metrics_render(m, &sb);
+        w->last_usec = now_usec(CLOCK_MONOTONIC);
+        r = metrics_render(m, w->prober, w->zones, &sb);
         if (r >= 0)
                 r = metrics_write_textfile_atomic(m->config->daemon.metrics_textfile, strbuf_str(&sb));
-        if (r < 0 && r != m->metrics_last_error)
+        if (r < 0 && r != w->last_error)
                 log_warning_errno(r, "Failed to write %s: %m", m->config->daemon.metrics_textfile);
-        m->metrics_last_error = r < 0 ? r : 0;
+        w->last_error = r < 0 ? r : 0;
         strbuf_done(&sb);
         return 0;
 }
 
-void metrics_schedule_write(Manager *m) {
+void metrics_writer_schedule(MetricsWriter *w) {
+        Manager *m = w->manager;
         uint64_t when;
         int r, enabled = SD_EVENT_OFF;
 
         if (!m->config->daemon.metrics_textfile || m->opts.dry_run || m->opts.once)
                 return;
-        if (!m->metrics_timer) {
-                r = sd_event_add_time(m->event, &m->metrics_timer, CLOCK_MONOTONIC, UINT64_MAX, 10000,
-                                      on_metrics_timer, m);
+        if (!w->timer) {
+                r = sd_event_add_time(m->event, &w->timer, CLOCK_MONOTONIC, UINT64_MAX, 10000,
+                                      on_metrics_timer, w);
                 if (r < 0) {
                         log_warning_errno(r, "Failed to set up the metrics timer: %m");
                         return;
                 }
-                (void) sd_event_source_set_description(m->metrics_timer, "metrics-textfile");
-        } else if (sd_event_source_get_enabled(m->metrics_timer, &enabled) >= 0 && enabled != SD_EVENT_OFF)
+                (void) sd_event_source_set_description(w->timer, "metrics-textfile");
+        } else if (sd_event_source_get_enabled(w->timer, &enabled) >= 0 && enabled != SD_EVENT_OFF)
                 return; /* a write is pending already */
-        when = m->metrics_last_usec + 1000000;
-        sd_event_source_set_time(m->metrics_timer, when);
-        sd_event_source_set_enabled(m->metrics_timer, SD_EVENT_ONESHOT);
+        when = w->last_usec + 1000000;
+        sd_event_source_set_time(w->timer, when);
+        sd_event_source_set_enabled(w->timer, SD_EVENT_ONESHOT);
+}
+
+static void metrics_on_manager_event(Manager *m, ManagerEventType type, Device *d, void *userdata) {
+        metrics_writer_schedule(userdata);
+}
+
+int metrics_writer_new(MetricsWriter **ret, Manager *m, Prober *prober, ZoneService *zones) {
+        _cleanup_(metrics_writer_freep) MetricsWriter *w = NULL;
+        int r;
+
+        w = calloc(1, sizeof *w);
+        if (!w)
+                return -ENOMEM;
+        w->manager = m;
+        w->prober = prober;
+        w->zones = zones;
+        r = manager_subscribe(m, MANAGER_EVENT_MASK(MANAGER_EVENT_DEVICE_APPLIED) |
+                                 MANAGER_EVENT_MASK(MANAGER_EVENT_DEVICE_REMOVED),
+                              metrics_on_manager_event, w);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(w);
+        return 0;
+}
+
+MetricsWriter *metrics_writer_free(MetricsWriter *w) {
+        if (!w)
+                return NULL;
+        manager_unsubscribe(w->manager, metrics_on_manager_event, w);
+        sd_event_source_disable_unref(w->timer);
+        free(w);
+        return NULL;
 }

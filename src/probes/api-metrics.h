@@ -13,8 +13,8 @@
  * iostat figures of the devices the Prober probes (Get, Histogram), and a
  * Monitor stream of probe samples and alerts. Read-only; loop thread only.
  *
- * Wiring (manager):
- *         api_metrics_new(&m->api_metrics, m->prober, server);
+ * Wiring (blkmqd.c):
+ *         api_metrics_new(&d->api_metrics, d->prober, server);
  *         prober_set_event_cb(m->prober, api_metrics_probe_event, m->api_metrics);
  *         ...
  *         prober_set_event_cb(m->prober, NULL, NULL);   (before the free)
