@@ -15,10 +15,10 @@
  *
  * Wiring (blkmqd.c):
  *         api_metrics_new(&d->api_metrics, d->prober, server);
- *         prober_set_event_cb(m->prober, api_metrics_probe_event, m->api_metrics);
+ *         prober_set_event_cb(d->prober, api_metrics_probe_event, d->api_metrics);
  *         ...
- *         prober_set_event_cb(m->prober, NULL, NULL);   (before the free)
- *         api_metrics_free(m->api_metrics);
+ *         prober_set_event_cb(d->prober, NULL, NULL);   (before the free)
+ *         api_metrics_free(d->api_metrics);
  */
 
 typedef struct ApiMetrics ApiMetrics;
