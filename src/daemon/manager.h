@@ -96,7 +96,7 @@ struct Manager {
         /* Time the loop spends per iteration outside its wait (prepare and
          * the one event source it dispatches), ns: a reply can be no
          * faster than the longest of them. */
-        hist_t loop_hist;
+        Hist loop_hist;
         ManagerOptions opts;
         char *config_path;
         Config *config;

@@ -27,13 +27,13 @@ static const double quantiles[] = { 0.5, 0.9, 0.99, 0.999 };
 
 #define LBL(n, v) { .name = (n), .value = (v) }
 
-static void gauge_if_finite(strbuf_t *sb, const char *name, const char *dev, double v) {
+static void gauge_if_finite(StrBuf *sb, const char *name, const char *dev, double v) {
         struct metric_label l[] = { LBL("device", dev) };
         if (isfinite(v))
                 metrics_text_gauge(sb, name, l, 1, v);
 }
 
-int metrics_render(Manager *m, Prober *p, ZoneService *zones, strbuf_t *sb) {
+int metrics_render(Manager *m, Prober *p, ZoneService *zones, StrBuf *sb) {
         uint64_t now = now_usec(CLOCK_MONOTONIC);
         size_t n = prober_count(p);
 
@@ -99,7 +99,7 @@ int metrics_render(Manager *m, Prober *p, ZoneService *zones, strbuf_t *sb) {
         for (size_t i = 0; i < n; i++) {
                 ProbeTarget *t = prober_get(p, i);
                 struct metric_label l[] = { LBL("device", t->sysname) };
-                hist_t h;
+                Hist h;
                 hist_window_get(t->lat, HIST_WINDOW_TOTAL, now, &h);
                 metrics_text_histogram(sb, "blkmqd_probe_latency_seconds", l, 1, &h);
         }
@@ -108,7 +108,7 @@ int metrics_render(Manager *m, Prober *p, ZoneService *zones, strbuf_t *sb) {
         for (size_t i = 0; i < n; i++) {
                 ProbeTarget *t = prober_get(p, i);
                 for (size_t w = 0; w < ELEMENTSOF(windows); w++) {
-                        hist_t h;
+                        Hist h;
                         hist_window_get(t->lat, windows[w].span, now, &h);
                         for (size_t q = 0; q < ELEMENTSOF(quantiles); q++) {
                                 char qs[16];
@@ -166,7 +166,7 @@ int metrics_render(Manager *m, Prober *p, ZoneService *zones, strbuf_t *sb) {
         for (size_t i = 0; i < n; i++) {
                 ProbeTarget *t = prober_get(p, i);
                 for (size_t k = 0; k < ELEMENTSOF(kinds); k++) {
-                        const alert_t *a = k == 0 ? &t->read_alert : &t->write_alert;
+                        const Alert *a = k == 0 ? &t->read_alert : &t->write_alert;
                         if (!(k == 0 ? t->config.alert_read_usec : t->config.alert_write_usec))
                                 continue;
                         struct metric_label l[] = { LBL("device", t->sysname), LBL("kind", kinds[k]) };
@@ -177,7 +177,7 @@ int metrics_render(Manager *m, Prober *p, ZoneService *zones, strbuf_t *sb) {
         for (size_t i = 0; i < n; i++) {
                 ProbeTarget *t = prober_get(p, i);
                 for (size_t k = 0; k < ELEMENTSOF(kinds); k++) {
-                        const alert_t *a = k == 0 ? &t->read_alert : &t->write_alert;
+                        const Alert *a = k == 0 ? &t->read_alert : &t->write_alert;
                         if (!(k == 0 ? t->config.alert_read_usec : t->config.alert_write_usec))
                                 continue;
                         struct metric_label l[] = { LBL("device", t->sysname), LBL("kind", kinds[k]) };
@@ -219,7 +219,7 @@ struct MetricsWriter {
 static int on_metrics_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         MetricsWriter *w = userdata;
         Manager *m = w->manager;
-        strbuf_t sb = {};
+        StrBuf sb = {};
         int r;
 
         w->last_usec = now_usec(CLOCK_MONOTONIC);

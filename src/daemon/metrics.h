@@ -18,7 +18,7 @@ struct ZoneService;
 typedef struct MetricsWriter MetricsWriter;
 
 /* prober and zones may be NULL (off). */
-int metrics_render(Manager *m, struct Prober *prober, struct ZoneService *zones, strbuf_t *sb);
+int metrics_render(Manager *m, struct Prober *prober, struct ZoneService *zones, StrBuf *sb);
 
 int metrics_writer_new(MetricsWriter **ret, Manager *m, struct Prober *prober, struct ZoneService *zones);
 MetricsWriter *metrics_writer_free(MetricsWriter *w);

@@ -79,14 +79,14 @@ int api_metrics_window_from_string(const char *s) {
         return -EINVAL;
 }
 
-static void target_window(const ProbeTarget *t, enum hist_window_span span, uint64_t now_usec, hist_t *ret) {
+static void target_window(const ProbeTarget *t, enum hist_window_span span, uint64_t now_usec, Hist *ret) {
         if (t->lat)
                 hist_window_get(t->lat, span, now_usec, ret);
         else
                 hist_reset(ret);
 }
 
-json_t *api_metrics_window_json(const char *name, const hist_t *h) {
+json_t *api_metrics_window_json(const char *name, const Hist *h) {
         static const struct {
                 const char *key;
                 double p;
@@ -142,7 +142,7 @@ static json_t *stats_json(const ProbeStats *s) {
         return o;
 }
 
-static json_t *alert_json(const alert_t *a, uint64_t threshold_usec, uint64_t episodes) {
+static json_t *alert_json(const Alert *a, uint64_t threshold_usec, uint64_t episodes) {
         json_t *o = json_object();
         int r = 0;
 
@@ -161,7 +161,7 @@ static json_t *alert_json(const alert_t *a, uint64_t threshold_usec, uint64_t ep
 
 json_t *probe_target_metrics_json(const ProbeTarget *t, uint64_t now_usec) {
         json_t *o = json_object(), *windows = json_array(), *alerts = json_object();
-        hist_t h;
+        Hist h;
         int r = 0;
 
         if (!o || !windows || !alerts)
@@ -209,7 +209,7 @@ json_t *probe_target_histogram_json(const ProbeTarget *t, const char *window, ui
         struct hist_bucket b;
         size_t it = 0, n;
         int span, r = 0;
-        hist_t h;
+        Hist h;
 
         span = window ? api_metrics_window_from_string(window) : API_METRICS_WINDOW_DEFAULT;
         if (span < 0) {
@@ -424,7 +424,7 @@ static void sample_event(ApiMetrics *a, ProbeTarget *t, const char *detail) {
 }
 
 static int64_t alert_value_ns(const ProbeTarget *t, const char *detail) {
-        const alert_t *al = detail && streq(detail, "write") ? &t->write_alert
+        const Alert *al = detail && streq(detail, "write") ? &t->write_alert
                             : detail && streq(detail, "read") ? &t->read_alert
                                                                : NULL;
         double v;

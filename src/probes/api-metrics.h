@@ -48,4 +48,4 @@ json_t *probe_target_metrics_json(const ProbeTarget *t, uint64_t now_usec);
  * window (errno EINVAL) or on OOM (errno ENOMEM). */
 json_t *probe_target_histogram_json(const ProbeTarget *t, const char *window, uint64_t now_usec);
 /* One Window object of the IDL for a histogram. NULL on OOM. */
-json_t *api_metrics_window_json(const char *name, const hist_t *h);
+json_t *api_metrics_window_json(const char *name, const Hist *h);

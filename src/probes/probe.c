@@ -59,7 +59,7 @@ struct Prober {
         size_t n_targets;
         uint64_t rng;
         uint64_t total_probes;
-        probe_event_cb_t cb;
+        ProbeEventFn cb;
         void *cb_userdata;
 };
 
@@ -128,7 +128,7 @@ int prober_new(Prober **ret, sd_event *e, UringPool *pool) {
         return 0;
 }
 
-void prober_set_event_cb(Prober *p, probe_event_cb_t cb, void *userdata) {
+void prober_set_event_cb(Prober *p, ProbeEventFn cb, void *userdata) {
         p->cb = cb;
         p->cb_userdata = userdata;
 }
@@ -231,7 +231,7 @@ int prober_update(Prober *p, const char *sysname, const char *devnode, const cha
         if (t->config.size < 512)
                 t->config.size = 4096;
 
-        alert_config_t ac;
+        AlertConfig ac;
         if (config->alert_read_usec) {
                 alert_config_init(&ac, (double) config->alert_read_usec);
                 if (t->read_alert.config.threshold != ac.threshold)

@@ -54,12 +54,12 @@ typedef struct ProbeTarget {
         uint64_t n_probes, n_errors;
         int last_error;
         char *note;          /* why the device is not probed right now, e.g. nothing written yet */
-        hist_window_t *lat;  /* read latency in ns */
+        HistWindow *lat;  /* read latency in ns */
         ProbeStats stats;
         uint64_t stat_prev[17];
         uint64_t stat_prev_usec;
         bool stat_have_prev;
-        alert_t read_alert, write_alert; /* .episodes counts alerts raised */
+        Alert read_alert, write_alert; /* .episodes counts alerts raised */
         /* zoned devices: readable extents [start, end) in bytes, below the write pointers */
         uint64_t (*extents)[2];
         size_t n_extents;
@@ -74,11 +74,11 @@ typedef enum ProbeEventType {
         PROBE_EVENT_ALERT_CLEARED,
 } ProbeEventType;
 
-typedef void (*probe_event_cb_t)(Prober *p, ProbeEventType type, ProbeTarget *t, const char *detail, void *userdata);
+typedef void (*ProbeEventFn)(Prober *p, ProbeEventType type, ProbeTarget *t, const char *detail, void *userdata);
 
 int prober_new(Prober **ret, sd_event *e, struct UringPool *pool);
 Prober *prober_free(Prober *p);
-void prober_set_event_cb(Prober *p, probe_event_cb_t cb, void *userdata);
+void prober_set_event_cb(Prober *p, ProbeEventFn cb, void *userdata);
 /* Adds or updates the target for a device; config->enabled false removes it. */
 int prober_update(Prober *p, const char *sysname, const char *devnode, const char *blockdir, bool zoned,
                   const ProbeConfig *config);

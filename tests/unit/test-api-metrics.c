@@ -265,7 +265,7 @@ static void test_metrics_windows(void **state) {
 static void test_metrics_stats_alerts(void **state) {
         ProbeTarget *t = target_new("sda", "/dev/sda");
         json_t *o, *s, *a;
-        alert_config_t c;
+        AlertConfig c;
 
         t->stats = (ProbeStats) {
                 .read_iops = 120.5,
@@ -647,7 +647,7 @@ static void test_monitor(void **state) {
         Fixture *f = *state;
         ProbeTarget *nvme = f->prober.targets[0], *sda = f->prober.targets[1];
         uint64_t now = now_usec(CLOCK_MONOTONIC);
-        alert_config_t c;
+        AlertConfig c;
         json_t *p;
 
         send_msg(f, "{\"method\":\"io.blkmqd.Metrics.Monitor\"}");
