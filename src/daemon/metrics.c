@@ -33,10 +33,9 @@ static void gauge_if_finite(StrBuf *sb, const char *name, const char *dev, doubl
                 metrics_text_gauge(sb, name, l, 1, v);
 }
 
-int metrics_render(Manager *m, Prober *p, ZoneService *zones, StrBuf *sb) {
-        uint64_t now = now_usec(CLOCK_MONOTONIC);
-        size_t n = prober_count(p);
-
+/* The text format wants each family's samples in one group: one pass per
+ * family. */
+static void render_devices(StrBuf *sb, Manager *m) {
         metrics_text_family(sb, "blkmqd_device_managed", METRIC_GAUGE,
                             "1 for each block device a [Device] section matches.");
         for (size_t i = 0; i < m->n_devices; i++) {
@@ -45,8 +44,6 @@ int metrics_render(Manager *m, Prober *p, ZoneService *zones, StrBuf *sb) {
                 if (!d->removed)
                         metrics_text_gauge(sb, "blkmqd_device_managed", l, 2, resolved_managed(&d->resolved));
         }
-        /* The text format wants each family's samples in one group: one
-         * pass per family. */
         metrics_text_family(sb, "blkmqd_device_setting", METRIC_GAUGE,
                             "Numeric value of a block-layer setting as read back after blkmqd applied it.");
         for (size_t i = 0; i < m->n_devices; i++) {
@@ -90,9 +87,10 @@ int metrics_render(Manager *m, Prober *p, ZoneService *zones, StrBuf *sb) {
                         tune_job_count(d->last, c);
                 metrics_text_gauge(sb, "blkmqd_device_settings_failed", l, 1, c[TUNE_FAILED]);
         }
+}
 
-        if (n == 0)
-                return strbuf_error(sb);
+static void render_probe_latency(StrBuf *sb, Prober *p, uint64_t now) {
+        size_t n = prober_count(p);
 
         metrics_text_family(sb, "blkmqd_probe_latency_seconds", METRIC_HISTOGRAM,
                             "Latency of blkmqd's read probes (O_DIRECT, QD1) since start.");
@@ -134,6 +132,11 @@ int metrics_render(Manager *m, Prober *p, ZoneService *zones, StrBuf *sb) {
                 struct metric_label l[] = { LBL("device", t->sysname) };
                 metrics_text_counter(sb, "blkmqd_probe_errors_total", l, 1, t->n_errors);
         }
+}
+
+/* iostat's figures, from the probe targets' /sys/block/X/stat samples. */
+static void render_iostat(StrBuf *sb, Prober *p) {
+        size_t n = prober_count(p);
 
         static const struct {
                 const char *name, *help;
@@ -159,6 +162,10 @@ int metrics_render(Manager *m, Prober *p, ZoneService *zones, StrBuf *sb) {
                         gauge_if_finite(sb, g[k].name, t->sysname, v * g[k].scale);
                 }
         }
+}
+
+static void render_alerts(StrBuf *sb, Prober *p) {
+        size_t n = prober_count(p);
 
         static const char *const kinds[] = { "read", "write" };
         metrics_text_family(sb, "blkmqd_latency_alerts_total", METRIC_COUNTER,
@@ -184,26 +191,41 @@ int metrics_render(Manager *m, Prober *p, ZoneService *zones, StrBuf *sb) {
                         metrics_text_gauge(sb, "blkmqd_latency_alert_active", l, 2, alert_is_active(a));
                 }
         }
+}
+
+static void render_zones(StrBuf *sb, ZoneService *zones) {
+        uint64_t checked, errors;
+        unsigned bad;
+
+        zone_service_scrub_stats(zones, &checked, &errors, &bad);
+        metrics_text_family(sb, "blkmqd_zone_objects_checked_total", METRIC_COUNTER,
+                            "Sealed objects read back and checked against their SHA-256 (scrub, Verify, Read).");
+        metrics_text_counter(sb, "blkmqd_zone_objects_checked_total", NULL, 0, checked);
+        metrics_text_family(sb, "blkmqd_zone_object_errors_total", METRIC_COUNTER,
+                            "Checks that found a SHA-256 mismatch or a read error.");
+        metrics_text_counter(sb, "blkmqd_zone_object_errors_total", NULL, 0, errors);
+        metrics_text_family(sb, "blkmqd_zone_objects_damaged", METRIC_GAUGE,
+                            "Sealed objects whose last check failed (an alert: never repaired by blkmqd).");
+        metrics_text_gauge(sb, "blkmqd_zone_objects_damaged", NULL, 0, bad);
+}
+
+int metrics_render(Manager *m, Prober *p, ZoneService *zones, StrBuf *sb) {
+        render_devices(sb, m);
+        /* Without probe targets, neither the event loop nor the zone figures
+         * are written. */
+        if (prober_count(p) == 0)
+                return strbuf_error(sb);
+        render_probe_latency(sb, p, now_usec(CLOCK_MONOTONIC));
+        render_iostat(sb, p);
+        render_alerts(sb, p);
         if (m->autotuner)
                 autotuner_metrics(m->autotuner, sb);
         metrics_text_family(sb, "blkmqd_event_loop_iteration_seconds", METRIC_HISTOGRAM,
                             "Busy time of each event loop iteration (prepare and one dispatch, not the wait): "
                             "no reply is faster than the iteration it waits behind.");
         metrics_text_histogram(sb, "blkmqd_event_loop_iteration_seconds", NULL, 0, &m->loop_hist);
-        if (zones) {
-                uint64_t checked, errors;
-                unsigned bad;
-                zone_service_scrub_stats(zones, &checked, &errors, &bad);
-                metrics_text_family(sb, "blkmqd_zone_objects_checked_total", METRIC_COUNTER,
-                                    "Sealed objects read back and checked against their SHA-256 (scrub, Verify, Read).");
-                metrics_text_counter(sb, "blkmqd_zone_objects_checked_total", NULL, 0, checked);
-                metrics_text_family(sb, "blkmqd_zone_object_errors_total", METRIC_COUNTER,
-                                    "Checks that found a SHA-256 mismatch or a read error.");
-                metrics_text_counter(sb, "blkmqd_zone_object_errors_total", NULL, 0, errors);
-                metrics_text_family(sb, "blkmqd_zone_objects_damaged", METRIC_GAUGE,
-                                    "Sealed objects whose last check failed (an alert: never repaired by blkmqd).");
-                metrics_text_gauge(sb, "blkmqd_zone_objects_damaged", NULL, 0, bad);
-        }
+        if (zones)
+                render_zones(sb, zones);
         return strbuf_error(sb);
 }
 
