@@ -76,9 +76,23 @@ static uint64_t rng_next(Prober *p) {
         return p->rng * UINT64_C(2685821657736338717);
 }
 
-static void target_free(ProbeTarget *t) {
+ProbeTarget *probe_target_new(const char *sysname) {
+        _cleanup_(probe_target_freep) ProbeTarget *t = NULL;
+
+        t = calloc(1, sizeof *t);
         if (!t)
-                return;
+                return NULL;
+        t->lat = calloc(1, sizeof *t->lat);
+        t->sysname = strdup(sysname);
+        if (!t->lat || !t->sysname)
+                return NULL;
+        hist_window_reset(t->lat);
+        return TAKE_PTR(t);
+}
+
+ProbeTarget *probe_target_free(ProbeTarget *t) {
+        if (!t)
+                return NULL;
         if (t->req)
                 ((ProbeReq *) t->req)->target = NULL; /* the completion frees it */
         free(t->sysname);
@@ -88,13 +102,14 @@ static void target_free(ProbeTarget *t) {
         free(t->lat);
         free(t->extents);
         free(t);
+        return NULL;
 }
 
 Prober *prober_free(Prober *p) {
         if (!p)
                 return NULL;
         for (size_t i = 0; i < p->n_targets; i++)
-                target_free(p->targets[i]);
+                probe_target_free(p->targets[i]);
         free(p->targets);
         sd_event_source_disable_unref(p->timer);
         sd_event_unref(p->event);
@@ -206,17 +221,10 @@ int prober_update(Prober *p, const char *sysname, const char *devnode, const cha
                 if (!n)
                         return -ENOMEM;
                 p->targets = n;
-                t = calloc(1, sizeof *t);
+                t = probe_target_new(sysname);
                 if (!t)
                         return -ENOMEM;
                 t->prober = p;
-                t->lat = calloc(1, sizeof *t->lat);
-                t->sysname = strdup(sysname);
-                if (!t->lat || !t->sysname) {
-                        target_free(t);
-                        return -ENOMEM;
-                }
-                hist_window_reset(t->lat);
                 p->targets[p->n_targets++] = t;
                 added = true;
         }
@@ -259,7 +267,7 @@ int prober_update(Prober *p, const char *sysname, const char *devnode, const cha
 void prober_remove(Prober *p, const char *sysname) {
         for (size_t i = 0; i < p->n_targets; i++)
                 if (streq(p->targets[i]->sysname, sysname)) {
-                        target_free(p->targets[i]);
+                        probe_target_free(p->targets[i]);
                         memmove(&p->targets[i], &p->targets[i + 1], sizeof(ProbeTarget *) * (p->n_targets - i - 1));
                         p->n_targets--;
                         prober_rearm(p);

@@ -6,6 +6,7 @@
 #include <systemd/sd-event.h>
 
 #include "alert.h"
+#include "cleanup.h"
 #include "hist.h"
 
 /* Latency probes: per managed device, periodic read-only O_DIRECT reads at
@@ -84,6 +85,11 @@ int prober_update(Prober *p, const char *sysname, const char *devnode, const cha
                   const ProbeConfig *config);
 void prober_remove(Prober *p, const char *sysname);
 ProbeTarget *prober_find(Prober *p, const char *sysname);
+/* A target outside any prober, its histogram empty (prober_update() makes
+ * them; tests fill them by hand); NULL on OOM. The free takes NULL. */
+ProbeTarget *probe_target_new(const char *sysname);
+ProbeTarget *probe_target_free(ProbeTarget *t);
+DEFINE_TRIVIAL_CLEANUP_FUNC(ProbeTarget *, probe_target_free)
 /* Iteration: for (size_t i = 0; i < prober_count(p); i++) prober_get(p, i). */
 size_t prober_count(Prober *p);
 ProbeTarget *prober_get(Prober *p, size_t i);
