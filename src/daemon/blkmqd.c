@@ -66,6 +66,29 @@ static void help(void) {
                "See blkmqd(8) and blkmqd.conf(5).\n");
 }
 
+static int parse_log_target(const char *s) {
+        if (streq(s, "auto"))
+                log_set_target(LOG_TARGET_AUTO);
+        else if (streq(s, "console"))
+                log_set_target(LOG_TARGET_CONSOLE);
+        else if (streq(s, "journal"))
+                log_set_target(LOG_TARGET_JOURNAL);
+        else {
+                log_error("Invalid log target \"%s\".", s);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+/* Options that only go together: 1 if the combination is fine. */
+static int check_args(const Args *a) {
+        if (a->json && !a->dry_run && !a->once) {
+                log_error("--json goes with --dry-run or --once.");
+                return -EINVAL;
+        }
+        return 1;
+}
+
 static int parse_args(int argc, char **argv, Args *a) {
         enum {
                 ARG_JSON = 0x100,
@@ -91,7 +114,7 @@ static int parse_args(int argc, char **argv, Args *a) {
                 { "version", no_argument, NULL, ARG_VERSION },
                 {}
         };
-        int c;
+        int c, r;
 
         while ((c = getopt_long(argc, argv, "c:n1l:h", options, NULL)) >= 0)
                 switch (c) {
@@ -115,16 +138,9 @@ static int parse_args(int argc, char **argv, Args *a) {
                         }
                         break;
                 case ARG_LOG_TARGET:
-                        if (streq(optarg, "auto"))
-                                log_set_target(LOG_TARGET_AUTO);
-                        else if (streq(optarg, "console"))
-                                log_set_target(LOG_TARGET_CONSOLE);
-                        else if (streq(optarg, "journal"))
-                                log_set_target(LOG_TARGET_JOURNAL);
-                        else {
-                                log_error("Invalid log target \"%s\".", optarg);
-                                return -EINVAL;
-                        }
+                        r = parse_log_target(optarg);
+                        if (r < 0)
+                                return r;
                         break;
                 case ARG_VARLINK_ADDRESS:
                         a->varlink_address = optarg;
@@ -154,11 +170,7 @@ static int parse_args(int argc, char **argv, Args *a) {
                 log_error("Unexpected argument \"%s\".", argv[optind]);
                 return -EINVAL;
         }
-        if (a->json && !a->dry_run && !a->once) {
-                log_error("--json goes with --dry-run or --once.");
-                return -EINVAL;
-        }
-        return 1;
+        return check_args(a);
 }
 
 /* The varlink server allows 4096 connections; the soft fd limit systemd
