@@ -203,7 +203,7 @@ fail:
         return NULL;
 }
 
-json_t *probe_target_histogram_json(const ProbeTarget *t, const char *window, uint64_t now_usec) {
+int probe_target_histogram_json(const ProbeTarget *t, const char *window, uint64_t now_usec, json_t **ret) {
         json_t *o = NULL, *buckets = NULL, *log2 = NULL;
         uint64_t slots[HIST_LOG2_USEC_SLOTS];
         struct hist_bucket b;
@@ -212,10 +212,8 @@ json_t *probe_target_histogram_json(const ProbeTarget *t, const char *window, ui
         Hist h;
 
         span = window ? api_metrics_window_from_string(window) : API_METRICS_WINDOW_DEFAULT;
-        if (span < 0) {
-                errno = EINVAL;
-                return NULL;
-        }
+        if (span < 0)
+                return -EINVAL;
         target_window(t, span, now_usec, &h);
 
         o = json_object();
@@ -244,14 +242,14 @@ json_t *probe_target_histogram_json(const ProbeTarget *t, const char *window, ui
         log2 = NULL;
         if (r < 0)
                 goto fail;
-        return o;
+        *ret = o;
+        return 0;
 
 fail:
         json_decref(o);
         json_decref(buckets);
         json_decref(log2);
-        errno = ENOMEM;
-        return NULL;
+        return -ENOMEM;
 }
 
 /* ---- the interface ---- */
@@ -315,15 +313,16 @@ static int method_histogram(VarlinkCall *call, json_t *params, void *userdata) {
         const char *window = json_string_value(json_object_get(params, "window"));
         ProbeTarget *t;
         json_t *o;
+        int r;
 
         if (window && api_metrics_window_from_string(window) < 0)
                 return varlink_call_error_invalid_parameter(call, "window");
         t = find_target(a, name);
         if (!t)
                 return no_such_device(call, name);
-        o = probe_target_histogram_json(t, window, now_usec(CLOCK_MONOTONIC));
-        if (!o)
-                return -ENOMEM;
+        r = probe_target_histogram_json(t, window, now_usec(CLOCK_MONOTONIC), &o);
+        if (r < 0)
+                return r;
         return varlink_call_reply(call, o);
 }
 

@@ -44,8 +44,8 @@ int api_metrics_window_from_string(const char *s);
  * t->lat is recorded with: CLOCK_MONOTONIC). t->lat may be NULL (no
  * samples). NULL on OOM. */
 json_t *probe_target_metrics_json(const ProbeTarget *t, uint64_t now_usec);
-/* The Histogram reply of the IDL; window NULL = "10m". NULL for an unknown
- * window (errno EINVAL) or on OOM (errno ENOMEM). */
-json_t *probe_target_histogram_json(const ProbeTarget *t, const char *window, uint64_t now_usec);
+/* The Histogram reply of the IDL; window NULL = "10m". -EINVAL for an
+ * unknown window, -ENOMEM. */
+int probe_target_histogram_json(const ProbeTarget *t, const char *window, uint64_t now_usec, json_t **ret);
 /* One Window object of the IDL for a histogram. NULL on OOM. */
 json_t *api_metrics_window_json(const char *name, const Hist *h);
