@@ -32,6 +32,7 @@
 #include "util.h"
 #include "varlink-idl.h"
 #include "varlink.h"
+#include "varlink-peer.h"
 
 /* ---- targets filled by hand ---- */
 
@@ -410,28 +411,17 @@ typedef struct Fixture {
         VarlinkServer *s;
         ApiMetrics *api;
         Prober *prober;
-        int fd;
-        char *buf;
-        size_t size;
+        VarlinkPeer peer;
 } Fixture;
 
-static void pump(Fixture *f) {
-        for (unsigned i = 0; i < 100000; i++) {
-                int r = sd_event_run(f->e, 0);
-                assert_true(r >= 0);
-                if (r == 0)
-                        return;
-        }
-        fail_msg("event loop does not settle");
-}
 
 static void connect_client(Fixture *f) {
         int p[2];
 
         assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p), 0);
         assert_int_equal(varlink_server_add_connection(f->s, p[1]), 0);
-        f->fd = p[0];
-        f->size = 0;
+        f->peer.fd = p[0];
+        f->peer.size = 0;
 }
 
 static int setup(void **state) {
@@ -441,6 +431,7 @@ static int setup(void **state) {
 
         assert_non_null(f);
         assert_int_equal(sd_event_new(&f->e), 0);
+        f->peer.e = f->e;
         assert_int_equal(varlink_server_new(&f->s, f->e, "blkmqd project", "blkmqd", "9.9", "https://example.org"), 0);
         assert_int_equal(prober_new(&f->prober, f->e, NULL), 0);
         t = prober_add(f->prober, "nvme0n1", "/dev/nvme0n1");
@@ -460,58 +451,31 @@ static int setup(void **state) {
 static int teardown(void **state) {
         Fixture *f = *state;
 
-        if (f->fd >= 0)
-                close(f->fd);
+        if (f->peer.fd >= 0)
+                close(f->peer.fd);
         f->api = api_metrics_free(f->api);
         varlink_server_free(f->s);
         prober_free(f->prober);
         sd_event_unref(f->e);
-        free(f->buf);
+        free(f->peer.buf);
         free(f);
         return 0;
 }
 
+static void pump(Fixture *f) {
+        peer_pump(f->e);
+}
+
 static void send_msg(Fixture *f, const char *text) {
-        assert_int_equal(send(f->fd, text, strlen(text) + 1, MSG_NOSIGNAL), (ssize_t) strlen(text) + 1);
+        peer_send(&f->peer, text);
 }
 
 /* The next message, or NULL at EOF; with wait false, NULL also when none
  * is there once the loop settled. */
 static json_t *next_message_full(Fixture *f, bool wait) {
-        for (unsigned tries = 0; tries < 2000; tries++) {
-                char *nul = f->size > 0 ? memchr(f->buf, 0, f->size) : NULL;
-                char chunk[65536];
-                ssize_t n;
-
-                if (nul) {
-                        json_error_t error;
-                        json_t *m = json_loads(f->buf, 0, &error);
-                        size_t len = nul - f->buf + 1;
-
-                        if (!m)
-                                fail_msg("server sent invalid JSON '%s': %s", f->buf, error.text);
-                        memmove(f->buf, f->buf + len, f->size - len);
-                        f->size -= len;
-                        return m;
-                }
-                pump(f);
-                n = recv(f->fd, chunk, sizeof chunk, MSG_DONTWAIT);
-                if (n < 0 && errno == EAGAIN) {
-                        if (!wait)
-                                return NULL;
-                        assert_true(sd_event_run(f->e, 5000) >= 0);
-                        continue;
-                }
-                if (n <= 0)
-                        return NULL;
-                f->buf = realloc(f->buf, f->size + n);
-                assert_non_null(f->buf);
-                memcpy(f->buf + f->size, chunk, n);
-                f->size += n;
-        }
-        fail_msg("no message from the server");
-        return NULL;
+        return peer_next(&f->peer, wait);
 }
+
 
 static json_t *next_message(Fixture *f) {
         return next_message_full(f, true);
@@ -717,8 +681,8 @@ static void test_monitor(void **state) {
         json_decref(p);
 
         /* The client goes: the monitor is dropped, events go nowhere. */
-        close(f->fd);
-        f->fd = -EBADF;
+        close(f->peer.fd);
+        f->peer.fd = -EBADF;
         pump(f);
         assert_int_equal(varlink_server_n_connections(f->s), 0);
         api_metrics_probe_event(f->prober, PROBE_EVENT_ALERT_RAISED, nvme, "read", f->api);
@@ -945,18 +909,19 @@ static void test_blkmqctl(void **state) {
 
 /* The IDL as the server serves it (GetInterfaceDescription), for check_idl(). */
 static int group_setup(void **state) {
-        Fixture f = { .fd = -EBADF };
+        Fixture f = { .peer.fd = -EBADF };
         ApiMetrics *a = NULL;
         json_t *p;
         int s[2];
 
         assert_int_equal(sd_event_new(&f.e), 0);
+        f.peer.e = f.e;
         assert_int_equal(varlink_server_new(&f.s, f.e, "t", "t", "0", "t"), 0);
         assert_int_equal(prober_new(&f.prober, f.e, NULL), 0);
         assert_int_equal(api_metrics_new(&a, f.prober, f.s), 0);
         assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s), 0);
         assert_int_equal(varlink_server_add_connection(f.s, s[1]), 0);
-        f.fd = s[0];
+        f.peer.fd = s[0];
         send_msg(&f, "{\"method\":\"org.varlink.service.GetInterfaceDescription\","
                      "\"parameters\":{\"interface\":\"io.blkmqd.Metrics\"}}");
         p = next_message(&f);
@@ -967,12 +932,12 @@ static int group_setup(void **state) {
                          0);
         assert_string_equal(idl->name, "io.blkmqd.Metrics");
         json_decref(p);
-        close(f.fd);
+        close(f.peer.fd);
         api_metrics_free(a);
         prober_free(f.prober);
         varlink_server_free(f.s);
         sd_event_unref(f.e);
-        free(f.buf);
+        free(f.peer.buf);
         return 0;
 }
 
