@@ -8,7 +8,7 @@
 #include "strbuf.h"
 
 /* Makes room for extra more bytes plus the NUL. */
-static int strbuf_reserve(strbuf_t *sb, size_t extra) {
+static int strbuf_reserve(StrBuf *sb, size_t extra) {
         size_t need, a;
         char *p;
 
@@ -33,7 +33,7 @@ static int strbuf_reserve(strbuf_t *sb, size_t extra) {
         return 0;
 }
 
-int strbuf_appendn(strbuf_t *sb, const char *s, size_t n) {
+int strbuf_appendn(StrBuf *sb, const char *s, size_t n) {
         int r;
 
         r = strbuf_reserve(sb, n);
@@ -46,15 +46,15 @@ int strbuf_appendn(strbuf_t *sb, const char *s, size_t n) {
         return 0;
 }
 
-int strbuf_append(strbuf_t *sb, const char *s) {
+int strbuf_append(StrBuf *sb, const char *s) {
         return strbuf_appendn(sb, s, strlen(s));
 }
 
-int strbuf_appendc(strbuf_t *sb, char c) {
+int strbuf_appendc(StrBuf *sb, char c) {
         return strbuf_appendn(sb, &c, 1);
 }
 
-int strbuf_appendv(strbuf_t *sb, const char *fmt, va_list ap) {
+int strbuf_appendv(StrBuf *sb, const char *fmt, va_list ap) {
         va_list aq;
         int n, r;
 
@@ -80,7 +80,7 @@ int strbuf_appendv(strbuf_t *sb, const char *fmt, va_list ap) {
         return 0;
 }
 
-int strbuf_appendf(strbuf_t *sb, const char *fmt, ...) {
+int strbuf_appendf(StrBuf *sb, const char *fmt, ...) {
         va_list ap;
         int r;
 
@@ -90,7 +90,7 @@ int strbuf_appendf(strbuf_t *sb, const char *fmt, ...) {
         return r;
 }
 
-char *strbuf_steal(strbuf_t *sb) {
+char *strbuf_steal(StrBuf *sb) {
         char *s = NULL;
 
         if (sb->error >= 0)
@@ -99,14 +99,14 @@ char *strbuf_steal(strbuf_t *sb) {
         return s;
 }
 
-void strbuf_truncate(strbuf_t *sb, size_t len) {
+void strbuf_truncate(StrBuf *sb, size_t len) {
         if (!sb->buf || len >= sb->len)
                 return;
         sb->len = len;
         sb->buf[len] = 0;
 }
 
-void strbuf_done(strbuf_t *sb) {
+void strbuf_done(StrBuf *sb) {
         if (!sb)
                 return;
         free(sb->buf);

@@ -16,27 +16,27 @@ typedef struct strbuf {
         size_t len;             /* excluding the NUL */
         size_t allocated;
         int error;              /* 0 or -ENOMEM */
-} strbuf_t;
+} StrBuf;
 
-#define STRBUF_INIT ((strbuf_t) {})
+#define STRBUF_INIT ((StrBuf) {})
 
-int strbuf_append(strbuf_t *sb, const char *s);
-int strbuf_appendn(strbuf_t *sb, const char *s, size_t n);
-int strbuf_appendc(strbuf_t *sb, char c);
-int strbuf_appendf(strbuf_t *sb, const char *fmt, ...) _printf_(2, 3);
-int strbuf_appendv(strbuf_t *sb, const char *fmt, va_list ap) _printf_(2, 0);
+int strbuf_append(StrBuf *sb, const char *s);
+int strbuf_appendn(StrBuf *sb, const char *s, size_t n);
+int strbuf_appendc(StrBuf *sb, char c);
+int strbuf_appendf(StrBuf *sb, const char *fmt, ...) _printf_(2, 3);
+int strbuf_appendv(StrBuf *sb, const char *fmt, va_list ap) _printf_(2, 0);
 
-static inline int strbuf_error(const strbuf_t *sb) {
+static inline int strbuf_error(const StrBuf *sb) {
         return sb->error;
 }
 
 /* "" for an empty buffer, never NULL. */
-static inline const char *strbuf_str(const strbuf_t *sb) {
+static inline const char *strbuf_str(const StrBuf *sb) {
         return sb->buf ? sb->buf : "";
 }
 
 /* Hands the string on (NULL if nothing was appended or on error) and empties sb. */
-char *strbuf_steal(strbuf_t *sb);
-void strbuf_truncate(strbuf_t *sb, size_t len);
-void strbuf_done(strbuf_t *sb);
+char *strbuf_steal(StrBuf *sb);
+void strbuf_truncate(StrBuf *sb, size_t len);
+void strbuf_done(StrBuf *sb);
 #define _cleanup_strbuf_ _cleanup_(strbuf_done)

@@ -27,7 +27,7 @@
 
 #include "blkmq/varlink.h"
 #include "cleanup.h"
-#include "sha256.h" /* the core's SHA-256 wrapper, compiled into blkmqctl with libcrypto (see src/meson.build) */
+#include "sha256.h" /* basic's SHA-256 (src/basic/sha256.c, over libcrypto): blkmqctl links basic and libblkmq */
 
 /* blkmqctl: the command-line client of io.blkmqd.Manager,
  * io.blkmqd.Metrics and io.blkmqd.Zones (see io.blkmqd.*.varlink, blkmqctl(8) and

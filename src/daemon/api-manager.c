@@ -241,7 +241,7 @@ static void monitors_send(ApiManager *a, const char *event, Device *d, const cha
         varlink_subscribers_notify(&a->monitors, o);
 }
 
-void api_manager_event(Manager *m, ManagerEventType type, Device *d, void *userdata) {
+static void api_manager_event(Manager *m, ManagerEventType type, Device *d, void *userdata) {
         ApiManager *a = userdata;
 
         switch (type) {
@@ -274,6 +274,8 @@ void api_manager_event(Manager *m, ManagerEventType type, Device *d, void *userd
                         if (o)
                                 varlink_subscribers_notify(&a->monitors, o);
                 }
+                break;
+        default:
                 break;
         }
 }
@@ -590,24 +592,34 @@ static const VarlinkMethod methods[] = {
 };
 
 int api_manager_new(ApiManager **ret, Manager *m, VarlinkServer *server) {
-        ApiManager *a = calloc(1, sizeof *a);
+        _cleanup_(api_manager_freep) ApiManager *a = NULL;
         int r;
 
+        a = calloc(1, sizeof *a);
         if (!a)
                 return -ENOMEM;
         a->manager = m;
-        r = varlink_server_add_interface(server, io_blkmqd_Manager_varlink, methods, ELEMENTSOF(methods), a);
-        if (r < 0) {
-                free(a);
+        r = manager_subscribe(m, MANAGER_EVENT_MASK(MANAGER_EVENT_DEVICE_ADDED) |
+                                 MANAGER_EVENT_MASK(MANAGER_EVENT_DEVICE_REMOVED) |
+                                 MANAGER_EVENT_MASK(MANAGER_EVENT_DEVICE_APPLIED) |
+                                 MANAGER_EVENT_MASK(MANAGER_EVENT_RELOADED) |
+                                 MANAGER_EVENT_MASK(MANAGER_EVENT_PROFILE) |
+                                 MANAGER_EVENT_MASK(MANAGER_EVENT_IDLE) |
+                                 MANAGER_EVENT_MASK(MANAGER_EVENT_TRIAL),
+                              api_manager_event, a);
+        if (r < 0)
                 return r;
-        }
-        *ret = a;
+        r = varlink_server_add_interface(server, io_blkmqd_Manager_varlink, methods, ELEMENTSOF(methods), a);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(a);
         return 0;
 }
 
 ApiManager *api_manager_free(ApiManager *a) {
         if (!a)
                 return NULL;
+        manager_unsubscribe(a->manager, api_manager_event, a);
         varlink_subscribers_clear(&a->monitors);
         while (a->waiters) {
                 Waiter *w = a->waiters;

@@ -9,7 +9,8 @@
 
 typedef struct ApiManager ApiManager;
 
+/* Serves io.blkmqd.Manager on server, and listens to m: its events feed
+ * Monitor streams and complete waiting calls. */
 int api_manager_new(ApiManager **ret, Manager *m, VarlinkServer *server);
 ApiManager *api_manager_free(ApiManager *a);
-/* Manager events: feeds Monitor streams and completes waiting calls. */
-void api_manager_event(Manager *m, ManagerEventType type, Device *d, void *userdata);
+DEFINE_TRIVIAL_CLEANUP_FUNC(ApiManager *, api_manager_free)

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <malloc.h>
 #include <signal.h>
 #include <getopt.h>
@@ -12,10 +13,26 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <systemd/sd-daemon.h>
+
+#include "api-manager.h"
+#include "api-metrics.h"
+#include "api-zones.h"
+#include "autotune-runner.h"
 #include "conf.h"
 #include "log.h"
 #include "manager.h"
+#include "metrics.h"
+#include "probe.h"
 #include "util.h"
+#include "varlink.h"
+
+/* The composition root. The manager owns the event loop, the config and
+ * the devices, and tells its listeners what happens to them; it knows no
+ * service and no adapter. Here each service (the prober, the zone service,
+ * the metrics writer) and each varlink adapter is built and subscribed to
+ * what it needs, and torn down in an order that lets the worker pools'
+ * last callbacks land (daemon_free()). */
 
 /* Exit codes: 0 success; 1 bad usage or configuration, or a fatal error;
  * 2 --once finished but some setting failed. */
@@ -50,6 +67,29 @@ static void help(void) {
                "See blkmqd(8) and blkmqd.conf(5).\n");
 }
 
+static int parse_log_target(const char *s) {
+        if (streq(s, "auto"))
+                log_set_target(LOG_TARGET_AUTO);
+        else if (streq(s, "console"))
+                log_set_target(LOG_TARGET_CONSOLE);
+        else if (streq(s, "journal"))
+                log_set_target(LOG_TARGET_JOURNAL);
+        else {
+                log_error("Invalid log target \"%s\".", s);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+/* Options that only go together: 1 if the combination is fine. */
+static int check_args(const Args *a) {
+        if (a->json && !a->dry_run && !a->once) {
+                log_error("--json goes with --dry-run or --once.");
+                return -EINVAL;
+        }
+        return 1;
+}
+
 static int parse_args(int argc, char **argv, Args *a) {
         enum {
                 ARG_JSON = 0x100,
@@ -75,7 +115,7 @@ static int parse_args(int argc, char **argv, Args *a) {
                 { "version", no_argument, NULL, ARG_VERSION },
                 {}
         };
-        int c;
+        int c, r;
 
         while ((c = getopt_long(argc, argv, "c:n1l:h", options, NULL)) >= 0)
                 switch (c) {
@@ -99,16 +139,9 @@ static int parse_args(int argc, char **argv, Args *a) {
                         }
                         break;
                 case ARG_LOG_TARGET:
-                        if (streq(optarg, "auto"))
-                                log_set_target(LOG_TARGET_AUTO);
-                        else if (streq(optarg, "console"))
-                                log_set_target(LOG_TARGET_CONSOLE);
-                        else if (streq(optarg, "journal"))
-                                log_set_target(LOG_TARGET_JOURNAL);
-                        else {
-                                log_error("Invalid log target \"%s\".", optarg);
-                                return -EINVAL;
-                        }
+                        r = parse_log_target(optarg);
+                        if (r < 0)
+                                return r;
                         break;
                 case ARG_VARLINK_ADDRESS:
                         a->varlink_address = optarg;
@@ -138,11 +171,7 @@ static int parse_args(int argc, char **argv, Args *a) {
                 log_error("Unexpected argument \"%s\".", argv[optind]);
                 return -EINVAL;
         }
-        if (a->json && !a->dry_run && !a->once) {
-                log_error("--json goes with --dry-run or --once.");
-                return -EINVAL;
-        }
-        return 1;
+        return check_args(a);
 }
 
 /* The varlink server allows 4096 connections; the soft fd limit systemd
@@ -184,8 +213,255 @@ static void presize_fdtable(void) {
                 close(fd);
 }
 
+typedef struct Daemon {
+        Manager *manager;
+        AutoTuner *autotuner;    /* closed-loop tuning trials */
+        VarlinkServer *varlink;
+        ApiManager *api;
+        Prober *prober;          /* NULL when probes are off (ProbeIntervalSec=0, no io_uring) */
+        ApiMetrics *api_metrics;
+        ZoneService *zones;      /* NULL without [Zones] Emulate= or ZoneAllocator=yes */
+        MetricsWriter *metrics;
+} Daemon;
+
+static uint64_t resolved_u64(const Resolved *r, Knob k, uint64_t def) {
+        long long v;
+        if (!r->value[k] || safe_atolli(r->value[k], &v) < 0 || v < 0)
+                return def;
+        return (uint64_t) v;
+}
+
+/* The prober follows each device's resolved probe settings. */
+static void prober_on_manager_event(Manager *m, ManagerEventType type, Device *d, void *userdata) {
+        Prober *p = userdata;
+        const Resolved *r = &d->resolved;
+        ProbeConfig c = {};
+
+        if (type == MANAGER_EVENT_DEVICE_REMOVED) {
+                prober_remove(p, d->sysname);
+                return;
+        }
+        c.enabled = resolved_managed(r) && resolved_u64(r, KNOB_PROBE, 1) && d->info->devnode;
+        c.interval_usec = resolved_u64(r, KNOB_PROBE_INTERVAL, m->config->daemon.probe_interval_usec);
+        c.enabled = c.enabled && c.interval_usec > 0;
+        c.jitter_usec = resolved_u64(r, KNOB_PROBE_JITTER, c.interval_usec / 10);
+        c.size = (uint32_t) resolved_u64(r, KNOB_PROBE_SIZE, 4) * 1024;
+        c.polled = resolved_u64(r, KNOB_PROBE_POLLED, 0);
+        c.alert_read_usec = resolved_u64(r, KNOB_ALERT_READ_LAT, 0);
+        c.alert_write_usec = resolved_u64(r, KNOB_ALERT_WRITE_LAT, 0);
+        ProbeDevice pd = {
+                .sysname = d->sysname,
+                .devnode = d->info->devnode,
+                .blockdir = d->info->blockdir,
+                .zoned = !streq_ptr(d->info->zoned, "none"),
+                .size_bytes = d->info->size,
+                .logical_block_size = d->info->logical_block_size,
+                .diskseq = d->info->diskseq,
+                .stat_fd = TAKE_FD(d->info->stat_fd),
+        };
+        if (prober_update(p, &pd, &c) < 0)
+                log_oom();
+}
+
+/* The zone service takes the zoned devices offered to it (ZoneAllocator=yes)
+ * and the [Zones] keys of a reloaded config. */
+static void zones_on_manager_event(Manager *m, ManagerEventType type, Device *d, void *userdata) {
+        ZoneService *z = userdata;
+
+        switch (type) {
+        case MANAGER_EVENT_DEVICE_RESOLVED:
+                if (streq_ptr(d->resolved.value[KNOB_ZONE_ALLOCATOR], "1") && resolved_managed(&d->resolved) &&
+                    !streq_ptr(d->info->zoned, "none") && d->info->devnode)
+                        (void) zone_service_add_kernel(z, d->info->id, d->sysname, d->info->devnode,
+                                                       d->info->blockdir);
+                break;
+        case MANAGER_EVENT_DEVICE_REMOVED:
+                zone_service_device_gone(z, d->sysname);
+                break;
+        case MANAGER_EVENT_RELOADED:
+                zone_service_reload(z, &m->config->zones);
+                break;
+        default:
+                break;
+        }
+}
+
+/* The trial runner: overlays a trial's candidate on a resolved policy (it
+ * subscribes first, so the others see the result), forgets its trials on a
+ * restore, and follows the rest. */
+static void autotuner_on_manager_event(Manager *m, ManagerEventType type, Device *d, void *userdata) {
+        AutoTuner *t = userdata;
+
+        switch (type) {
+        case MANAGER_EVENT_DEVICE_RESOLVED:
+                autotuner_overlay(t, d, &d->resolved);
+                break;
+        case MANAGER_EVENT_RESTORING:
+                autotuner_forget(t, d);
+                break;
+        default:
+                autotuner_event(t, type, d);
+                break;
+        }
+}
+
+static void daemon_on_probe_event(Prober *p, ProbeEventType type, ProbeTarget *t, const char *detail, void *userdata) {
+        Daemon *d = userdata;
+
+        if (d->api_metrics)
+                api_metrics_probe_event(p, type, t, detail, d->api_metrics);
+        if (d->metrics)
+                metrics_writer_schedule(d->metrics);
+}
+
+static Daemon *daemon_free(Daemon *d) {
+        if (!d)
+                return NULL;
+        if (d->autotuner) {
+                manager_unsubscribe(d->manager, autotuner_on_manager_event, d->autotuner);
+                d->manager->autotuner = NULL;
+                d->autotuner = autotuner_free(d->autotuner);
+        }
+        /* Probes go first (their cancelled reads find no target); then the
+         * manager stops its pools, whose last callbacks land in the
+         * services and adapters (manager_stop()); then those go. */
+        if (d->prober) {
+                prober_set_event_cb(d->prober, NULL, NULL);
+                manager_unsubscribe(d->manager, prober_on_manager_event, d->prober);
+        }
+        if (d->zones)
+                zone_service_set_alert_cb(d->zones, NULL, NULL); /* its checks may still end below */
+        d->api_metrics = api_metrics_free(d->api_metrics);
+        if (d->manager)
+                d->manager->prober = NULL;
+        d->prober = prober_free(d->prober);
+        if (d->manager)
+                manager_stop(d->manager);
+        if (d->zones)
+                manager_unsubscribe(d->manager, zones_on_manager_event, d->zones);
+        d->zones = zone_service_free(d->zones);
+        d->metrics = metrics_writer_free(d->metrics);
+        d->api = api_manager_free(d->api);
+        d->varlink = varlink_server_free(d->varlink);
+        d->manager = manager_free(d->manager);
+        free(d);
+        return NULL;
+}
+DEFINE_TRIVIAL_CLEANUP_FUNC(Daemon *, daemon_free)
+
+/* The allocator runs when it has something to serve: emulated zones, or a
+ * [Device] section offering devices (ZoneAllocator=yes). */
+static bool config_wants_zones(const Config *c) {
+        if (c->zones.emulate)
+                return true;
+        for (size_t i = 0; i < c->n_devices; i++)
+                if (streq_ptr(c->devices[i].settings.value[KNOB_ZONE_ALLOCATOR], "1"))
+                        return true;
+        for (size_t i = 0; i < c->n_profiles; i++)
+                if (streq_ptr(c->profiles[i].settings.value[KNOB_ZONE_ALLOCATOR], "1"))
+                        return true;
+        return false;
+}
+
+/* Socket activation first (blkmqd.socket, FileDescriptorName=varlink),
+ * else the address given or the default. */
+static int daemon_listen(Daemon *d) {
+        _cleanup_strv_free_ char **names = NULL;
+        const char *address = d->manager->opts.varlink_address;
+        int n, r, fd = -EBADF;
+
+        n = address ? 0 : sd_listen_fds_with_names(true, &names);
+        for (int i = 0; i < n; i++) {
+                if (fd < 0 && names && names[i] && (streq(names[i], "varlink") || streq(names[i], "unknown")))
+                        fd = SD_LISTEN_FDS_START + i;
+                else
+                        close(SD_LISTEN_FDS_START + i);
+        }
+        if (fd >= 0) {
+                r = varlink_server_listen_fd(d->varlink, fd);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to listen on the passed varlink socket: %m");
+                log_debug("Listening on the varlink socket systemd passed.");
+                return 0;
+        }
+        if (!address)
+                address = VARLINK_ADDRESS;
+        r = varlink_server_listen_address(d->varlink, address, 0666);
+        if (r < 0)
+                return log_error_errno(r, "Failed to listen on %s: %m", address);
+        log_debug("Listening on %s.", address);
+        return 0;
+}
+
+/* The services and the varlink API of a running daemon (not --once, not
+ * --dry-run). Listeners hear an event in the order they subscribe here:
+ * the trial runner, the Manager adapter, the prober, the zone service, the
+ * metrics writer. */
+static int daemon_setup_services(Daemon *d) {
+        Manager *m = d->manager;
+        int r;
+
+        r = varlink_server_new(&d->varlink, m->event, "blkmqd", "blkmqd", PACKAGE_VERSION,
+                               "https://github.com/blkmqd/blkmqd");
+        if (r < 0)
+                return log_error_errno(r, "Failed to create varlink server: %m");
+        if (m->config->daemon.admin_group) {
+                struct group *g = getgrnam(m->config->daemon.admin_group);
+                if (g)
+                        varlink_server_set_admin_gid(d->varlink, g->gr_gid);
+                else
+                        log_warning("AdminGroup=%s: no such group, only root may change settings.",
+                                    m->config->daemon.admin_group);
+        }
+        r = autotuner_new(&d->autotuner, m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up tuning trials: %m");
+        r = manager_subscribe(m, ~0u, autotuner_on_manager_event, d->autotuner);
+        if (r < 0)
+                return log_oom();
+        m->autotuner = d->autotuner;
+
+        r = api_manager_new(&d->api, m, d->varlink);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up io.blkmqd.Manager: %m");
+
+        if (m->uring && m->config->daemon.probe_interval_usec > 0) {
+                r = prober_new(&d->prober, m->event, m->uring);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to set up latency probes: %m");
+                m->prober = d->prober;
+                r = manager_subscribe(m, MANAGER_EVENT_MASK(MANAGER_EVENT_DEVICE_RESOLVED) |
+                                         MANAGER_EVENT_MASK(MANAGER_EVENT_DEVICE_REMOVED),
+                                      prober_on_manager_event, d->prober);
+                if (r < 0)
+                        return log_oom();
+                r = api_metrics_new(&d->api_metrics, d->prober, d->varlink);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to set up io.blkmqd.Metrics: %m");
+                prober_set_event_cb(d->prober, daemon_on_probe_event, d);
+        }
+        if (m->uring && config_wants_zones(m->config)) {
+                r = zone_service_new(&d->zones, m->event, &m->config->zones, m->uring, m->pool, d->varlink);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to set up the zone allocator: %m");
+                /* Damaged objects on the Metrics Monitor streams, beside the latency alerts. */
+                if (d->api_metrics)
+                        zone_service_set_alert_cb(d->zones, api_metrics_zone_alert, d->api_metrics);
+                r = manager_subscribe(m, MANAGER_EVENT_MASK(MANAGER_EVENT_DEVICE_RESOLVED) |
+                                         MANAGER_EVENT_MASK(MANAGER_EVENT_DEVICE_REMOVED) |
+                                         MANAGER_EVENT_MASK(MANAGER_EVENT_RELOADED),
+                                      zones_on_manager_event, d->zones);
+                if (r < 0)
+                        return log_oom();
+        }
+        r = metrics_writer_new(&d->metrics, m, d->prober, d->zones);
+        if (r < 0)
+                return log_oom();
+        return daemon_listen(d);
+}
+
 int main(int argc, char **argv) {
-        _cleanup_(manager_freep) Manager *m = NULL;
+        _cleanup_(daemon_freep) Daemon *d = NULL;
         Config *config = NULL;
         ConfigError err;
         Args a = { .log_level = -1 };
@@ -237,14 +513,24 @@ int main(int argc, char **argv) {
                 .kernel_version = a.kernel_version,
                 .varlink_address = a.varlink_address,
         };
-        r = manager_new(&m, &opts, config);
+        d = calloc(1, sizeof *d);
+        if (!d) {
+                config_free(config);
+                return log_oom(), 1;
+        }
+        r = manager_new(&d->manager, &opts, config);
         if (r < 0) {
                 config_free(config);
                 return 1;
         }
-        r = manager_start(m);
+        if (!a.dry_run && !a.once) {
+                r = daemon_setup_services(d);
+                if (r < 0)
+                        return 1;
+        }
+        r = manager_start(d->manager);
         if (r < 0)
                 return 1;
-        r = manager_run(m);
+        r = manager_run(d->manager);
         return r < 0 ? 1 : r;
 }

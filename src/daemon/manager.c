@@ -3,7 +3,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <grp.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -15,16 +14,9 @@
 
 #include <systemd/sd-daemon.h>
 
-#include "api-manager.h"
-#include "api-metrics.h"
-#include "api-zones.h"
-#include "metrics.h"
-#include "probe.h"
 #include "uring-pool.h"
 #include "log.h"
 #include "manager.h"
-#include "autotune-runner.h"
-#include "varlink.h"
 #include "plan-print.h"
 #include "sysfs.h"
 #include "util.h"
@@ -97,10 +89,33 @@ static void device_drop_original(Device *d, const char *attr) {
 }
 
 static void manager_emit(Manager *m, ManagerEventType t, Device *d) {
-        if (m->autotuner)
-                autotuner_event(m->autotuner, t, d);
-        if (m->event_cb)
-                m->event_cb(m, t, d, m->event_userdata);
+        /* By index: a listener may unsubscribe (itself) while it is told. */
+        for (size_t i = 0; i < m->n_listeners; i++) {
+                ManagerListener *l = &m->listeners[i];
+                if (l->mask & MANAGER_EVENT_MASK(t))
+                        l->fn(m, t, d, l->userdata);
+        }
+}
+
+int manager_subscribe(Manager *m, unsigned mask, ManagerListenerFn fn, void *userdata) {
+        ManagerListener *l;
+
+        l = reallocarray(m->listeners, m->n_listeners + 1, sizeof *l);
+        if (!l)
+                return -ENOMEM;
+        m->listeners = l;
+        m->listeners[m->n_listeners++] = (ManagerListener) { .mask = mask, .fn = fn, .userdata = userdata };
+        return 0;
+}
+
+void manager_unsubscribe(Manager *m, ManagerListenerFn fn, void *userdata) {
+        for (size_t i = 0; i < m->n_listeners; i++)
+                if (m->listeners[i].fn == fn && m->listeners[i].userdata == userdata) {
+                        memmove(&m->listeners[i], &m->listeners[i + 1],
+                                sizeof(ManagerListener) * (m->n_listeners - i - 1));
+                        m->n_listeners--;
+                        return;
+                }
 }
 
 Device *manager_find_device(Manager *m, const char *name) {
@@ -350,7 +365,6 @@ static void job_done(void *data, void *userdata) {
         d->last = j;
         d->last_usec = now_usec(CLOCK_REALTIME);
         manager_emit(m, MANAGER_EVENT_DEVICE_APPLIED, d);
-        metrics_schedule_write(m);
 
         if (d->dirty) {
                 d->dirty = false;
@@ -381,43 +395,6 @@ static int device_submit(Device *d, TuneJob *j) {
         return 0;
 }
 
-static uint64_t resolved_u64(const Resolved *r, Knob k, uint64_t def) {
-        long long v;
-        if (!r->value[k] || safe_atolli(r->value[k], &v) < 0 || v < 0)
-                return def;
-        return (uint64_t) v;
-}
-
-/* The probe settings of a device, from its resolved policy. */
-static void device_update_probe(Device *d) {
-        Manager *m = d->manager;
-        const Resolved *r = &d->resolved;
-        ProbeConfig c = {};
-
-        if (!m->prober)
-                return;
-        c.enabled = resolved_managed(r) && resolved_u64(r, KNOB_PROBE, 1) && d->info->devnode;
-        c.interval_usec = resolved_u64(r, KNOB_PROBE_INTERVAL, m->config->daemon.probe_interval_usec);
-        c.enabled = c.enabled && c.interval_usec > 0;
-        c.jitter_usec = resolved_u64(r, KNOB_PROBE_JITTER, c.interval_usec / 10);
-        c.size = (uint32_t) resolved_u64(r, KNOB_PROBE_SIZE, 4) * 1024;
-        c.polled = resolved_u64(r, KNOB_PROBE_POLLED, 0);
-        c.alert_read_usec = resolved_u64(r, KNOB_ALERT_READ_LAT, 0);
-        c.alert_write_usec = resolved_u64(r, KNOB_ALERT_WRITE_LAT, 0);
-        ProbeDevice pd = {
-                .sysname = d->sysname,
-                .devnode = d->info->devnode,
-                .blockdir = d->info->blockdir,
-                .zoned = !streq_ptr(d->info->zoned, "none"),
-                .size_bytes = d->info->size,
-                .logical_block_size = d->info->logical_block_size,
-                .diskseq = d->info->diskseq,
-                .stat_fd = TAKE_FD(d->info->stat_fd),
-        };
-        if (prober_update(m->prober, &pd, &c) < 0)
-                log_oom();
-}
-
 /* Resolves the policy, plans, and runs the plan (dry run: inline, reads only). */
 static int device_apply(Device *d) {
         Manager *m = d->manager;
@@ -432,15 +409,10 @@ static int device_apply(Device *d) {
         r = policy_resolve(m->config, d->info, m->profile, &d->resolved);
         if (r < 0)
                 return log_oom();
-        /* A trial's candidate, or what a trial chose, over the policy. */
-        if (m->autotuner)
-                autotuner_overlay(m->autotuner, d, &d->resolved);
-
-        device_update_probe(d);
-        if (m->zones && streq_ptr(d->resolved.value[KNOB_ZONE_ALLOCATOR], "1") && resolved_managed(&d->resolved) &&
-            !streq_ptr(d->info->zoned, "none") && d->info->devnode)
-                (void) zone_service_add_kernel(m->zones, d->info->id, d->sysname, d->info->devnode,
-                                               d->info->blockdir);
+        /* The listeners: the trial runner (first) overlays a trial's
+         * candidate, or what a trial chose; the prober and the zone service
+         * follow the result. */
+        manager_emit(m, MANAGER_EVENT_DEVICE_RESOLVED, d);
 
         r = tune_plan(&m->tune, d->info, &d->resolved, &j);
         if (r < 0)
@@ -527,8 +499,7 @@ int manager_restore(Manager *m, Device *d) {
 
         if (m->opts.dry_run)
                 return 0;
-        if (m->autotuner)
-                autotuner_forget(m->autotuner, d);
+        manager_emit(m, MANAGER_EVENT_RESTORING, d);
         if (d) {
                 d->urgent = true;
                 return device_restore(d);
@@ -697,10 +668,6 @@ static void manager_device_removed(Manager *m, const char *sysname) {
                         continue;
                 log_info("%s: removed%s.", sysname, d->n_originals ? ", forgetting its original values" : "");
                 manager_emit(m, MANAGER_EVENT_DEVICE_REMOVED, d);
-                if (m->prober)
-                        prober_remove(m->prober, sysname);
-                zone_service_device_gone(m->zones, sysname);
-                metrics_schedule_write(m);
                 if (d->busy) {
                         d->removed = true; /* freed when its job is back */
                         return;
@@ -795,8 +762,6 @@ int manager_reload(Manager *m, ConfigError *err) {
                 return r;
         config_free(m->config);
         m->config = c;
-        if (m->zones)
-                zone_service_reload(m->zones, &c->zones);
         if (c->daemon.log_level >= 0)
                 log_set_max_level(c->daemon.log_level);
         if (m->profile && !config_find_profile(c, m->profile)) {
@@ -861,33 +826,27 @@ static int on_sigterm(sd_event_source *s, const struct signalfd_siginfo *si, voi
         return 0;
 }
 
-Manager *manager_free(Manager *m) {
-        if (!m)
-                return NULL;
+void manager_stop(Manager *m) {
         m->udev = udev_watch_free(m->udev);
         /* Events still on their way are dropped (their callbacks see
          * STOPPING) before anything they would touch goes. */
         m->state = MANAGER_STOPPING;
-        m->autotuner = autotuner_free(m->autotuner);
         m->udev_pool = work_pool_free(m->udev_pool);
         /* Teardown order: whatever a pool's outstanding callbacks touch
-         * must outlive that pool. Probes go first (their cancelled reads
-         * find no target), then the io_uring pool (zone appends finish
-         * into the zone service), then the work pool (tune jobs into the
-         * devices and api-manager, seals and resets into the zone
-         * service), then the services. */
-        if (m->prober)
-                prober_set_event_cb(m->prober, NULL, NULL);
-        zone_service_set_alert_cb(m->zones, NULL, NULL); /* its checks may still end below */
-        m->api_metrics = api_metrics_free(m->api_metrics);
-        m->prober = prober_free(m->prober);
+         * must outlive that pool. The prober goes before this (its
+         * cancelled reads find no target), then the io_uring pool (zone
+         * appends finish into the zone service), then the work pool (tune
+         * jobs into the devices and the listeners, seals and resets into
+         * the zone service); the services after it. */
         m->uring = uring_pool_free(m->uring);
         m->pool = work_pool_free(m->pool);
-        m->event_cb = NULL;
-        m->zones = zone_service_free(m->zones);
-        sd_event_source_disable_unref(m->metrics_timer);
-        m->api = api_manager_free(m->api);
-        m->varlink = varlink_server_free(m->varlink);
+}
+
+Manager *manager_free(Manager *m) {
+        if (!m)
+                return NULL;
+        manager_stop(m);
+        free(m->listeners);
         for (size_t i = 0; i < m->n_devices; i++)
                 device_free(m->devices[i]);
         free(m->devices);
@@ -960,14 +919,6 @@ int manager_new(Manager **ret, const ManagerOptions *opts, Config *config) {
                 r = uring_pool_new(&m->uring, m->event, config->daemon.probe_threads, NULL, 1024 * 1024);
                 if (r < 0)
                         log_warning_errno(r, "Failed to set up io_uring, latency probes and zone leases are off: %m");
-                else if (config->daemon.probe_interval_usec > 0) {
-                        r = prober_new(&m->prober, m->event, m->uring);
-                        if (r < 0)
-                                return log_error_errno(r, "Failed to set up latency probes: %m");
-                }
-                r = autotuner_new(&m->autotuner, m);
-                if (r < 0)
-                        return log_error_errno(r, "Failed to set up tuning trials: %m");
         }
 
         m->config = config; /* owned from here on */
@@ -975,95 +926,8 @@ int manager_new(Manager **ret, const ManagerOptions *opts, Config *config) {
         return 0;
 }
 
-static void manager_probe_event(Prober *p, ProbeEventType type, ProbeTarget *t, const char *detail, void *userdata) {
-        Manager *m = userdata;
-
-        if (m->api_metrics)
-                api_metrics_probe_event(p, type, t, detail, m->api_metrics);
-        metrics_schedule_write(m);
-}
-
-/* The allocator runs when it has something to serve: emulated zones, or a
- * [Device] section offering devices (ZoneAllocator=yes). */
-static bool config_wants_zones(const Config *c) {
-        if (c->zones.emulate)
-                return true;
-        for (size_t i = 0; i < c->n_devices; i++)
-                if (streq_ptr(c->devices[i].settings.value[KNOB_ZONE_ALLOCATOR], "1"))
-                        return true;
-        for (size_t i = 0; i < c->n_profiles; i++)
-                if (streq_ptr(c->profiles[i].settings.value[KNOB_ZONE_ALLOCATOR], "1"))
-                        return true;
-        return false;
-}
-
-static int manager_setup_varlink(Manager *m) {
-        _cleanup_strv_free_ char **names = NULL;
-        int n, r, fd = -EBADF;
-
-        r = varlink_server_new(&m->varlink, m->event, "blkmqd", "blkmqd", PACKAGE_VERSION,
-                               "https://github.com/blkmqd/blkmqd");
-        if (r < 0)
-                return log_error_errno(r, "Failed to create varlink server: %m");
-        if (m->config->daemon.admin_group) {
-                struct group *g = getgrnam(m->config->daemon.admin_group);
-                if (g)
-                        varlink_server_set_admin_gid(m->varlink, g->gr_gid);
-                else
-                        log_warning("AdminGroup=%s: no such group, only root may change settings.",
-                                    m->config->daemon.admin_group);
-        }
-        r = api_manager_new(&m->api, m, m->varlink);
-        if (r < 0)
-                return log_error_errno(r, "Failed to set up io.blkmqd.Manager: %m");
-        m->event_cb = api_manager_event;
-        m->event_userdata = m->api;
-        if (m->prober) {
-                r = api_metrics_new(&m->api_metrics, m->prober, m->varlink);
-                if (r < 0)
-                        return log_error_errno(r, "Failed to set up io.blkmqd.Metrics: %m");
-                prober_set_event_cb(m->prober, manager_probe_event, m);
-        }
-        if (m->uring && config_wants_zones(m->config)) {
-                r = zone_service_new(&m->zones, m->event, &m->config->zones, m->uring, m->pool, m->varlink);
-                if (r < 0)
-                        return log_error_errno(r, "Failed to set up the zone allocator: %m");
-                /* Damaged objects on the Metrics Monitor streams, beside the latency alerts. */
-                if (m->api_metrics)
-                        zone_service_set_alert_cb(m->zones, api_metrics_zone_alert, m->api_metrics);
-        }
-
-        /* Socket activation first (blkmqd.socket, FileDescriptorName=varlink). */
-        n = m->opts.varlink_address ? 0 : sd_listen_fds_with_names(true, &names);
-        for (int i = 0; i < n; i++) {
-                if (fd < 0 && names && names[i] && (streq(names[i], "varlink") || streq(names[i], "unknown")))
-                        fd = SD_LISTEN_FDS_START + i;
-                else
-                        close(SD_LISTEN_FDS_START + i);
-        }
-        if (fd >= 0) {
-                r = varlink_server_listen_fd(m->varlink, fd);
-                if (r < 0)
-                        return log_error_errno(r, "Failed to listen on the passed varlink socket: %m");
-                log_debug("Listening on the varlink socket systemd passed.");
-                return 0;
-        }
-        const char *address = m->opts.varlink_address ? m->opts.varlink_address : VARLINK_ADDRESS;
-        r = varlink_server_listen_address(m->varlink, address, 0666);
-        if (r < 0)
-                return log_error_errno(r, "Failed to listen on %s: %m", address);
-        log_debug("Listening on %s.", address);
-        return 0;
-}
-
 int manager_start(Manager *m) {
         int r;
-
-        if (!m->opts.dry_run && !m->opts.once) {
-                r = manager_setup_varlink(m);
-                if (r < 0)
-                        return r;
-        }
 
         /* In --once mode there is nothing to watch. */
         r = udev_watch_new(&m->udev, m->event, !m->opts.once, on_udev, m);

@@ -72,16 +72,31 @@ typedef enum ManagerEventType {
         MANAGER_EVENT_PROFILE,
         MANAGER_EVENT_IDLE, /* no job in flight */
         MANAGER_EVENT_TRIAL, /* a closed-loop tuning trial started, progressed to a decision, or ended */
+        MANAGER_EVENT_DEVICE_RESOLVED, /* its policy was resolved again; the plan runs next (a listener may
+                                        * overlay d->resolved) */
+        MANAGER_EVENT_RESTORING, /* a restore of d (NULL: every device) begins */
+        _MANAGER_EVENT_MAX,
 } ManagerEventType;
 
-typedef void (*manager_event_cb_t)(Manager *m, ManagerEventType type, Device *d, void *userdata);
+/* Listeners: the services and adapters blkmqd.c wires to the manager each
+ * subscribe to the events they need (a mask of MANAGER_EVENT_MASK() bits),
+ * and hear them in the order they subscribed. The manager knows none of
+ * them. */
+#define MANAGER_EVENT_MASK(t) (1u << (t))
+typedef void (*ManagerListenerFn)(Manager *m, ManagerEventType type, Device *d, void *userdata);
+
+typedef struct ManagerListener {
+        unsigned mask;
+        ManagerListenerFn fn;
+        void *userdata;
+} ManagerListener;
 
 struct Manager {
         sd_event *event;
         /* Time the loop spends per iteration outside its wait (prepare and
          * the one event source it dispatches), ns: a reply can be no
          * faster than the longest of them. */
-        hist_t loop_hist;
+        Hist loop_hist;
         ManagerOptions opts;
         char *config_path;
         Config *config;
@@ -100,24 +115,29 @@ struct Manager {
         unsigned n_failed; /* devices whose last job had failures (for --once) */
         unsigned n_tune_jobs; /* in flight; the work pool also runs zone jobs */
         char last_status[256];
-        manager_event_cb_t event_cb;
-        void *event_userdata;
-        struct VarlinkServer *varlink;
-        struct ApiManager *api;
-        struct ApiMetrics *api_metrics;
+        ManagerListener *listeners;
+        size_t n_listeners;
+        /* Serves probes and zone appends; NULL with --once, --dry-run, or
+         * when io_uring is not available. */
         struct UringPool *uring;
-        struct Prober *prober; /* NULL when probes are off (ProbeIntervalSec=0, --once, --dry-run) */
-        struct AutoTuner *autotuner; /* closed-loop tuning trials; NULL with --once, --dry-run */
-        struct ZoneService *zones; /* NULL without [Zones] Emulate= or ZoneAllocator=yes */
-        sd_event_source *metrics_timer;
-        uint64_t metrics_last_usec;
-        int metrics_last_error;
+        /* Set by blkmqd.c, not owned, never called by the manager: the
+         * prober the trial runner reads error counts from, the trial runner
+         * the adapters ask about trials. NULL when off. */
+        struct Prober *prober;
+        struct AutoTuner *autotuner;
         sd_event_source *sig_term, *sig_int, *sig_hup;
 };
 
 int manager_new(Manager **ret, const ManagerOptions *opts, Config *config);
 Manager *manager_free(Manager *m);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Manager *, manager_free)
+/* Stops udev and the worker pools (their callbacks run, and tell the
+ * listeners); what a callback touches must outlive this. Idempotent;
+ * manager_free() calls it too. */
+void manager_stop(Manager *m);
+int manager_subscribe(Manager *m, unsigned mask, ManagerListenerFn fn, void *userdata);
+void manager_unsubscribe(Manager *m, ManagerListenerFn fn, void *userdata);
+/* Starts watching udev (and enumerates the devices present). */
 int manager_start(Manager *m);
 /* Runs the loop; returns the exit code for main(). */
 int manager_run(Manager *m);

@@ -3,6 +3,7 @@
 #include <stddef.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 #include "log.h"
@@ -26,17 +27,15 @@ static const double quantiles[] = { 0.5, 0.9, 0.99, 0.999 };
 
 #define LBL(n, v) { .name = (n), .value = (v) }
 
-static void gauge_if_finite(strbuf_t *sb, const char *name, const char *dev, double v) {
+static void gauge_if_finite(StrBuf *sb, const char *name, const char *dev, double v) {
         struct metric_label l[] = { LBL("device", dev) };
         if (isfinite(v))
                 metrics_text_gauge(sb, name, l, 1, v);
 }
 
-int metrics_render(Manager *m, strbuf_t *sb) {
-        uint64_t now = now_usec(CLOCK_MONOTONIC);
-        Prober *p = m->prober;
-        size_t n = prober_count(p);
-
+/* The text format wants each family's samples in one group: one pass per
+ * family. */
+static void render_devices(StrBuf *sb, Manager *m) {
         metrics_text_family(sb, "blkmqd_device_managed", METRIC_GAUGE,
                             "1 for each block device a [Device] section matches.");
         for (size_t i = 0; i < m->n_devices; i++) {
@@ -45,8 +44,6 @@ int metrics_render(Manager *m, strbuf_t *sb) {
                 if (!d->removed)
                         metrics_text_gauge(sb, "blkmqd_device_managed", l, 2, resolved_managed(&d->resolved));
         }
-        /* The text format wants each family's samples in one group: one
-         * pass per family. */
         metrics_text_family(sb, "blkmqd_device_setting", METRIC_GAUGE,
                             "Numeric value of a block-layer setting as read back after blkmqd applied it.");
         for (size_t i = 0; i < m->n_devices; i++) {
@@ -90,16 +87,17 @@ int metrics_render(Manager *m, strbuf_t *sb) {
                         tune_job_count(d->last, c);
                 metrics_text_gauge(sb, "blkmqd_device_settings_failed", l, 1, c[TUNE_FAILED]);
         }
+}
 
-        if (n == 0)
-                return strbuf_error(sb);
+static void render_probe_latency(StrBuf *sb, Prober *p, uint64_t now) {
+        size_t n = prober_count(p);
 
         metrics_text_family(sb, "blkmqd_probe_latency_seconds", METRIC_HISTOGRAM,
                             "Latency of blkmqd's read probes (O_DIRECT, QD1) since start.");
         for (size_t i = 0; i < n; i++) {
                 ProbeTarget *t = prober_get(p, i);
                 struct metric_label l[] = { LBL("device", t->sysname) };
-                hist_t h;
+                Hist h;
                 hist_window_get(t->lat, HIST_WINDOW_TOTAL, now, &h);
                 metrics_text_histogram(sb, "blkmqd_probe_latency_seconds", l, 1, &h);
         }
@@ -108,7 +106,7 @@ int metrics_render(Manager *m, strbuf_t *sb) {
         for (size_t i = 0; i < n; i++) {
                 ProbeTarget *t = prober_get(p, i);
                 for (size_t w = 0; w < ELEMENTSOF(windows); w++) {
-                        hist_t h;
+                        Hist h;
                         hist_window_get(t->lat, windows[w].span, now, &h);
                         for (size_t q = 0; q < ELEMENTSOF(quantiles); q++) {
                                 char qs[16];
@@ -134,6 +132,11 @@ int metrics_render(Manager *m, strbuf_t *sb) {
                 struct metric_label l[] = { LBL("device", t->sysname) };
                 metrics_text_counter(sb, "blkmqd_probe_errors_total", l, 1, t->n_errors);
         }
+}
+
+/* iostat's figures, from the probe targets' /sys/block/X/stat samples. */
+static void render_iostat(StrBuf *sb, Prober *p) {
+        size_t n = prober_count(p);
 
         static const struct {
                 const char *name, *help;
@@ -159,6 +162,10 @@ int metrics_render(Manager *m, strbuf_t *sb) {
                         gauge_if_finite(sb, g[k].name, t->sysname, v * g[k].scale);
                 }
         }
+}
+
+static void render_alerts(StrBuf *sb, Prober *p) {
+        size_t n = prober_count(p);
 
         static const char *const kinds[] = { "read", "write" };
         metrics_text_family(sb, "blkmqd_latency_alerts_total", METRIC_COUNTER,
@@ -166,7 +173,7 @@ int metrics_render(Manager *m, strbuf_t *sb) {
         for (size_t i = 0; i < n; i++) {
                 ProbeTarget *t = prober_get(p, i);
                 for (size_t k = 0; k < ELEMENTSOF(kinds); k++) {
-                        const alert_t *a = k == 0 ? &t->read_alert : &t->write_alert;
+                        const Alert *a = k == 0 ? &t->read_alert : &t->write_alert;
                         if (!(k == 0 ? t->config.alert_read_usec : t->config.alert_write_usec))
                                 continue;
                         struct metric_label l[] = { LBL("device", t->sysname), LBL("kind", kinds[k]) };
@@ -177,69 +184,127 @@ int metrics_render(Manager *m, strbuf_t *sb) {
         for (size_t i = 0; i < n; i++) {
                 ProbeTarget *t = prober_get(p, i);
                 for (size_t k = 0; k < ELEMENTSOF(kinds); k++) {
-                        const alert_t *a = k == 0 ? &t->read_alert : &t->write_alert;
+                        const Alert *a = k == 0 ? &t->read_alert : &t->write_alert;
                         if (!(k == 0 ? t->config.alert_read_usec : t->config.alert_write_usec))
                                 continue;
                         struct metric_label l[] = { LBL("device", t->sysname), LBL("kind", kinds[k]) };
                         metrics_text_gauge(sb, "blkmqd_latency_alert_active", l, 2, alert_is_active(a));
                 }
         }
+}
+
+static void render_zones(StrBuf *sb, ZoneService *zones) {
+        uint64_t checked, errors;
+        unsigned bad;
+
+        zone_service_scrub_stats(zones, &checked, &errors, &bad);
+        metrics_text_family(sb, "blkmqd_zone_objects_checked_total", METRIC_COUNTER,
+                            "Sealed objects read back and checked against their SHA-256 (scrub, Verify, Read).");
+        metrics_text_counter(sb, "blkmqd_zone_objects_checked_total", NULL, 0, checked);
+        metrics_text_family(sb, "blkmqd_zone_object_errors_total", METRIC_COUNTER,
+                            "Checks that found a SHA-256 mismatch or a read error.");
+        metrics_text_counter(sb, "blkmqd_zone_object_errors_total", NULL, 0, errors);
+        metrics_text_family(sb, "blkmqd_zone_objects_damaged", METRIC_GAUGE,
+                            "Sealed objects whose last check failed (an alert: never repaired by blkmqd).");
+        metrics_text_gauge(sb, "blkmqd_zone_objects_damaged", NULL, 0, bad);
+}
+
+int metrics_render(Manager *m, Prober *p, ZoneService *zones, StrBuf *sb) {
+        render_devices(sb, m);
+        /* Without probe targets, neither the event loop nor the zone figures
+         * are written. */
+        if (prober_count(p) == 0)
+                return strbuf_error(sb);
+        render_probe_latency(sb, p, now_usec(CLOCK_MONOTONIC));
+        render_iostat(sb, p);
+        render_alerts(sb, p);
         if (m->autotuner)
                 autotuner_metrics(m->autotuner, sb);
         metrics_text_family(sb, "blkmqd_event_loop_iteration_seconds", METRIC_HISTOGRAM,
                             "Busy time of each event loop iteration (prepare and one dispatch, not the wait): "
                             "no reply is faster than the iteration it waits behind.");
         metrics_text_histogram(sb, "blkmqd_event_loop_iteration_seconds", NULL, 0, &m->loop_hist);
-        if (m->zones) {
-                uint64_t checked, errors;
-                unsigned bad;
-                zone_service_scrub_stats(m->zones, &checked, &errors, &bad);
-                metrics_text_family(sb, "blkmqd_zone_objects_checked_total", METRIC_COUNTER,
-                                    "Sealed objects read back and checked against their SHA-256 (scrub, Verify, Read).");
-                metrics_text_counter(sb, "blkmqd_zone_objects_checked_total", NULL, 0, checked);
-                metrics_text_family(sb, "blkmqd_zone_object_errors_total", METRIC_COUNTER,
-                                    "Checks that found a SHA-256 mismatch or a read error.");
-                metrics_text_counter(sb, "blkmqd_zone_object_errors_total", NULL, 0, errors);
-                metrics_text_family(sb, "blkmqd_zone_objects_damaged", METRIC_GAUGE,
-                                    "Sealed objects whose last check failed (an alert: never repaired by blkmqd).");
-                metrics_text_gauge(sb, "blkmqd_zone_objects_damaged", NULL, 0, bad);
-        }
+        if (zones)
+                render_zones(sb, zones);
         return strbuf_error(sb);
 }
 
+struct MetricsWriter {
+        Manager *manager;
+        Prober *prober;
+        ZoneService *zones;
+        sd_event_source *timer;
+        uint64_t last_usec;
+        int last_error;
+};
+
 static int on_metrics_timer(sd_event_source *s, uint64_t usec, void *userdata) {
-        Manager *m = userdata;
-        strbuf_t sb = {};
+        MetricsWriter *w = userdata;
+        Manager *m = w->manager;
+        StrBuf sb = {};
         int r;
 
-        m->metrics_last_usec = now_usec(CLOCK_MONOTONIC);
-        r = metrics_render(m, &sb);
+        w->last_usec = now_usec(CLOCK_MONOTONIC);
+        r = metrics_render(m, w->prober, w->zones, &sb);
         if (r >= 0)
                 r = metrics_write_textfile_atomic(m->config->daemon.metrics_textfile, strbuf_str(&sb));
-        if (r < 0 && r != m->metrics_last_error)
+        if (r < 0 && r != w->last_error)
                 log_warning_errno(r, "Failed to write %s: %m", m->config->daemon.metrics_textfile);
-        m->metrics_last_error = r < 0 ? r : 0;
+        w->last_error = r < 0 ? r : 0;
         strbuf_done(&sb);
         return 0;
 }
 
-void metrics_schedule_write(Manager *m) {
+void metrics_writer_schedule(MetricsWriter *w) {
+        Manager *m = w->manager;
         uint64_t when;
         int r, enabled = SD_EVENT_OFF;
 
         if (!m->config->daemon.metrics_textfile || m->opts.dry_run || m->opts.once)
                 return;
-        if (!m->metrics_timer) {
-                r = sd_event_add_time(m->event, &m->metrics_timer, CLOCK_MONOTONIC, UINT64_MAX, 10000,
-                                      on_metrics_timer, m);
+        if (!w->timer) {
+                r = sd_event_add_time(m->event, &w->timer, CLOCK_MONOTONIC, UINT64_MAX, 10000,
+                                      on_metrics_timer, w);
                 if (r < 0) {
                         log_warning_errno(r, "Failed to set up the metrics timer: %m");
                         return;
                 }
-                (void) sd_event_source_set_description(m->metrics_timer, "metrics-textfile");
-        } else if (sd_event_source_get_enabled(m->metrics_timer, &enabled) >= 0 && enabled != SD_EVENT_OFF)
+                (void) sd_event_source_set_description(w->timer, "metrics-textfile");
+        } else if (sd_event_source_get_enabled(w->timer, &enabled) >= 0 && enabled != SD_EVENT_OFF)
                 return; /* a write is pending already */
-        when = m->metrics_last_usec + 1000000;
-        sd_event_source_set_time(m->metrics_timer, when);
-        sd_event_source_set_enabled(m->metrics_timer, SD_EVENT_ONESHOT);
+        when = w->last_usec + 1000000;
+        sd_event_source_set_time(w->timer, when);
+        sd_event_source_set_enabled(w->timer, SD_EVENT_ONESHOT);
+}
+
+static void metrics_on_manager_event(Manager *m, ManagerEventType type, Device *d, void *userdata) {
+        metrics_writer_schedule(userdata);
+}
+
+int metrics_writer_new(MetricsWriter **ret, Manager *m, Prober *prober, ZoneService *zones) {
+        _cleanup_(metrics_writer_freep) MetricsWriter *w = NULL;
+        int r;
+
+        w = calloc(1, sizeof *w);
+        if (!w)
+                return -ENOMEM;
+        w->manager = m;
+        w->prober = prober;
+        w->zones = zones;
+        r = manager_subscribe(m, MANAGER_EVENT_MASK(MANAGER_EVENT_DEVICE_APPLIED) |
+                                 MANAGER_EVENT_MASK(MANAGER_EVENT_DEVICE_REMOVED),
+                              metrics_on_manager_event, w);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(w);
+        return 0;
+}
+
+MetricsWriter *metrics_writer_free(MetricsWriter *w) {
+        if (!w)
+                return NULL;
+        manager_unsubscribe(w->manager, metrics_on_manager_event, w);
+        sd_event_source_disable_unref(w->timer);
+        free(w);
+        return NULL;
 }

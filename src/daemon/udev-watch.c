@@ -89,7 +89,7 @@ UdevWatch *udev_watch_free(UdevWatch *w) {
 }
 
 int udev_watch_new(UdevWatch **ret, sd_event *e, bool monitor, udev_watch_cb_t cb, void *userdata) {
-        UdevWatch *w;
+        _cleanup_(udev_watch_freep) UdevWatch *w = NULL;
         int r;
 
         w = calloc(1, sizeof *w);
@@ -98,43 +98,33 @@ int udev_watch_new(UdevWatch **ret, sd_event *e, bool monitor, udev_watch_cb_t c
         w->cb = cb;
         w->userdata = userdata;
         w->udev = udev_new();
-        if (!w->udev) {
-                r = negative_errno();
-                goto fail;
-        }
+        if (!w->udev)
+                return negative_errno();
         r = sd_event_add_defer(e, &w->resync, on_resync, w);
         if (r < 0)
-                goto fail;
+                return r;
         sd_event_source_set_enabled(w->resync, SD_EVENT_OFF);
 
         if (monitor) {
                 w->monitor = udev_monitor_new_from_netlink(w->udev, "udev");
-                if (!w->monitor) {
-                        r = negative_errno();
-                        log_error_errno(r, "Failed to create udev monitor: %m");
-                        goto fail;
-                }
+                if (!w->monitor)
+                        return log_error_errno(negative_errno(), "Failed to create udev monitor: %m");
                 r = udev_monitor_filter_add_match_subsystem_devtype(w->monitor, "block", "disk");
                 if (r < 0)
-                        goto fail;
+                        return r;
                 r = udev_monitor_set_receive_buffer_size(w->monitor, UDEV_RCVBUF);
                 if (r < 0)
                         log_notice_errno(r, "Could not raise the udev monitor's receive buffer to 128 MiB, ignoring: %m");
                 r = udev_monitor_enable_receiving(w->monitor);
-                if (r < 0) {
-                        log_error_errno(r, "Failed to bind udev monitor: %m");
-                        goto fail;
-                }
+                if (r < 0)
+                        return log_error_errno(r, "Failed to bind udev monitor: %m");
                 r = sd_event_add_io(e, &w->source, udev_monitor_get_fd(w->monitor), EPOLLIN, on_monitor, w);
                 if (r < 0)
-                        goto fail;
+                        return r;
                 (void) sd_event_source_set_description(w->source, "udev-monitor");
         }
-        *ret = w;
+        *ret = TAKE_PTR(w);
         return 0;
-fail:
-        udev_watch_free(w);
-        return r;
 }
 
 int udev_watch_enumerate(UdevWatch *w) {

@@ -4,6 +4,8 @@
 #include <libudev.h>
 #include <systemd/sd-event.h>
 
+#include "cleanup.h"
+
 /* Whole-disk block devices from udev: a monitor on the "udev" source
  * (events after udevd processed them, with properties) and enumeration.
  * Partitions are filtered out by devtype. */
@@ -25,5 +27,6 @@ int udev_watch_new(UdevWatch **ret, sd_event *e, bool monitor, udev_watch_cb_t c
 /* Reports every present disk as ADD, then SYNCED. */
 int udev_watch_enumerate(UdevWatch *w);
 UdevWatch *udev_watch_free(UdevWatch *w);
+DEFINE_TRIVIAL_CLEANUP_FUNC(UdevWatch *, udev_watch_free)
 /* udev properties as KEY=VALUE strings. */
 int udev_device_properties(struct udev_device *d, char ***ret);

@@ -125,38 +125,10 @@ static int device_info_identity(DeviceInfo *d) {
         return 0;
 }
 
-int device_info_load(const char *blockdir, char *const *properties, DeviceInfo **ret) {
-        _cleanup_(device_info_freep) DeviceInfo *d = NULL;
+/* The queue's figures and the kinds of device it is. */
+static int device_info_load_attrs(DeviceInfo *d, const char *blockdir) {
         _cleanup_free_ char *sched = NULL, *v = NULL;
-        const char *s;
         long long n;
-        int r;
-
-        d = calloc(1, sizeof *d);
-        if (!d)
-                return -ENOMEM;
-        d->rotational = -1;
-        d->stat_fd = -EBADF;
-        d->blockdir = strdup(blockdir);
-        s = strrchr(blockdir, '/');
-        d->sysname = strdup(s ? s + 1 : blockdir);
-        if (!d->blockdir || !d->sysname)
-                return -ENOMEM;
-        if (properties) {
-                d->properties = strv_copy(properties);
-                if (!d->properties)
-                        return -ENOMEM;
-        }
-
-        /* A device without queue/ is no request queue we can tune. */
-        _cleanup_free_ char *q = path_join(blockdir, "queue");
-        if (!q)
-                return -ENOMEM;
-        if (access(q, F_OK) < 0)
-                return -errno;
-
-        s = device_info_property(d, "DEVNAME");
-        d->devnode = dup_or_null(s);
 
         v = read_attr(blockdir, "queue/rotational");
         if (v && safe_atolli(v, &n) >= 0)
@@ -209,6 +181,13 @@ int device_info_load(const char *blockdir, char *const *properties, DeviceInfo *
                 d->scheduler = scheduler_active(sched);
 
         d->backing_file = read_attr(blockdir, "loop/backing_file");
+        return 0;
+}
+
+/* Model, serial, WWN, driver and transport: what [Device] sections match
+ * on, from sysfs or udev's properties. */
+static int device_info_load_names(DeviceInfo *d, const char *blockdir) {
+        const char *s;
 
         /* The kernel's model string keeps its blanks; udev's ID_MODEL has
          * them as '_': prefer the former, so that one glob fits both. */
@@ -237,6 +216,46 @@ int device_info_load(const char *blockdir, char *const *properties, DeviceInfo *
         d->driver = find_driver(blockdir);
         s = transport_from_name(d->sysname, device_info_property(d, "ID_BUS"));
         d->transport = dup_or_null(s);
+        return 0;
+}
+
+int device_info_load(const char *blockdir, char *const *properties, DeviceInfo **ret) {
+        _cleanup_(device_info_freep) DeviceInfo *d = NULL;
+        const char *s;
+        int r;
+
+        d = calloc(1, sizeof *d);
+        if (!d)
+                return -ENOMEM;
+        d->rotational = -1;
+        d->stat_fd = -EBADF;
+        d->blockdir = strdup(blockdir);
+        s = strrchr(blockdir, '/');
+        d->sysname = strdup(s ? s + 1 : blockdir);
+        if (!d->blockdir || !d->sysname)
+                return -ENOMEM;
+        if (properties) {
+                d->properties = strv_copy(properties);
+                if (!d->properties)
+                        return -ENOMEM;
+        }
+
+        /* A device without queue/ is no request queue we can tune. */
+        _cleanup_free_ char *q = path_join(blockdir, "queue");
+        if (!q)
+                return -ENOMEM;
+        if (access(q, F_OK) < 0)
+                return -errno;
+
+        s = device_info_property(d, "DEVNAME");
+        d->devnode = dup_or_null(s);
+
+        r = device_info_load_attrs(d, blockdir);
+        if (r < 0)
+                return r;
+        r = device_info_load_names(d, blockdir);
+        if (r < 0)
+                return r;
 
         r = device_info_identity(d);
         if (r < 0)

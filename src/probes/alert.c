@@ -5,8 +5,8 @@
 
 #include "alert.h"
 
-void alert_config_init(alert_config_t *c, double threshold) {
-        *c = (alert_config_t) {
+void alert_config_init(AlertConfig *c, double threshold) {
+        *c = (AlertConfig) {
                 .threshold = threshold,
                 .clear_threshold = threshold * ALERT_CLEAR_RATIO_DEFAULT,
                 .raise_after = ALERT_RAISE_AFTER_DEFAULT,
@@ -14,7 +14,7 @@ void alert_config_init(alert_config_t *c, double threshold) {
         };
 }
 
-int alert_init(alert_t *a, const alert_config_t *c) {
+int alert_init(Alert *a, const AlertConfig *c) {
         if (!isfinite(c->threshold) || !isfinite(c->clear_threshold))
                 return -EINVAL;
         if (c->clear_threshold > c->threshold)
@@ -22,14 +22,14 @@ int alert_init(alert_t *a, const alert_config_t *c) {
         if (c->raise_after < 1 || c->clear_after < 1)
                 return -EINVAL;
 
-        *a = (alert_t) {
+        *a = (Alert) {
                 .config = *c,
                 .last_value = NAN,
         };
         return 0;
 }
 
-enum alert_event alert_update(alert_t *a, double value, uint64_t now_usec) {
+enum alert_event alert_update(Alert *a, double value, uint64_t now_usec) {
         bool towards;
 
         a->evaluations++;

@@ -29,28 +29,28 @@ typedef struct alert_config {
         double clear_threshold;         /* "below" is value < clear_threshold */
         unsigned raise_after;           /* >= 1 */
         unsigned clear_after;           /* >= 1 */
-} alert_config_t;
+} AlertConfig;
 
 typedef struct alert {
-        alert_config_t config;
+        AlertConfig config;
         bool active;
         unsigned streak;                /* consecutive evaluations towards the other state */
         uint64_t episodes;              /* RAISED events so far */
         uint64_t evaluations;
         uint64_t since_usec;            /* time of the last RAISED/CLEARED, 0 before any */
         double last_value;
-} alert_t;
+} Alert;
 
 /* threshold, clear at ALERT_CLEAR_RATIO_DEFAULT of it, default counts. */
-void alert_config_init(alert_config_t *c, double threshold);
+void alert_config_init(AlertConfig *c, double threshold);
 /* -EINVAL unless both thresholds are finite, clear_threshold <= threshold and
  * both counts are >= 1; *a is untouched then. Starts inactive. */
-int alert_init(alert_t *a, const alert_config_t *c);
+int alert_init(Alert *a, const AlertConfig *c);
 /* NaN (no data) is neither above nor below: it resets the streak and returns
  * ALERT_NONE. */
-enum alert_event alert_update(alert_t *a, double value, uint64_t now_usec);
+enum alert_event alert_update(Alert *a, double value, uint64_t now_usec);
 const char *alert_event_to_string(enum alert_event e);
 
-static inline bool alert_is_active(const alert_t *a) {
+static inline bool alert_is_active(const Alert *a) {
         return a->active;
 }

@@ -79,14 +79,14 @@ int api_metrics_window_from_string(const char *s) {
         return -EINVAL;
 }
 
-static void target_window(const ProbeTarget *t, enum hist_window_span span, uint64_t now_usec, hist_t *ret) {
+static void target_window(const ProbeTarget *t, enum hist_window_span span, uint64_t now_usec, Hist *ret) {
         if (t->lat)
                 hist_window_get(t->lat, span, now_usec, ret);
         else
                 hist_reset(ret);
 }
 
-json_t *api_metrics_window_json(const char *name, const hist_t *h) {
+json_t *api_metrics_window_json(const char *name, const Hist *h) {
         static const struct {
                 const char *key;
                 double p;
@@ -142,7 +142,7 @@ static json_t *stats_json(const ProbeStats *s) {
         return o;
 }
 
-static json_t *alert_json(const alert_t *a, uint64_t threshold_usec, uint64_t episodes) {
+static json_t *alert_json(const Alert *a, uint64_t threshold_usec, uint64_t episodes) {
         json_t *o = json_object();
         int r = 0;
 
@@ -161,7 +161,7 @@ static json_t *alert_json(const alert_t *a, uint64_t threshold_usec, uint64_t ep
 
 json_t *probe_target_metrics_json(const ProbeTarget *t, uint64_t now_usec) {
         json_t *o = json_object(), *windows = json_array(), *alerts = json_object();
-        hist_t h;
+        Hist h;
         int r = 0;
 
         if (!o || !windows || !alerts)
@@ -203,19 +203,17 @@ fail:
         return NULL;
 }
 
-json_t *probe_target_histogram_json(const ProbeTarget *t, const char *window, uint64_t now_usec) {
+int probe_target_histogram_json(const ProbeTarget *t, const char *window, uint64_t now_usec, json_t **ret) {
         json_t *o = NULL, *buckets = NULL, *log2 = NULL;
         uint64_t slots[HIST_LOG2_USEC_SLOTS];
         struct hist_bucket b;
         size_t it = 0, n;
         int span, r = 0;
-        hist_t h;
+        Hist h;
 
         span = window ? api_metrics_window_from_string(window) : API_METRICS_WINDOW_DEFAULT;
-        if (span < 0) {
-                errno = EINVAL;
-                return NULL;
-        }
+        if (span < 0)
+                return -EINVAL;
         target_window(t, span, now_usec, &h);
 
         o = json_object();
@@ -244,14 +242,14 @@ json_t *probe_target_histogram_json(const ProbeTarget *t, const char *window, ui
         log2 = NULL;
         if (r < 0)
                 goto fail;
-        return o;
+        *ret = o;
+        return 0;
 
 fail:
         json_decref(o);
         json_decref(buckets);
         json_decref(log2);
-        errno = ENOMEM;
-        return NULL;
+        return -ENOMEM;
 }
 
 /* ---- the interface ---- */
@@ -315,15 +313,16 @@ static int method_histogram(VarlinkCall *call, json_t *params, void *userdata) {
         const char *window = json_string_value(json_object_get(params, "window"));
         ProbeTarget *t;
         json_t *o;
+        int r;
 
         if (window && api_metrics_window_from_string(window) < 0)
                 return varlink_call_error_invalid_parameter(call, "window");
         t = find_target(a, name);
         if (!t)
                 return no_such_device(call, name);
-        o = probe_target_histogram_json(t, window, now_usec(CLOCK_MONOTONIC));
-        if (!o)
-                return -ENOMEM;
+        r = probe_target_histogram_json(t, window, now_usec(CLOCK_MONOTONIC), &o);
+        if (r < 0)
+                return r;
         return varlink_call_reply(call, o);
 }
 
@@ -424,7 +423,7 @@ static void sample_event(ApiMetrics *a, ProbeTarget *t, const char *detail) {
 }
 
 static int64_t alert_value_ns(const ProbeTarget *t, const char *detail) {
-        const alert_t *al = detail && streq(detail, "write") ? &t->write_alert
+        const Alert *al = detail && streq(detail, "write") ? &t->write_alert
                             : detail && streq(detail, "read") ? &t->read_alert
                                                                : NULL;
         double v;

@@ -13,12 +13,12 @@
  * iostat figures of the devices the Prober probes (Get, Histogram), and a
  * Monitor stream of probe samples and alerts. Read-only; loop thread only.
  *
- * Wiring (manager):
- *         api_metrics_new(&m->api_metrics, m->prober, server);
- *         prober_set_event_cb(m->prober, api_metrics_probe_event, m->api_metrics);
+ * Wiring (blkmqd.c):
+ *         api_metrics_new(&d->api_metrics, d->prober, server);
+ *         prober_set_event_cb(d->prober, api_metrics_probe_event, d->api_metrics);
  *         ...
- *         prober_set_event_cb(m->prober, NULL, NULL);   (before the free)
- *         api_metrics_free(m->api_metrics);
+ *         prober_set_event_cb(d->prober, NULL, NULL);   (before the free)
+ *         api_metrics_free(d->api_metrics);
  */
 
 typedef struct ApiMetrics ApiMetrics;
@@ -49,8 +49,8 @@ int api_metrics_window_from_string(const char *s);
  * t->lat is recorded with: CLOCK_MONOTONIC). t->lat may be NULL (no
  * samples). NULL on OOM. */
 json_t *probe_target_metrics_json(const ProbeTarget *t, uint64_t now_usec);
-/* The Histogram reply of the IDL; window NULL = "10m". NULL for an unknown
- * window (errno EINVAL) or on OOM (errno ENOMEM). */
-json_t *probe_target_histogram_json(const ProbeTarget *t, const char *window, uint64_t now_usec);
+/* The Histogram reply of the IDL; window NULL = "10m". -EINVAL for an
+ * unknown window, -ENOMEM. */
+int probe_target_histogram_json(const ProbeTarget *t, const char *window, uint64_t now_usec, json_t **ret);
 /* One Window object of the IDL for a histogram. NULL on OOM. */
-json_t *api_metrics_window_json(const char *name, const hist_t *h);
+json_t *api_metrics_window_json(const char *name, const Hist *h);

@@ -8,7 +8,7 @@
 
 static_assert(HIST_SUB_BITS >= 1 && HIST_SUB_BITS < HIST_RANGE_BITS, "bad HIST_SUB_BITS");
 static_assert(HIST_RANGE_BITS < 63, "bad HIST_RANGE_BITS");
-static_assert(sizeof(hist_window_t) <= 64 * 1024, "hist_window_t should stay below 64 KiB per device");
+static_assert(sizeof(HistWindow) <= 64 * 1024, "HistWindow should stay below 64 KiB per device");
 
 uint64_t hist_bucket_lower(size_t i) {
         size_t g = i / HIST_SUB_BUCKETS, sub = i % HIST_SUB_BUCKETS;
@@ -28,12 +28,12 @@ uint64_t hist_bucket_value(size_t i) {
         return hist_bucket_lower(i) + (hist_bucket_upper(i) - hist_bucket_lower(i)) / 2;
 }
 
-void hist_reset(hist_t *h) {
+void hist_reset(Hist *h) {
         memset(h, 0, sizeof(*h));
         h->min = UINT64_MAX;
 }
 
-void hist_merge(hist_t *dst, const hist_t *src) {
+void hist_merge(Hist *dst, const Hist *src) {
         if (src->count == 0)
                 return;
 
@@ -48,11 +48,11 @@ void hist_merge(hist_t *dst, const hist_t *src) {
                 dst->max = src->max;
 }
 
-double hist_sum(const hist_t *h) {
+double hist_sum(const Hist *h) {
         return (double) h->sum_hi * 18446744073709551616.0 + (double) h->sum_lo;
 }
 
-double hist_mean(const hist_t *h) {
+double hist_mean(const Hist *h) {
         if (h->count == 0)
                 return __builtin_nan("");
         return hist_sum(h) / (double) h->count;
@@ -79,7 +79,7 @@ static uint64_t clamp_u64(uint64_t v, uint64_t lo, uint64_t hi) {
         return v < lo ? lo : v > hi ? hi : v;
 }
 
-int hist_percentile(const hist_t *h, double p, uint64_t *ret) {
+int hist_percentile(const Hist *h, double p, uint64_t *ret) {
         uint64_t rank, seen = 0;
 
         if (!(p >= 0 && p <= 100))
@@ -110,7 +110,7 @@ int hist_percentile(const hist_t *h, double p, uint64_t *ret) {
         return 0;
 }
 
-uint64_t hist_count_le(const hist_t *h, uint64_t v) {
+uint64_t hist_count_le(const Hist *h, uint64_t v) {
         uint64_t n = 0;
 
         if (h->count == 0 || v < h->min)
@@ -123,7 +123,7 @@ uint64_t hist_count_le(const hist_t *h, uint64_t v) {
         return n;
 }
 
-bool hist_bucket_next(const hist_t *h, size_t *iter, struct hist_bucket *ret) {
+bool hist_bucket_next(const Hist *h, size_t *iter, struct hist_bucket *ret) {
         for (size_t i = *iter; i < HIST_BUCKETS; i++) {
                 if (h->buckets[i] == 0)
                         continue;
@@ -151,7 +151,7 @@ static size_t log2_usec_slot(uint64_t ns) {
         return k < HIST_LOG2_USEC_SLOTS ? k : HIST_LOG2_USEC_SLOTS - 1;
 }
 
-size_t hist_log2_usec(const hist_t *h, bool cumulative, uint64_t ret[static HIST_LOG2_USEC_SLOTS]) {
+size_t hist_log2_usec(const Hist *h, bool cumulative, uint64_t ret[static HIST_LOG2_USEC_SLOTS]) {
         size_t n = 0;
 
         memset(ret, 0, sizeof(uint64_t) * HIST_LOG2_USEC_SLOTS);
@@ -200,7 +200,7 @@ static void slot_record(struct hist_slot *slots, size_t n_slots, uint64_t slot_u
 }
 
 static void slots_merge(const struct hist_slot *slots, size_t n_slots, uint64_t slot_usec,
-                        uint64_t now_usec, hist_t *ret) {
+                        uint64_t now_usec, Hist *ret) {
         uint64_t epoch = now_usec / slot_usec;
 
         for (size_t j = 0; j < n_slots; j++) {
@@ -228,7 +228,7 @@ static void slots_merge(const struct hist_slot *slots, size_t n_slots, uint64_t 
         }
 }
 
-void hist_window_reset(hist_window_t *w) {
+void hist_window_reset(HistWindow *w) {
         w->last_usec = 0;
         for (size_t j = 0; j < HIST_WINDOW_SHORT_SLOTS; j++)
                 slot_reset(&w->short_slots[j], HIST_EPOCH_NONE);
@@ -237,7 +237,7 @@ void hist_window_reset(hist_window_t *w) {
         hist_reset(&w->total);
 }
 
-void hist_window_record(hist_window_t *w, uint64_t now_usec, uint64_t value_ns) {
+void hist_window_record(HistWindow *w, uint64_t now_usec, uint64_t value_ns) {
         size_t idx = hist_bucket_index(value_ns);
 
         if (now_usec < w->last_usec)
@@ -249,7 +249,7 @@ void hist_window_record(hist_window_t *w, uint64_t now_usec, uint64_t value_ns) 
         hist_record(&w->total, value_ns);
 }
 
-void hist_window_get(const hist_window_t *w, enum hist_window_span span, uint64_t now_usec, hist_t *ret) {
+void hist_window_get(const HistWindow *w, enum hist_window_span span, uint64_t now_usec, Hist *ret) {
         if (now_usec < w->last_usec)
                 now_usec = w->last_usec;
 

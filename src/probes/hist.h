@@ -18,8 +18,8 @@
  * as that sample is <= HIST_VALUE_MAX (2^40 - 1 ns, about 18 minutes). Larger
  * values are counted in the last bucket; count, sum, min and max stay exact.
  *
- * Memory: hist_t is 4776 bytes (64-bit counts), struct hist_slot 2400
- * (32-bit counts), hist_window_t 43184 (42.2 KiB) per device, see below. */
+ * Memory: Hist is 4776 bytes (64-bit counts), struct hist_slot 2400
+ * (32-bit counts), HistWindow 43184 (42.2 KiB) per device, see below. */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -42,7 +42,7 @@ typedef struct hist {
         uint64_t sum_lo, sum_hi;        /* 128-bit sum of recorded values */
         uint64_t min, max;              /* exact; UINT64_MAX and 0 while empty */
         uint64_t buckets[HIST_BUCKETS];
-} hist_t;
+} Hist;
 
 static inline size_t hist_bucket_index(uint64_t v) {
         unsigned msb, shift;
@@ -62,11 +62,11 @@ uint64_t hist_bucket_upper(size_t i);
 /* The value a sample in bucket i is reported as: the midpoint, rounded down. */
 uint64_t hist_bucket_value(size_t i);
 
-void hist_reset(hist_t *h);
+void hist_reset(Hist *h);
 #define hist_init hist_reset
 
 /* O(1): one bucket increment plus count/sum/min/max. */
-static inline void hist_record(hist_t *h, uint64_t v) {
+static inline void hist_record(Hist *h, uint64_t v) {
         h->buckets[hist_bucket_index(v)]++;
         h->count++;
         h->sum_lo += v;
@@ -78,24 +78,24 @@ static inline void hist_record(hist_t *h, uint64_t v) {
 }
 
 /* dst += src. */
-void hist_merge(hist_t *dst, const hist_t *src);
+void hist_merge(Hist *dst, const Hist *src);
 
 /* Sum of the recorded values as a double (exact up to 2^53) and the mean. */
-double hist_sum(const hist_t *h);
-double hist_mean(const hist_t *h);     /* NaN when empty */
+double hist_sum(const Hist *h);
+double hist_mean(const Hist *h);     /* NaN when empty */
 
 /* Nearest-rank percentile: the smallest recorded x such that at least
  * hist_rank(p, count) samples are <= x; reported as its bucket's midpoint,
  * clamped to [min, max]. p = 100 gives max exactly, p = 0 gives min.
  * -EINVAL for p outside [0, 100] or NaN, -ENODATA when empty. */
-int hist_percentile(const hist_t *h, double p, uint64_t *ret);
+int hist_percentile(const Hist *h, double p, uint64_t *ret);
 /* The 1-based rank used above: ceil(p / 100 * n) clamped to [1, n], where
  * values within 1e-9 (relative) above an integer count as that integer. */
 uint64_t hist_rank(double p, uint64_t n);
 
 /* Number of samples whose reported value (bucket midpoint) is <= v; exact
  * below min and at or above max. Monotonic in v. */
-uint64_t hist_count_le(const hist_t *h, uint64_t v);
+uint64_t hist_count_le(const Hist *h, uint64_t v);
 
 /* Iteration over non-empty buckets in ascending order, for export:
  *
@@ -109,7 +109,7 @@ struct hist_bucket {
         uint64_t upper;  /* exclusive, ns */
         uint64_t count;
 };
-bool hist_bucket_next(const hist_t *h, size_t *iter, struct hist_bucket *ret);
+bool hist_bucket_next(const Hist *h, size_t *iter, struct hist_bucket *ret);
 
 /* biolatency-style log2 microsecond buckets: slot 0 is [0, 2) usec, slot
  * k >= 1 is [2^k, 2^(k+1)) usec. Each HDR bucket goes whole to the slot of its
@@ -118,7 +118,7 @@ bool hist_bucket_next(const hist_t *h, size_t *iter, struct hist_bucket *ret);
  * everything below 2^(k+1) usec instead. Returns the number of slots up to and
  * including the last non-empty one (0 when empty); ret[] is filled in full. */
 #define HIST_LOG2_USEC_SLOTS 32
-size_t hist_log2_usec(const hist_t *h, bool cumulative, uint64_t ret[static HIST_LOG2_USEC_SLOTS]);
+size_t hist_log2_usec(const Hist *h, bool cumulative, uint64_t ret[static HIST_LOG2_USEC_SLOTS]);
 
 /* One interval of a sliding window. 32-bit bucket counts keep the window
  * small; a bucket saturates at UINT32_MAX instead of wrapping, which would
@@ -136,7 +136,7 @@ struct hist_slot {
  *
  *         1 min:   6 slots of 10 s  (14.1 KiB)
  *         10 min: 10 slots of 60 s  (23.4 KiB)
- *         total:  one hist_t        (4.7 KiB)
+ *         total:  one Hist        (4.7 KiB)
  *
  * A window is the current, partly filled slot plus the n-1 before it, so it
  * covers between (n-1) and n slot lengths: 50..60 s and 9..10 min. Ten slots
@@ -165,12 +165,12 @@ typedef struct hist_window {
         uint64_t last_usec;
         struct hist_slot short_slots[HIST_WINDOW_SHORT_SLOTS];
         struct hist_slot long_slots[HIST_WINDOW_LONG_SLOTS];
-        hist_t total;
-} hist_window_t;
+        Hist total;
+} HistWindow;
 
-void hist_window_reset(hist_window_t *w);
+void hist_window_reset(HistWindow *w);
 #define hist_window_init hist_window_reset
-void hist_window_record(hist_window_t *w, uint64_t now_usec, uint64_t value_ns);
+void hist_window_record(HistWindow *w, uint64_t now_usec, uint64_t value_ns);
 /* Fills *ret with the samples in the span as of now_usec; never fails. */
-void hist_window_get(const hist_window_t *w, enum hist_window_span span, uint64_t now_usec, hist_t *ret);
+void hist_window_get(const HistWindow *w, enum hist_window_span span, uint64_t now_usec, Hist *ret);
 const char *hist_window_span_to_string(enum hist_window_span s);

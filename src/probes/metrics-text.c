@@ -83,7 +83,7 @@ char *metrics_format_double(double v, char buf[static METRICS_DOUBLE_MAX]) {
 }
 
 /* Escapes for label values: \\, \" and \n. HELP text escapes only \\ and \n. */
-static void append_escaped(strbuf_t *sb, const char *s, bool quote) {
+static void append_escaped(StrBuf *sb, const char *s, bool quote) {
         for (; *s; s++)
                 switch (*s) {
                 case '\\':
@@ -117,7 +117,7 @@ static int labels_check(const struct metric_label *labels, size_t n_labels, bool
 }
 
 /* name{a="x",b="y"[,le="..."]} followed by a space. */
-static void append_series(strbuf_t *sb, const char *name, const char *suffix,
+static void append_series(StrBuf *sb, const char *name, const char *suffix,
                           const struct metric_label *labels, size_t n_labels, const char *le) {
         (void) strbuf_append(sb, name);
         if (suffix)
@@ -139,7 +139,7 @@ static void append_series(strbuf_t *sb, const char *name, const char *suffix,
         (void) strbuf_appendc(sb, ' ');
 }
 
-int metrics_text_family(strbuf_t *sb, const char *name, enum metric_type type, const char *help) {
+int metrics_text_family(StrBuf *sb, const char *name, enum metric_type type, const char *help) {
         const char *t = metric_type_to_string(type);
 
         if (!t || !metric_name_is_valid(name))
@@ -156,7 +156,7 @@ int metrics_text_family(strbuf_t *sb, const char *name, enum metric_type type, c
         return strbuf_error(sb);
 }
 
-int metrics_text_gauge(strbuf_t *sb, const char *name,
+int metrics_text_gauge(StrBuf *sb, const char *name,
                        const struct metric_label *labels, size_t n_labels, double value) {
         char buf[METRICS_DOUBLE_MAX];
         int r;
@@ -172,7 +172,7 @@ int metrics_text_gauge(strbuf_t *sb, const char *name,
         return strbuf_error(sb);
 }
 
-int metrics_text_counter(strbuf_t *sb, const char *name,
+int metrics_text_counter(StrBuf *sb, const char *name,
                          const struct metric_label *labels, size_t n_labels, uint64_t value) {
         int r;
 
@@ -187,8 +187,8 @@ int metrics_text_counter(strbuf_t *sb, const char *name,
         return strbuf_error(sb);
 }
 
-int metrics_text_histogram(strbuf_t *sb, const char *name,
-                           const struct metric_label *labels, size_t n_labels, const hist_t *h) {
+int metrics_text_histogram(StrBuf *sb, const char *name,
+                           const struct metric_label *labels, size_t n_labels, const Hist *h) {
         char buf[METRICS_DOUBLE_MAX];
         int r;
 

@@ -2,7 +2,7 @@
 #pragma once
 
 /* Prometheus text exposition format, version 0.0.4, as read by node_exporter's
- * textfile collector and by a scrape. Pure writers into a strbuf_t plus one
+ * textfile collector and by a scrape. Pure writers into a StrBuf plus one
  * file helper. The caller emits each family's samples together, right after
  * metrics_text_family(); the writers validate names and labels (-EINVAL) but
  * not ordering. They return 0, -EINVAL or the buffer's sticky -ENOMEM. */
@@ -32,20 +32,20 @@ bool metric_label_name_is_valid(const char *name);
 
 /* "# HELP name help" (help escaped: \\ and \n) and "# TYPE name type".
  * Counter names must end in "_total". */
-int metrics_text_family(strbuf_t *sb, const char *name, enum metric_type type, const char *help);
+int metrics_text_family(StrBuf *sb, const char *name, enum metric_type type, const char *help);
 
 /* One sample line: name{labels} value. */
-int metrics_text_gauge(strbuf_t *sb, const char *name,
+int metrics_text_gauge(StrBuf *sb, const char *name,
                        const struct metric_label *labels, size_t n_labels, double value);
-int metrics_text_counter(strbuf_t *sb, const char *name,
+int metrics_text_counter(StrBuf *sb, const char *name,
                          const struct metric_label *labels, size_t n_labels, uint64_t value);
 
 /* A nanosecond histogram in seconds: name_bucket{...,le="<s>"} for each of
  * metrics_latency_le_ns[] and le="+Inf" (cumulative, from hist_count_le(),
  * so a bucket may be off by samples within 1/16 of its bound), then name_sum
  * (seconds) and name_count. The labels must not include "le". */
-int metrics_text_histogram(strbuf_t *sb, const char *name,
-                           const struct metric_label *labels, size_t n_labels, const hist_t *h);
+int metrics_text_histogram(StrBuf *sb, const char *name,
+                           const struct metric_label *labels, size_t n_labels, const Hist *h);
 
 /* 10 us .. 10 s in a 1-2.5-5 series; +Inf is implicit. */
 extern const uint64_t metrics_latency_le_ns[];

@@ -57,7 +57,7 @@ struct Prober {
         size_t n_targets;
         uint64_t rng;
         uint64_t total_probes;
-        probe_event_cb_t cb;
+        ProbeEventFn cb;
         void *cb_userdata;
 };
 
@@ -74,9 +74,24 @@ static uint64_t rng_next(Prober *p) {
         return p->rng * UINT64_C(2685821657736338717);
 }
 
-static void target_free(ProbeTarget *t) {
+ProbeTarget *probe_target_new(const char *sysname) {
+        _cleanup_(probe_target_freep) ProbeTarget *t = NULL;
+
+        t = calloc(1, sizeof *t);
         if (!t)
-                return;
+                return NULL;
+        t->stat_fd = -EBADF;
+        t->lat = calloc(1, sizeof *t->lat);
+        t->sysname = strdup(sysname);
+        if (!t->lat || !t->sysname)
+                return NULL;
+        hist_window_reset(t->lat);
+        return TAKE_PTR(t);
+}
+
+ProbeTarget *probe_target_free(ProbeTarget *t) {
+        if (!t)
+                return NULL;
         if (t->req)
                 ((ProbeReq *) t->req)->target = NULL; /* the completion frees it */
         free(t->sysname);
@@ -88,13 +103,14 @@ static void target_free(ProbeTarget *t) {
         if (t->stat_fd >= 0)
                 close(t->stat_fd);
         free(t);
+        return NULL;
 }
 
 Prober *prober_free(Prober *p) {
         if (!p)
                 return NULL;
         for (size_t i = 0; i < p->n_targets; i++)
-                target_free(p->targets[i]);
+                probe_target_free(p->targets[i]);
         free(p->targets);
         sd_event_source_disable_unref(p->timer);
         sd_event_unref(p->event);
@@ -128,7 +144,7 @@ int prober_new(Prober **ret, sd_event *e, UringPool *pool) {
         return 0;
 }
 
-void prober_set_event_cb(Prober *p, probe_event_cb_t cb, void *userdata) {
+void prober_set_event_cb(Prober *p, ProbeEventFn cb, void *userdata) {
         p->cb = cb;
         p->cb_userdata = userdata;
 }
@@ -206,18 +222,10 @@ int prober_update(Prober *p, const ProbeDevice *dev, const ProbeConfig *config) 
                 if (!n)
                         return -ENOMEM;
                 p->targets = n;
-                t = calloc(1, sizeof *t);
+                t = probe_target_new(sysname);
                 if (!t)
                         return -ENOMEM;
                 t->prober = p;
-                t->stat_fd = -EBADF;
-                t->lat = calloc(1, sizeof *t->lat);
-                t->sysname = strdup(sysname);
-                if (!t->lat || !t->sysname) {
-                        target_free(t);
-                        return -ENOMEM;
-                }
-                hist_window_reset(t->lat);
                 p->targets[p->n_targets++] = t;
                 added = true;
         }
@@ -238,7 +246,7 @@ int prober_update(Prober *p, const ProbeDevice *dev, const ProbeConfig *config) 
         if (t->config.size < 512)
                 t->config.size = 4096;
 
-        alert_config_t ac;
+        AlertConfig ac;
         if (config->alert_read_usec) {
                 alert_config_init(&ac, (double) config->alert_read_usec);
                 if (t->read_alert.config.threshold != ac.threshold)
@@ -267,7 +275,7 @@ int prober_update(Prober *p, const ProbeDevice *dev, const ProbeConfig *config) 
 void prober_remove(Prober *p, const char *sysname) {
         for (size_t i = 0; i < p->n_targets; i++)
                 if (streq(p->targets[i]->sysname, sysname)) {
-                        target_free(p->targets[i]);
+                        probe_target_free(p->targets[i]);
                         memmove(&p->targets[i], &p->targets[i + 1], sizeof(ProbeTarget *) * (p->n_targets - i - 1));
                         p->n_targets--;
                         prober_rearm(p);

@@ -6,6 +6,7 @@
 #include <systemd/sd-event.h>
 
 #include "alert.h"
+#include "cleanup.h"
 #include "hist.h"
 
 /* Latency probes: per managed device, periodic read-only O_DIRECT reads at
@@ -54,13 +55,13 @@ typedef struct ProbeTarget {
         uint64_t n_probes, n_errors;
         int last_error;
         char *note;          /* why the device is not probed right now, e.g. nothing written yet */
-        hist_window_t *lat;  /* read latency in ns */
+        HistWindow *lat;  /* read latency in ns */
         ProbeStats stats;
         uint64_t stat_prev[17];
         uint64_t stat_prev_usec;
         bool stat_have_prev;
         int stat_fd;         /* <blockdir>/stat, read with pread(): no sysfs lookup on the loop */
-        alert_t read_alert, write_alert; /* .episodes counts alerts raised */
+        Alert read_alert, write_alert; /* .episodes counts alerts raised */
         /* zoned devices: readable extents [start, end) in bytes, below the write pointers */
         uint64_t (*extents)[2];
         size_t n_extents;
@@ -75,11 +76,11 @@ typedef enum ProbeEventType {
         PROBE_EVENT_ALERT_CLEARED,
 } ProbeEventType;
 
-typedef void (*probe_event_cb_t)(Prober *p, ProbeEventType type, ProbeTarget *t, const char *detail, void *userdata);
+typedef void (*ProbeEventFn)(Prober *p, ProbeEventType type, ProbeTarget *t, const char *detail, void *userdata);
 
 int prober_new(Prober **ret, sd_event *e, struct UringPool *pool);
 Prober *prober_free(Prober *p);
-void prober_set_event_cb(Prober *p, probe_event_cb_t cb, void *userdata);
+void prober_set_event_cb(Prober *p, ProbeEventFn cb, void *userdata);
 /* A device as its udev event found it: read off the event loop (sysfs
  * lookups wait on the kernfs lock that attaches and detaches hold). */
 typedef struct ProbeDevice {
@@ -95,6 +96,11 @@ typedef struct ProbeDevice {
 int prober_update(Prober *p, const ProbeDevice *dev, const ProbeConfig *config);
 void prober_remove(Prober *p, const char *sysname);
 ProbeTarget *prober_find(Prober *p, const char *sysname);
+/* A target outside any prober, its histogram empty (prober_update() makes
+ * them; tests fill them by hand); NULL on OOM. The free takes NULL. */
+ProbeTarget *probe_target_new(const char *sysname);
+ProbeTarget *probe_target_free(ProbeTarget *t);
+DEFINE_TRIVIAL_CLEANUP_FUNC(ProbeTarget *, probe_target_free)
 /* Iteration: for (size_t i = 0; i < prober_count(p); i++) prober_get(p, i). */
 size_t prober_count(Prober *p);
 ProbeTarget *prober_get(Prober *p, size_t i);

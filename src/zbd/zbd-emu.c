@@ -879,12 +879,60 @@ static int data_open(Zbd *z, EmuZbd *e, bool may_create) {
         return 0;
 }
 
+/* Never take over somebody's data: a data file without state can only be
+ * somebody's (the state is created first). One that holds nothing (sparse,
+ * as after `truncate -s 64M`) and is no larger than the zones is adopted;
+ * anything else is refused, saying what to do. */
+static int check_adoptable(const char *path, const ZbdEmuConfig *c) {
+        struct stat st;
+
+        if (stat(path, &st) == 0 && st.st_size > 0) {
+                uint64_t want = (uint64_t) c->nr_zones * c->zone_size;
+                int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+                off_t data = fd < 0 ? 0 : lseek(fd, 0, SEEK_DATA);
+                bool empty = fd >= 0 && data < 0 && errno == ENXIO;
+
+                if (fd >= 0)
+                        close(fd);
+                if (!S_ISREG(st.st_mode) || !empty || (uint64_t) st.st_size > want)
+                        return log_error_errno(EEXIST,
+                                               "zbd-emu: %s exists and is not an emulated zoned device (%s); "
+                                               "point Emulate= at a path that does not exist (blkmqd creates "
+                                               "it), or remove the file if it is yours to lose",
+                                               path,
+                                               !S_ISREG(st.st_mode) ? "not a regular file"
+                                               : !empty             ? "it holds data"
+                                                                    : "larger than the zones asked for");
+                log_info("zbd-emu: %s exists, holds no data and fits %" PRIu32 " zones of %" PRIu64
+                         " bytes: taking it over.", path, c->nr_zones, c->zone_size);
+        }
+        return 0;
+}
+
+/* No state file yet: checks the geometry and the data file, and creates
+ * the state. Returns 1 if it made it, 0 if another process just did. */
+static int meta_create_new(const char *path, const char *meta_path, const ZbdEmuConfig *c) {
+        int r;
+
+        if (c->zone_size == 0 || c->zone_size % EMU_BLOCK || c->zone_capacity == 0 ||
+            c->zone_capacity % EMU_BLOCK || c->zone_capacity > c->zone_size || c->nr_zones == 0 ||
+            c->nr_conv > c->nr_zones || c->zone_size > UINT64_MAX / c->nr_zones)
+                return -EINVAL;
+        r = check_adoptable(path, c);
+        if (r < 0)
+                return r;
+        r = meta_create(meta_path, c, EMU_BLOCK);
+        if (r < 0 && r != -EEXIST)
+                return log_error_errno(r, "zbd-emu: creating %s: %m", meta_path);
+        return r == 0;
+}
+
 int zbd_emu_open_config(const char *path, const ZbdEmuConfig *c, Zbd **ret) {
         _cleanup_free_ char *meta_path = NULL;
+        _cleanup_(zbd_freep) Zbd *z = NULL;
         uint32_t max_write;
         bool created = false, all_empty = true;
         EmuZbd *e;
-        Zbd *z;
         int r;
 
         if (!path || !c || !ret)
@@ -896,89 +944,46 @@ int zbd_emu_open_config(const char *path, const ZbdEmuConfig *c, Zbd **ret) {
                 return -ENOMEM;
 
         z = calloc(1, sizeof *z);
-        e = calloc(1, sizeof *e);
-        if (!z || !e) {
-                free(z);
-                free(e);
+        if (!z)
                 return -ENOMEM;
-        }
         z->fd = -EBADF;
+        e = calloc(1, sizeof *e);
+        if (!e)
+                return -ENOMEM;
         e->meta_fd = e->rfd = -EBADF;
         pthread_mutex_init(&e->lock, NULL);
         z->ops = &emu_ops;
         z->backend = e;
         z->path = strdup(path);
-        if (!z->path) {
-                r = -ENOMEM;
-                goto fail;
-        }
+        if (!z->path)
+                return -ENOMEM;
 
         e->meta_fd = open(meta_path, O_RDWR | O_CLOEXEC | O_NOCTTY);
         if (e->meta_fd < 0 && errno == ENOENT) {
-                struct stat st;
-
-                if (c->zone_size == 0 || c->zone_size % EMU_BLOCK || c->zone_capacity == 0 ||
-                    c->zone_capacity % EMU_BLOCK || c->zone_capacity > c->zone_size || c->nr_zones == 0 ||
-                    c->nr_conv > c->nr_zones || c->zone_size > UINT64_MAX / c->nr_zones) {
-                        r = -EINVAL;
-                        goto fail;
-                }
-                /* Never take over somebody's data: a data file without
-                 * state can only be somebody's (the state is created
-                 * first). One that holds nothing (sparse, as after
-                 * `truncate -s 64M`) and is no larger than the zones is
-                 * adopted; anything else is refused, saying what to do. */
-                if (stat(path, &st) == 0 && st.st_size > 0) {
-                        uint64_t want = (uint64_t) c->nr_zones * c->zone_size;
-                        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-                        off_t data = fd < 0 ? 0 : lseek(fd, 0, SEEK_DATA);
-                        bool empty = fd >= 0 && data < 0 && errno == ENXIO;
-
-                        if (fd >= 0)
-                                close(fd);
-                        if (!S_ISREG(st.st_mode) || !empty || (uint64_t) st.st_size > want) {
-                                r = log_error_errno(EEXIST,
-                                                    "zbd-emu: %s exists and is not an emulated zoned device (%s); "
-                                                    "point Emulate= at a path that does not exist (blkmqd creates "
-                                                    "it), or remove the file if it is yours to lose",
-                                                    path,
-                                                    !S_ISREG(st.st_mode) ? "not a regular file"
-                                                    : !empty             ? "it holds data"
-                                                                         : "larger than the zones asked for");
-                                goto fail;
-                        }
-                        log_info("zbd-emu: %s exists, holds no data and fits %" PRIu32 " zones of %" PRIu64
-                                 " bytes: taking it over.", path, c->nr_zones, c->zone_size);
-                }
-                r = meta_create(meta_path, c, EMU_BLOCK);
-                if (r < 0 && r != -EEXIST) {
-                        log_error_errno(r, "zbd-emu: creating %s: %m", meta_path);
-                        goto fail;
-                }
-                created = r == 0;
+                r = meta_create_new(path, meta_path, c);
+                if (r < 0)
+                        return r;
+                created = r > 0;
                 e->meta_fd = open(meta_path, O_RDWR | O_CLOEXEC | O_NOCTTY);
         }
-        if (e->meta_fd < 0) {
-                r = log_error_errno(errno, "zbd-emu: open %s: %m", meta_path);
-                goto fail;
-        }
+        if (e->meta_fd < 0)
+                return log_error_errno(errno, "zbd-emu: open %s: %m", meta_path);
         if (flock(e->meta_fd, LOCK_EX | LOCK_NB) < 0) {
                 r = errno == EWOULDBLOCK ? -EBUSY : -errno;
-                log_error_errno(r, "zbd-emu: %s is in use by another process", path);
-                goto fail;
+                return log_error_errno(r, "zbd-emu: %s is in use by another process", path);
         }
         r = meta_load(e, c, meta_path);
         if (r < 0)
-                goto fail;
+                return r;
         for (uint32_t i = e->nr_conv; i < e->nr_zones; i++)
                 if (e->zones[i].cond != ZONE_COND_EMPTY)
                         all_empty = false;
         r = data_open(z, e, all_empty);
         if (r < 0)
-                goto fail;
+                return r;
         r = repair(e, path);
         if (r < 0)
-                goto fail;
+                return r;
 
         e->max_open = c->max_open;
         e->max_active = c->max_active;
@@ -995,11 +1000,8 @@ int zbd_emu_open_config(const char *path, const ZbdEmuConfig *c, Zbd **ret) {
                   " conventional), max open %" PRIu32 " active %" PRIu32 ", %" PRIu32 " active now",
                   path, created ? "created" : "opened", e->nr_zones, e->zone_size, e->capacity, e->nr_conv,
                   e->max_open, e->max_active, e->n_active);
-        *ret = z;
+        *ret = TAKE_PTR(z);
         return 0;
-fail:
-        zbd_free(z);
-        return r;
 }
 
 int zbd_emu_open(const char *path, uint64_t zone_size, uint64_t zone_capacity, uint32_t nr_zones,

@@ -299,20 +299,130 @@ static int open_generic(const char *sysname, char **ret_path) {
         return TAKE_FD(fd);
 }
 
+/* The namespace's LBA format in use (fmt): data only (no metadata, which
+ * appends would need a buffer for), the block device's block size. */
+static int check_lba_format(int ngfd, uint32_t nsid, const char *ng_path, const Zbd *kz, struct nvme_id_ns *id,
+                            uint8_t *ret_fmt) {
+        uint8_t fmt;
+        uint32_t bs;
+        int r;
+
+        r = ns_errno(nvme_identify_ns(ngfd, nsid, id), "identify namespace", ng_path);
+        if (r < 0)
+                return r;
+        nvme_id_ns_flbas_to_lbaf_inuse(id->flbas, &fmt);
+        if (fmt > id->nlbaf || fmt >= ELEMENTSOF(id->lbaf))
+                return -EINVAL;
+        if (id->lbaf[fmt].ds < 9 || id->lbaf[fmt].ds > 16)
+                return log_debug_errno(EINVAL, "zbd: %s: LBA data size 2^%u", ng_path, id->lbaf[fmt].ds);
+        if (le16toh(id->lbaf[fmt].ms) != 0)
+                /* Appends would need a metadata buffer (or carry it inline). */
+                return log_debug_errno(EOPNOTSUPP, "zbd: %s: LBA format %u has %u bytes of metadata", ng_path, fmt,
+                                       le16toh(id->lbaf[fmt].ms));
+        bs = UINT32_C(1) << id->lbaf[fmt].ds;
+        if (bs != kz->limits.block_size)
+                return log_debug_errno(EINVAL, "zbd: %s: LBA size %u, but the block device's is %u", ng_path, bs,
+                                       kz->limits.block_size);
+        *ret_fmt = fmt;
+        return 0;
+}
+
+/* A ZNS namespace (not another zoned command set) whose zone size is the
+ * block device's; fills zctrl (ZASL). */
+static int check_zns(int ngfd, uint32_t nsid, const char *ng_path, const Zbd *kz, const struct nvme_id_ns *id,
+                     uint8_t fmt, struct nvme_zns_id_ns *zid, struct nvme_zns_id_ctrl *zctrl) {
+        uint64_t zsze;
+        int r;
+
+        r = nvme_zns_identify_ns(ngfd, nsid, zid);
+        if (r > 0) {
+                /* Invalid Field / Invalid Namespace: not a ZNS namespace (a
+                 * zoned one of another command set, e.g. ZAC behind NVMe). */
+                (void) ns_errno(r, "ZNS identify namespace", ng_path);
+                return -EOPNOTSUPP;
+        }
+        r = ns_errno(r, "ZNS identify namespace", ng_path);
+        if (r < 0)
+                return r;
+        zsze = le64toh(zid->lbafe[fmt].zsze);
+        if (zsze == 0 || zsze > (UINT64_MAX >> id->lbaf[fmt].ds) || zsze << id->lbaf[fmt].ds != kz->limits.zone_size)
+                return log_debug_errno(EINVAL, "zbd: %s: ZNS zone size %" PRIu64 " LBAs, the block device's %" PRIu64
+                                       " bytes", ng_path, zsze, kz->limits.zone_size);
+        r = nvme_zns_identify_ctrl(ngfd, zctrl);
+        if (r > 0) {
+                (void) ns_errno(r, "ZNS identify controller", ng_path);
+                return -EOPNOTSUPP;
+        }
+        return ns_errno(r, "ZNS identify controller", ng_path);
+}
+
+/* The append limit: ZASL (0: MDTS, which max_hw_sectors_kb already is),
+ * zone_append_max_bytes, max_hw_sectors_kb, max_segments pages; a
+ * multiple of the block size, 0 if none is known. */
+static uint32_t append_limit(const Zbd *kz, const char *dir, uint8_t zasl, uint32_t bs, long page,
+                             uint64_t *ret_hw_kb, uint64_t *ret_segs) {
+        uint64_t hw_kb = 0, segs = 0;
+        uint32_t am = kz->limits.zone_append_max;
+
+        if (zasl && zasl < 20) {
+                uint64_t zasl_bytes = (uint64_t) NVME_CTRL_PAGE_SIZE << zasl;
+
+                if (am == 0 || zasl_bytes < am)
+                        am = (uint32_t) zasl_bytes; /* < 4 GiB: zasl < 20 */
+        }
+        if (read_attr_u64(dir, "queue/max_hw_sectors_kb", &hw_kb) >= 0 && hw_kb > 0 && hw_kb < UINT32_MAX / 1024 &&
+            (am == 0 || hw_kb * 1024 < am))
+                am = (uint32_t) (hw_kb * 1024);
+        if (read_attr_u64(dir, "queue/max_segments", &segs) >= 0 && segs > 0 && segs < UINT32_MAX / (uint64_t) page &&
+            (am == 0 || segs * (uint64_t) page < am))
+                am = (uint32_t) (segs * (uint64_t) page);
+        *ret_hw_kb = hw_kb;
+        *ret_segs = segs;
+        return am - am % bs;
+}
+
+/* The block device's sysfs directory: blockdir, or found from its dev_t. */
+static int block_sysfs_dir(const Zbd *kz, const char *blockdir, char **ret) {
+        struct stat st;
+        char *dir;
+
+        if (blockdir)
+                dir = strdup(blockdir);
+        else if (fstat(kz->fd, &st) < 0)
+                return -errno;
+        else if (asprintf(&dir, "/sys/dev/block/%u:%u", major(st.st_rdev), minor(st.st_rdev)) < 0)
+                dir = NULL;
+        if (!dir)
+                return -ENOMEM;
+        *ret = dir;
+        return 0;
+}
+
+static void misplace_from_env(NvmeZbd *v, const char *devnode) {
+        const char *e = secure_getenv("BLKMQD_TEST_MISPLACE_APPEND");
+        uint64_t n;
+
+        if (e && safe_atou64(e, &n) >= 0 && n > 0) {
+                v->misplace_at = n;
+                log_warning("zbd: %s: BLKMQD_TEST_MISPLACE_APPEND=%" PRIu64 ": append result %" PRIu64
+                            " will be misreported (fault injection for tests).", devnode, n, n);
+        }
+}
+
 int zbd_nvme_open(const char *devnode, const char *blockdir, Zbd **ret) {
         _cleanup_free_ char *real = NULL, *ng_path = NULL, *dir = NULL;
         _cleanup_free_ struct nvme_id_ns *id = NULL;
         _cleanup_free_ struct nvme_zns_id_ns *zid = NULL;
         _cleanup_free_ struct nvme_zns_id_ctrl *zctrl = NULL;
         _cleanup_close_ int ngfd = -EBADF;
-        Zbd *kz = NULL, *z = NULL;
-        NvmeZbd *v = NULL;
+        _cleanup_(zbd_freep) Zbd *kz = NULL;
+        _cleanup_free_ Zbd *z = NULL;
+        _cleanup_free_ NvmeZbd *v = NULL;
         const char *sysname;
-        struct stat st;
         uint32_t nsid, blk_nsid, bs, am;
-        uint64_t zsze, hw_kb = 0, segs = 0, size;
+        uint64_t hw_kb, segs, size;
         long page = sysconf(_SC_PAGESIZE);
-        uint8_t fmt;
+        uint8_t fmt = 0;
         int r;
 
         if (!devnode || !ret)
@@ -332,156 +442,62 @@ int zbd_nvme_open(const char *devnode, const char *blockdir, Zbd **ret) {
                 return log_debug_errno(EOPNOTSUPP, "zbd: %s is not zoned", devnode);
         if (r < 0)
                 return r;
-        /* From here on kz is freed on error paths (goto fail). */
-
-        if (blockdir)
-                dir = strdup(blockdir);
-        else if (fstat(kz->fd, &st) < 0) {
-                r = -errno;
-                goto fail;
-        } else if (asprintf(&dir, "/sys/dev/block/%u:%u", major(st.st_rdev), minor(st.st_rdev)) < 0)
-                dir = NULL;
-        if (!dir) {
-                r = -ENOMEM;
-                goto fail;
-        }
-        if (ioctl(kz->fd, BLKGETSIZE64, &size) < 0) {
-                r = -errno;
-                goto fail;
-        }
+        r = block_sysfs_dir(kz, blockdir, &dir);
+        if (r < 0)
+                return r;
+        if (ioctl(kz->fd, BLKGETSIZE64, &size) < 0)
+                return -errno;
 
         /* The same namespace on both nodes. */
         r = ns_errno(nvme_get_nsid(ngfd, &nsid), "namespace id", ng_path);
         if (r < 0)
-                goto fail;
+                return r;
         r = ns_errno(nvme_get_nsid(kz->fd, &blk_nsid), "namespace id", devnode);
         if (r < 0)
-                goto fail;
-        if (nsid != blk_nsid) {
-                r = log_debug_errno(ENODEV, "zbd: %s is nsid %u, %s nsid %u", devnode, blk_nsid, ng_path, nsid);
-                goto fail;
-        }
+                return r;
+        if (nsid != blk_nsid)
+                return log_debug_errno(ENODEV, "zbd: %s is nsid %u, %s nsid %u", devnode, blk_nsid, ng_path, nsid);
 
         id = calloc(1, sizeof *id);
         zid = calloc(1, sizeof *zid);
         zctrl = calloc(1, sizeof *zctrl);
-        if (!id || !zid || !zctrl) {
-                r = -ENOMEM;
-                goto fail;
-        }
-        r = ns_errno(nvme_identify_ns(ngfd, nsid, id), "identify namespace", ng_path);
+        if (!id || !zid || !zctrl)
+                return -ENOMEM;
+        r = check_lba_format(ngfd, nsid, ng_path, kz, id, &fmt);
         if (r < 0)
-                goto fail;
-        nvme_id_ns_flbas_to_lbaf_inuse(id->flbas, &fmt);
-        if (fmt > id->nlbaf || fmt >= ELEMENTSOF(id->lbaf)) {
-                r = -EINVAL;
-                goto fail;
-        }
-        if (id->lbaf[fmt].ds < 9 || id->lbaf[fmt].ds > 16) {
-                r = log_debug_errno(EINVAL, "zbd: %s: LBA data size 2^%u", ng_path, id->lbaf[fmt].ds);
-                goto fail;
-        }
-        if (le16toh(id->lbaf[fmt].ms) != 0) {
-                /* Appends would need a metadata buffer (or carry it inline). */
-                r = log_debug_errno(EOPNOTSUPP, "zbd: %s: LBA format %u has %u bytes of metadata", ng_path, fmt,
-                                    le16toh(id->lbaf[fmt].ms));
-                goto fail;
-        }
+                return r;
         bs = UINT32_C(1) << id->lbaf[fmt].ds;
-        if (bs != kz->limits.block_size) {
-                r = log_debug_errno(EINVAL, "zbd: %s: LBA size %u, but the block device's is %u", ng_path, bs,
-                                    kz->limits.block_size);
-                goto fail;
-        }
-
-        r = nvme_zns_identify_ns(ngfd, nsid, zid);
-        if (r > 0) {
-                /* Invalid Field / Invalid Namespace: not a ZNS namespace (a
-                 * zoned one of another command set, e.g. ZAC behind NVMe). */
-                (void) ns_errno(r, "ZNS identify namespace", ng_path);
-                r = -EOPNOTSUPP;
-                goto fail;
-        }
-        r = ns_errno(r, "ZNS identify namespace", ng_path);
+        r = check_zns(ngfd, nsid, ng_path, kz, id, fmt, zid, zctrl);
         if (r < 0)
-                goto fail;
-        zsze = le64toh(zid->lbafe[fmt].zsze);
-        if (zsze == 0 || zsze > (UINT64_MAX >> id->lbaf[fmt].ds) || zsze << id->lbaf[fmt].ds != kz->limits.zone_size) {
-                r = log_debug_errno(EINVAL, "zbd: %s: ZNS zone size %" PRIu64 " LBAs, the block device's %" PRIu64
-                                    " bytes", ng_path, zsze, kz->limits.zone_size);
-                goto fail;
-        }
-        r = nvme_zns_identify_ctrl(ngfd, zctrl);
-        if (r > 0) {
-                (void) ns_errno(r, "ZNS identify controller", ng_path);
-                r = -EOPNOTSUPP;
-                goto fail;
-        }
-        r = ns_errno(r, "ZNS identify controller", ng_path);
-        if (r < 0)
-                goto fail;
+                return r;
 
-        /* The append limit: ZASL (0: MDTS, which max_hw_sectors_kb already
-         * is), zone_append_max_bytes, max_hw_sectors_kb. */
-        am = kz->limits.zone_append_max;
-        if (zctrl->zasl && zctrl->zasl < 20) {
-                uint64_t zasl_bytes = (uint64_t) NVME_CTRL_PAGE_SIZE << zctrl->zasl;
-
-                if (am == 0 || zasl_bytes < am)
-                        am = (uint32_t) zasl_bytes; /* < 4 GiB: zasl < 20 */
-        }
-        if (read_attr_u64(dir, "queue/max_hw_sectors_kb", &hw_kb) >= 0 && hw_kb > 0 && hw_kb < UINT32_MAX / 1024 &&
-            (am == 0 || hw_kb * 1024 < am))
-                am = (uint32_t) (hw_kb * 1024);
         if (page <= 0)
                 page = 4096;
-        if (read_attr_u64(dir, "queue/max_segments", &segs) >= 0 && segs > 0 && segs < UINT32_MAX / (uint64_t) page &&
-            (am == 0 || segs * (uint64_t) page < am))
-                am = (uint32_t) (segs * (uint64_t) page);
-        am -= am % bs;
-        if (am == 0) {
-                r = log_debug_errno(EOPNOTSUPP, "zbd: %s: no zone append limit", ng_path);
-                goto fail;
-        }
+        am = append_limit(kz, dir, zctrl->zasl, bs, page, &hw_kb, &segs);
+        if (am == 0)
+                return log_debug_errno(EOPNOTSUPP, "zbd: %s: no zone append limit", ng_path);
 
         z = calloc(1, sizeof *z);
         v = calloc(1, sizeof *v);
-        if (!z || !v || !(z->path = strdup(devnode))) {
-                free(z);
-                free(v);
-                r = -ENOMEM;
-                goto fail;
-        }
-        v->kz = kz;
+        if (!z || !v || !(z->path = strdup(devnode)))
+                return -ENOMEM;
         v->nsid = nsid;
         v->lba_shift = id->lbaf[fmt].ds;
         v->dev_size = size;
+        v->page_size = (uint32_t) page;
+        misplace_from_env(v, devnode);
         z->ops = &ns_ops;
-        z->backend = v;
         z->limits = kz->limits;
         z->limits.zone_append_max = am;
         z->fd = TAKE_FD(ngfd);
-        v->page_size = (uint32_t) page;
-        {
-                const char *e = secure_getenv("BLKMQD_TEST_MISPLACE_APPEND");
-                uint64_t n;
-
-                if (e && safe_atou64(e, &n) >= 0 && n > 0) {
-                        v->misplace_at = n;
-                        log_warning("zbd: %s: BLKMQD_TEST_MISPLACE_APPEND=%" PRIu64 ": append result %" PRIu64
-                                    " will be misreported (fault injection for tests).", devnode, n, n);
-                }
-        }
         log_debug("zbd: %s: nvme backend on %s (nsid %u), %" PRIu64 " zones of %" PRIu64 " bytes, max open %u "
                   "active %u, max write %u, zone append max %u (ZASL %u, zone_append_max_bytes %u, "
                   "max_hw_sectors_kb %" PRIu64 ", max_segments %" PRIu64 "), block %u",
                   devnode, ng_path, nsid, z->limits.nr_zones, z->limits.zone_size, z->limits.max_open,
                   z->limits.max_active, z->limits.max_write, am, zctrl->zasl, kz->limits.zone_append_max, hw_kb,
                   segs, bs);
-        *ret = z;
+        v->kz = TAKE_PTR(kz);
+        z->backend = TAKE_PTR(v);
+        *ret = TAKE_PTR(z);
         return 0;
-
-fail:
-        zbd_free(kz);
-        return r;
 }

@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cleanup.h"
+
 /* Zoned block device backends behind one ops table, in the manner of fio's
  * zbd: the kernel's zoned block ioctls, NVMe ZNS passthrough, and zones
  * emulated over a regular file. All offsets and sizes are in bytes.
@@ -123,6 +125,7 @@ int zbd_emu_open(const char *path, uint64_t zone_size, uint64_t zone_capacity, u
                  uint32_t max_open, uint32_t max_active, Zbd **ret);
 int zbd_nvme_open(const char *devnode, const char *blockdir, Zbd **ret);
 void zbd_free(Zbd *z);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Zbd *, zbd_free)
 
 /* --- Added by the zbd backends (zbd.c, zbd-emu.c) ------------------------
  * Generic report helpers over ops->report, and the emulation's full

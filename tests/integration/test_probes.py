@@ -40,7 +40,7 @@ import threading
 import time
 import uuid
 
-from blkmqtest import (Env, Runner, diag, log, main_guard, need_all, skip, timeout_scale,
+from blkmqtest import (Env, Runner, diag, log, main_guard, need_all, skip, timeout_scale, varlink_call,
                        udevd, wait_for)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -124,22 +124,10 @@ class VarlinkError(Exception):
 
 def call(sock, method, params=None, timeout=10):
     """One call; the reply's parameters, or VarlinkError."""
-    m = {"method": method, "parameters": params or {}}
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC) as s:
-        s.settimeout(timeout * timeout_scale())
-        s.connect(sock)
-        s.sendall(json.dumps(m).encode() + b"\0")
-        buf = b""
-        while b"\0" not in buf:
-            d = s.recv(1 << 20)
-            if not d:
-                raise RuntimeError(f"{method}: EOF before the reply")
-            buf += d
-    reply = json.loads(buf.split(b"\0", 1)[0])
+    reply = varlink_call(sock, method, params or {}, timeout=timeout * timeout_scale())
     if "error" in reply:
         raise VarlinkError(reply)
     return reply.get("parameters", {})
-
 
 class MonitorStream:
     """io.blkmqd.Metrics.Monitor with "more": events collected by a thread."""

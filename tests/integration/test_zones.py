@@ -35,14 +35,13 @@ import hashlib
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import threading
 import time
 
 from blkmqtest import (CI, Env, Runner, daemon_path, diag, log, main_guard, need_root, skip,
-                       timeout_scale, wait_for)
+                       timeout_scale, varlink_call, wait_for)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 INTEROP = os.path.join(HERE, "..", "interop")
@@ -149,25 +148,9 @@ def read_img(img, offset, length):
 
 
 def raw_call(sock_path, method, params, fds=()):
-    """One varlink call over a fresh connection, fds passed with SCM_RIGHTS
-    (the PyPI package cannot); returns the reply (the last, if "continues")."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(30 * timeout_scale())
-        s.connect(sock_path)
-        socket.send_fds(s, [json.dumps({"method": method, "parameters": params}).encode() + b"\0"], list(fds))
-        buf = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                raise RuntimeError(f"{method}: connection closed, got {buf!r}")
-            buf += chunk
-            msgs = buf.split(b"\0")
-            for m in msgs[:-1]:
-                rep = json.loads(m)
-                if not rep.get("continues"):
-                    return rep
-            buf = msgs[-1]
-
+    """One varlink call over a fresh connection, fds passed with SCM_RIGHTS;
+    returns the reply."""
+    return varlink_call(sock_path, method, params, timeout=30 * timeout_scale(), fds=fds)
 
 def main():
     ensure_venv()

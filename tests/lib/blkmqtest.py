@@ -163,17 +163,22 @@ def run(cmd, check=True, **kw):
 # varlink, the plain way (one connection per call; the tests that need the
 # PyPI client use it through tests/interop's venv instead)
 
-def varlink_call(address, method, params=None, timeout=30):
+def varlink_call(address, method, params=None, timeout=30, fds=()):
     """The last reply of METHOD on the unix socket ADDRESS, as a dict
     (its "error" key set for an error reply). ConnectionError if blkmqd
-    closed the connection before a complete reply."""
+    closed the connection before a complete reply. FDS go with the call
+    (SCM_RIGHTS), which the PyPI client cannot do."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC) as s:
         s.settimeout(timeout)
         s.connect(address)
         m = {"method": method}
         if params is not None:
             m["parameters"] = params
-        s.sendall(json.dumps(m).encode() + b"\0")
+        data = json.dumps(m).encode() + b"\0"
+        if fds:
+            socket.send_fds(s, [data], list(fds))
+        else:
+            s.sendall(data)
         buf = b""
         while not buf.endswith(b"\0"):
             chunk = s.recv(1 << 20)

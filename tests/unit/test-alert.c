@@ -27,14 +27,14 @@ static double rng_range(uint64_t *s, double lo, double hi) {
         return lo + (hi - lo) * ((double) (rng_next(s) >> 11) / 9007199254740992.0);
 }
 
-static alert_t make(double threshold, double clear, unsigned raise_after, unsigned clear_after) {
-        alert_config_t c = {
+static Alert make(double threshold, double clear, unsigned raise_after, unsigned clear_after) {
+        AlertConfig c = {
                 .threshold = threshold,
                 .clear_threshold = clear,
                 .raise_after = raise_after,
                 .clear_after = clear_after,
         };
-        alert_t a;
+        Alert a;
 
         assert_int_equal(alert_init(&a, &c), 0);
         return a;
@@ -42,7 +42,7 @@ static alert_t make(double threshold, double clear, unsigned raise_after, unsign
 
 /* Feeds values, one per second from *t, and returns the events as a string:
  * '.' none, 'R' raised, 'C' cleared. */
-static void feed(alert_t *a, uint64_t *t, const double *v, size_t n, char *ret) {
+static void feed(Alert *a, uint64_t *t, const double *v, size_t n, char *ret) {
         for (size_t i = 0; i < n; i++) {
                 enum alert_event e = alert_update(a, v[i], *t);
 
@@ -61,8 +61,8 @@ static void feed(alert_t *a, uint64_t *t, const double *v, size_t n, char *ret) 
         })
 
 static void test_config(void **state) {
-        alert_config_t c;
-        alert_t a, before;
+        AlertConfig c;
+        Alert a, before;
 
         alert_config_init(&c, 1000);
         assert_true(c.threshold == 1000);
@@ -101,7 +101,7 @@ static void test_config(void **state) {
 }
 
 static void test_raise_needs_consecutive(void **state) {
-        alert_t a = make(1000, 800, 3, 3);
+        Alert a = make(1000, 800, 3, 3);
         uint64_t t = 1000000;
 
         /* Equal is not above; a dip restarts the count. */
@@ -116,7 +116,7 @@ static void test_raise_needs_consecutive(void **state) {
 }
 
 static void test_clear_needs_below_clear_threshold(void **state) {
-        alert_t a = make(1000, 800, 2, 3);
+        Alert a = make(1000, 800, 2, 3);
         uint64_t t = 0;
 
         assert_string_equal(FEED(&a, &t, 2000, 2000), ".R");
@@ -136,7 +136,7 @@ static void test_clear_needs_below_clear_threshold(void **state) {
 }
 
 static void test_nan_resets_raise_streak(void **state) {
-        alert_t a = make(10, 5, 2, 1);
+        Alert a = make(10, 5, 2, 1);
         uint64_t t = 0;
 
         assert_string_equal(FEED(&a, &t, 11, __builtin_nan(""), 11, 11, 4, 11, 11, 4), "...RC.RC");
@@ -144,7 +144,7 @@ static void test_nan_resets_raise_streak(void **state) {
 }
 
 static void test_immediate(void **state) {
-        alert_t a = make(10, 10, 1, 1);
+        Alert a = make(10, 10, 1, 1);
         uint64_t t = 0;
 
         assert_string_equal(FEED(&a, &t, 11, 11, 10, 9, 9, 11, 10, 9), "R..C.R.C");
@@ -156,8 +156,8 @@ static void test_immediate(void **state) {
 static void test_noise_single_episode(void **state) {
         uint64_t seed = 42, t = 0;
         unsigned raised = 0, cleared = 0;
-        alert_config_t c;
-        alert_t a;
+        AlertConfig c;
+        Alert a;
 
         alert_config_init(&c, 1000);
         assert_int_equal(alert_init(&a, &c), 0);
@@ -192,7 +192,7 @@ static void test_noise_single_episode(void **state) {
 static void test_random_properties(void **state) {
         for (uint64_t seed = 1; seed <= 20; seed++) {
                 unsigned ra = 1 + seed % 4, ca = 1 + (seed / 4) % 5;
-                alert_t a = make(100, 70, ra, ca);
+                Alert a = make(100, 70, ra, ca);
                 double hist[4000];
                 unsigned raised = 0, cleared = 0;
                 char expect = 'R';

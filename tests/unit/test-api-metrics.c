@@ -5,8 +5,8 @@
  * Monitor with its throttle and disconnect), every reply checked against the
  * IDL, and blkmqctl latency/top run against it when the binary is there.
  *
- * The Prober is faked here: prober_find/count/get below are all api-metrics
- * uses of it, so the real probe.c is not linked in. */
+ * The targets and the Prober are probe.c's own; the Prober's timer is
+ * kept off, so nothing probes a device here. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -32,57 +32,48 @@
 #include "util.h"
 #include "varlink-idl.h"
 #include "varlink.h"
+#include "varlink-peer.h"
 
-/* ---- the fake Prober ---- */
+/* ---- targets filled by hand ---- */
 
-struct Prober {
-        ProbeTarget *targets[8];
-        size_t n;
+static const ProbeConfig target_config = {
+        .enabled = true,
+        .polled = true,
+        .interval_usec = 1000000,
+        .size = 4096,
 };
 
-ProbeTarget *prober_find(Prober *p, const char *sysname) {
-        for (size_t i = 0; i < p->n; i++)
-                if (streq(p->targets[i]->sysname, sysname))
-                        return p->targets[i];
-        return NULL;
-}
-
-size_t prober_count(Prober *p) {
-        return p ? p->n : 0;
-}
-
-ProbeTarget *prober_get(Prober *p, size_t i) {
-        return i < p->n ? p->targets[i] : NULL;
+/* What the tests expect of a fresh target beyond probe_target_new(): its
+ * config, and no iostat figures yet. */
+static void target_init(ProbeTarget *t) {
+        t->config = target_config;
+        t->stats.read_await_usec = NAN;
+        t->stats.write_await_usec = NAN;
 }
 
 static ProbeTarget *target_new(const char *sysname, const char *devnode) {
-        ProbeTarget *t = calloc(1, sizeof *t);
+        ProbeTarget *t = probe_target_new(sysname);
 
         assert_non_null(t);
-        t->sysname = strdup(sysname);
         t->devnode = devnode ? strdup(devnode) : NULL;
-        t->lat = calloc(1, sizeof *t->lat);
-        assert_non_null(t->lat);
-        hist_window_reset(t->lat);
-        t->config = (ProbeConfig) {
-                .enabled = true,
-                .polled = true,
-                .interval_usec = 1000000,
-                .size = 4096,
-        };
-        t->stats.read_await_usec = NAN;
-        t->stats.write_await_usec = NAN;
+        target_init(t);
         return t;
 }
 
-static void target_free(ProbeTarget *t) {
-        if (!t)
-                return;
-        free(t->sysname);
-        free(t->devnode);
-        free(t->note);
-        free(t->lat);
-        free(t);
+/* A target of the Prober p, made by prober_update() as the daemon does. Its
+ * first probe is put off for ever, and the timer off with it (the second
+ * prober_update() re-arms from next_due_usec). */
+static ProbeTarget *prober_add(Prober *p, const char *sysname, const char *devnode) {
+        ProbeDevice dev = { .sysname = sysname, .devnode = devnode, .blockdir = "/nonexistent", .stat_fd = -EBADF };
+        ProbeTarget *t;
+
+        assert_int_equal(prober_update(p, &dev, &target_config), 0);
+        t = prober_find(p, sysname);
+        assert_non_null(t);
+        t->next_due_usec = UINT64_MAX;
+        assert_int_equal(prober_update(p, &dev, &target_config), 0);
+        target_init(t);
+        return t;
 }
 
 /* A recorded probe, as probe.c does it. */
@@ -193,11 +184,11 @@ static void test_metrics_empty(void **state) {
         assert_non_null(o);
         assert_int_equal(jint(window_of(o, "total"), "count"), 0);
         json_decref(o);
-        o = probe_target_histogram_json(t, "total", 5000000);
+        assert_int_equal(probe_target_histogram_json(t, "total", 5000000, &o), 0);
         assert_non_null(o);
         assert_int_equal(jint(o, "count"), 0);
         json_decref(o);
-        target_free(t);
+        probe_target_free(t);
 }
 
 static void test_metrics_windows(void **state) {
@@ -259,13 +250,13 @@ static void test_metrics_windows(void **state) {
         assert_int_equal(jint(w, "p999Ns"), 123456);
         assert_int_equal(jint(w, "maxNs"), 123456);
         json_decref(o);
-        target_free(t);
+        probe_target_free(t);
 }
 
 static void test_metrics_stats_alerts(void **state) {
         ProbeTarget *t = target_new("sda", "/dev/sda");
         json_t *o, *s, *a;
-        alert_config_t c;
+        AlertConfig c;
 
         t->stats = (ProbeStats) {
                 .read_iops = 120.5,
@@ -332,7 +323,7 @@ static void test_metrics_stats_alerts(void **state) {
         assert_true(json_real_value(json_object_get(s, "utilPercent")) == 0);
         check_device_idl(o);
         json_decref(o);
-        target_free(t);
+        probe_target_free(t);
 }
 
 static void test_histogram(void **state) {
@@ -351,7 +342,7 @@ static void test_histogram(void **state) {
         for (i = 0; i < 2; i++)
                 target_record(t, t0, 900);
 
-        o = probe_target_histogram_json(t, NULL, t0 + 1000000); /* default window: 10m */
+        assert_int_equal(probe_target_histogram_json(t, NULL, t0 + 1000000, &o), 0); /* default window: 10m */
         assert_non_null(o);
         check_idl("Histogram", o);
         assert_string_equal(json_string_value(json_object_get(o, "device")), "nvme1n1");
@@ -384,28 +375,26 @@ static void test_histogram(void **state) {
 
         /* 2 min later the 1 min window is empty: no sum, no buckets, no slots;
          * total still has them all. */
-        o = probe_target_histogram_json(t, "1m", t0 + 120ULL * 1000000);
+        assert_int_equal(probe_target_histogram_json(t, "1m", t0 + 120ULL * 1000000, &o), 0);
         check_idl("Histogram", o);
         assert_int_equal(jint(o, "count"), 0);
         assert_null(json_object_get(o, "sumNs"));
         assert_int_equal(json_array_size(json_object_get(o, "buckets")), 0);
         assert_int_equal(json_array_size(json_object_get(o, "log2Usec")), 0);
         json_decref(o);
-        o = probe_target_histogram_json(t, "total", t0 + 120ULL * 1000000);
+        assert_int_equal(probe_target_histogram_json(t, "total", t0 + 120ULL * 1000000, &o), 0);
         assert_string_equal(json_string_value(json_object_get(o, "window")), "total");
         assert_int_equal(jint(o, "count"), 10);
         json_decref(o);
 
-        errno = 0;
-        assert_null(probe_target_histogram_json(t, "1h", t0));
-        assert_int_equal(errno, EINVAL);
+        assert_int_equal(probe_target_histogram_json(t, "1h", t0, &o), -EINVAL);
 
         /* Samples past the histogram's range (~18 min) still count; a sum
          * past INT64_MAX is left out rather than wrong. */
         hist_window_reset(t->lat);
         for (i = 0; i < 3; i++)
                 target_record(t, t0, UINT64_C(4) << 60);
-        o = probe_target_histogram_json(t, "total", t0);
+        assert_int_equal(probe_target_histogram_json(t, "total", t0, &o), 0);
         check_idl("Histogram", o);
         assert_int_equal(jint(o, "count"), 3);
         assert_null(json_object_get(o, "sumNs"));
@@ -413,7 +402,7 @@ static void test_histogram(void **state) {
         assert_int_equal(json_array_size(json_object_get(o, "log2Usec")), 31);
         assert_int_equal(json_integer_value(json_array_get(json_object_get(o, "log2Usec"), 30)), 3);
         json_decref(o);
-        target_free(t);
+        probe_target_free(t);
 }
 
 /* ---- over varlink ---- */
@@ -422,29 +411,18 @@ typedef struct Fixture {
         sd_event *e;
         VarlinkServer *s;
         ApiMetrics *api;
-        struct Prober prober;
-        int fd;
-        char *buf;
-        size_t size;
+        Prober *prober;
+        VarlinkPeer peer;
 } Fixture;
 
-static void pump(Fixture *f) {
-        for (unsigned i = 0; i < 100000; i++) {
-                int r = sd_event_run(f->e, 0);
-                assert_true(r >= 0);
-                if (r == 0)
-                        return;
-        }
-        fail_msg("event loop does not settle");
-}
 
 static void connect_client(Fixture *f) {
         int p[2];
 
         assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p), 0);
         assert_int_equal(varlink_server_add_connection(f->s, p[1]), 0);
-        f->fd = p[0];
-        f->size = 0;
+        f->peer.fd = p[0];
+        f->peer.size = 0;
 }
 
 static int setup(void **state) {
@@ -454,18 +432,18 @@ static int setup(void **state) {
 
         assert_non_null(f);
         assert_int_equal(sd_event_new(&f->e), 0);
+        f->peer.e = f->e;
         assert_int_equal(varlink_server_new(&f->s, f->e, "blkmqd project", "blkmqd", "9.9", "https://example.org"), 0);
-        t = target_new("nvme0n1", "/dev/nvme0n1");
+        assert_int_equal(prober_new(&f->prober, f->e, NULL), 0);
+        t = prober_add(f->prober, "nvme0n1", "/dev/nvme0n1");
         for (uint64_t i = 1; i <= 100; i++)
                 target_record(t, now, i * 10000); /* 10 µs .. 1 ms */
         t->stats = (ProbeStats) { .read_iops = 2000, .read_bytes_per_sec = 8192000, .read_await_usec = 95,
                                   .write_await_usec = NAN, .util_percent = 35.5, .aqu_sz = 0.2,
                                   .interval_usec = 1000000 };
-        f->prober.targets[f->prober.n++] = t;
-        t = target_new("sda", "/dev/sda");
+        t = prober_add(f->prober, "sda", "/dev/sda");
         t->note = strdup("nothing written yet");
-        f->prober.targets[f->prober.n++] = t;
-        assert_int_equal(api_metrics_new(&f->api, &f->prober, f->s), 0);
+        assert_int_equal(api_metrics_new(&f->api, f->prober, f->s), 0);
         connect_client(f);
         *state = f;
         return 0;
@@ -474,59 +452,31 @@ static int setup(void **state) {
 static int teardown(void **state) {
         Fixture *f = *state;
 
-        if (f->fd >= 0)
-                close(f->fd);
+        if (f->peer.fd >= 0)
+                close(f->peer.fd);
         f->api = api_metrics_free(f->api);
         varlink_server_free(f->s);
+        prober_free(f->prober);
         sd_event_unref(f->e);
-        for (size_t i = 0; i < f->prober.n; i++)
-                target_free(f->prober.targets[i]);
-        free(f->buf);
+        free(f->peer.buf);
         free(f);
         return 0;
 }
 
+static void pump(Fixture *f) {
+        peer_pump(f->e);
+}
+
 static void send_msg(Fixture *f, const char *text) {
-        assert_int_equal(send(f->fd, text, strlen(text) + 1, MSG_NOSIGNAL), (ssize_t) strlen(text) + 1);
+        peer_send(&f->peer, text);
 }
 
 /* The next message, or NULL at EOF; with wait false, NULL also when none
  * is there once the loop settled. */
 static json_t *next_message_full(Fixture *f, bool wait) {
-        for (unsigned tries = 0; tries < 2000; tries++) {
-                char *nul = f->size > 0 ? memchr(f->buf, 0, f->size) : NULL;
-                char chunk[65536];
-                ssize_t n;
-
-                if (nul) {
-                        json_error_t error;
-                        json_t *m = json_loads(f->buf, 0, &error);
-                        size_t len = nul - f->buf + 1;
-
-                        if (!m)
-                                fail_msg("server sent invalid JSON '%s': %s", f->buf, error.text);
-                        memmove(f->buf, f->buf + len, f->size - len);
-                        f->size -= len;
-                        return m;
-                }
-                pump(f);
-                n = recv(f->fd, chunk, sizeof chunk, MSG_DONTWAIT);
-                if (n < 0 && errno == EAGAIN) {
-                        if (!wait)
-                                return NULL;
-                        assert_true(sd_event_run(f->e, 5000) >= 0);
-                        continue;
-                }
-                if (n <= 0)
-                        return NULL;
-                f->buf = realloc(f->buf, f->size + n);
-                assert_non_null(f->buf);
-                memcpy(f->buf + f->size, chunk, n);
-                f->size += n;
-        }
-        fail_msg("no message from the server");
-        return NULL;
+        return peer_next(&f->peer, wait);
 }
+
 
 static json_t *next_message(Fixture *f) {
         return next_message_full(f, true);
@@ -600,16 +550,15 @@ static void test_get_calls(void **state) {
 
 static void test_get_none(void **state) {
         Fixture *f = *state;
-        struct Prober saved = f->prober;
         json_t *p;
 
-        f->prober.n = 0;
+        prober_remove(f->prober, "nvme0n1");
+        prober_remove(f->prober, "sda");
         send_msg(f, "{\"method\":\"io.blkmqd.Metrics.Get\"}");
         p = expect_reply(f, "Get", false);
         assert_true(json_is_array(json_object_get(p, "devices")));
         assert_int_equal(json_array_size(json_object_get(p, "devices")), 0);
         json_decref(p);
-        f->prober = saved;
 }
 
 static void test_histogram_calls(void **state) {
@@ -645,9 +594,9 @@ static void test_histogram_calls(void **state) {
 
 static void test_monitor(void **state) {
         Fixture *f = *state;
-        ProbeTarget *nvme = f->prober.targets[0], *sda = f->prober.targets[1];
+        ProbeTarget *nvme = prober_find(f->prober, "nvme0n1"), *sda = prober_find(f->prober, "sda");
         uint64_t now = now_usec(CLOCK_MONOTONIC);
-        alert_config_t c;
+        AlertConfig c;
         json_t *p;
 
         send_msg(f, "{\"method\":\"io.blkmqd.Metrics.Monitor\"}");
@@ -655,7 +604,7 @@ static void test_monitor(void **state) {
 
         /* Samples before anyone listens set the baseline. */
         target_record(nvme, now, 55555);
-        api_metrics_probe_event(&f->prober, PROBE_EVENT_SAMPLE, nvme, NULL, f->api);
+        api_metrics_probe_event(f->prober, PROBE_EVENT_SAMPLE, nvme, NULL, f->api);
 
         send_msg(f, "{\"method\":\"io.blkmqd.Metrics.Monitor\",\"more\":true}");
         p = expect_reply(f, "Monitor", true);
@@ -665,7 +614,7 @@ static void test_monitor(void **state) {
 
         /* The latency of exactly the probe that completed. */
         target_record(nvme, now, 77777);
-        api_metrics_probe_event(&f->prober, PROBE_EVENT_SAMPLE, nvme, NULL, f->api);
+        api_metrics_probe_event(f->prober, PROBE_EVENT_SAMPLE, nvme, NULL, f->api);
         p = expect_reply(f, "Monitor", true);
         assert_string_equal(json_string_value(json_object_get(p, "event")), "sample");
         assert_string_equal(json_string_value(json_object_get(p, "device")), "nvme0n1");
@@ -676,9 +625,9 @@ static void test_monitor(void **state) {
         /* Within the second: no sample event for nvme0n1, but for another
          * device (its first sample: exact too), and alerts always. */
         target_record(nvme, now, 88888);
-        api_metrics_probe_event(&f->prober, PROBE_EVENT_SAMPLE, nvme, NULL, f->api);
+        api_metrics_probe_event(f->prober, PROBE_EVENT_SAMPLE, nvme, NULL, f->api);
         target_record(sda, now, 4242);
-        api_metrics_probe_event(&f->prober, PROBE_EVENT_SAMPLE, sda, NULL, f->api);
+        api_metrics_probe_event(f->prober, PROBE_EVENT_SAMPLE, sda, NULL, f->api);
         p = expect_reply(f, "Monitor", true);
         assert_string_equal(json_string_value(json_object_get(p, "event")), "sample");
         assert_string_equal(json_string_value(json_object_get(p, "device")), "sda");
@@ -690,14 +639,14 @@ static void test_monitor(void **state) {
         nvme->config.alert_read_usec = 50;
         for (unsigned i = 0; i < 3; i++)
                 alert_update(&nvme->read_alert, 88.888, now + i);
-        api_metrics_probe_event(&f->prober, PROBE_EVENT_ALERT_RAISED, nvme, "read", f->api);
+        api_metrics_probe_event(f->prober, PROBE_EVENT_ALERT_RAISED, nvme, "read", f->api);
         p = expect_reply(f, "Monitor", true);
         assert_string_equal(json_string_value(json_object_get(p, "event")), "alertRaised");
         assert_string_equal(json_string_value(json_object_get(p, "device")), "nvme0n1");
         assert_string_equal(json_string_value(json_object_get(p, "detail")), "read");
         assert_int_equal(jint(p, "latencyNs"), 88888); /* the value evaluated */
         json_decref(p);
-        api_metrics_probe_event(&f->prober, PROBE_EVENT_ALERT_CLEARED, nvme, "write", f->api);
+        api_metrics_probe_event(f->prober, PROBE_EVENT_ALERT_CLEARED, nvme, "write", f->api);
         p = expect_reply(f, "Monitor", true);
         assert_string_equal(json_string_value(json_object_get(p, "event")), "alertCleared");
         assert_string_equal(json_string_value(json_object_get(p, "detail")), "write");
@@ -709,14 +658,14 @@ static void test_monitor(void **state) {
          * probe (no new sample, one more error) says why. */
         usleep(1000 * 1000 + 10000);
         target_record(nvme, now, 99999);
-        api_metrics_probe_event(&f->prober, PROBE_EVENT_SAMPLE, nvme, NULL, f->api);
+        api_metrics_probe_event(f->prober, PROBE_EVENT_SAMPLE, nvme, NULL, f->api);
         p = expect_reply(f, "Monitor", true);
         assert_int_equal(jint(p, "latencyNs"), 99999);
         json_decref(p);
         usleep(1000 * 1000 + 10000);
         nvme->n_errors++;
         nvme->last_error = -EIO;
-        api_metrics_probe_event(&f->prober, PROBE_EVENT_SAMPLE, nvme, NULL, f->api);
+        api_metrics_probe_event(f->prober, PROBE_EVENT_SAMPLE, nvme, NULL, f->api);
         p = expect_reply(f, "Monitor", true);
         assert_string_equal(json_string_value(json_object_get(p, "event")), "sample");
         assert_null(json_object_get(p, "latencyNs"));
@@ -727,17 +676,17 @@ static void test_monitor(void **state) {
         usleep(1000 * 1000 + 10000);
         hist_window_reset(nvme->lat);
         target_record(nvme, now, 31337);
-        api_metrics_probe_event(&f->prober, PROBE_EVENT_SAMPLE, nvme, NULL, f->api);
+        api_metrics_probe_event(f->prober, PROBE_EVENT_SAMPLE, nvme, NULL, f->api);
         p = expect_reply(f, "Monitor", true);
         assert_int_equal(jint(p, "latencyNs"), 31337);
         json_decref(p);
 
         /* The client goes: the monitor is dropped, events go nowhere. */
-        close(f->fd);
-        f->fd = -EBADF;
+        close(f->peer.fd);
+        f->peer.fd = -EBADF;
         pump(f);
         assert_int_equal(varlink_server_n_connections(f->s), 0);
-        api_metrics_probe_event(&f->prober, PROBE_EVENT_ALERT_RAISED, nvme, "read", f->api);
+        api_metrics_probe_event(f->prober, PROBE_EVENT_ALERT_RAISED, nvme, "read", f->api);
         pump(f);
 
         /* A new client gets a fresh stream. */
@@ -746,7 +695,7 @@ static void test_monitor(void **state) {
         p = expect_reply(f, "Monitor", true);
         assert_string_equal(json_string_value(json_object_get(p, "event")), "subscribed");
         json_decref(p);
-        api_metrics_probe_event(&f->prober, PROBE_EVENT_ALERT_CLEARED, nvme, "read", f->api);
+        api_metrics_probe_event(f->prober, PROBE_EVENT_ALERT_CLEARED, nvme, "read", f->api);
         p = expect_reply(f, "Monitor", true);
         assert_string_equal(json_string_value(json_object_get(p, "event")), "alertCleared");
         json_decref(p);
@@ -961,17 +910,19 @@ static void test_blkmqctl(void **state) {
 
 /* The IDL as the server serves it (GetInterfaceDescription), for check_idl(). */
 static int group_setup(void **state) {
-        Fixture f = { .fd = -EBADF };
+        Fixture f = { .peer.fd = -EBADF };
         ApiMetrics *a = NULL;
         json_t *p;
         int s[2];
 
         assert_int_equal(sd_event_new(&f.e), 0);
+        f.peer.e = f.e;
         assert_int_equal(varlink_server_new(&f.s, f.e, "t", "t", "0", "t"), 0);
-        assert_int_equal(api_metrics_new(&a, &f.prober, f.s), 0);
+        assert_int_equal(prober_new(&f.prober, f.e, NULL), 0);
+        assert_int_equal(api_metrics_new(&a, f.prober, f.s), 0);
         assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s), 0);
         assert_int_equal(varlink_server_add_connection(f.s, s[1]), 0);
-        f.fd = s[0];
+        f.peer.fd = s[0];
         send_msg(&f, "{\"method\":\"org.varlink.service.GetInterfaceDescription\","
                      "\"parameters\":{\"interface\":\"io.blkmqd.Metrics\"}}");
         p = next_message(&f);
@@ -982,11 +933,12 @@ static int group_setup(void **state) {
                          0);
         assert_string_equal(idl->name, "io.blkmqd.Metrics");
         json_decref(p);
-        close(f.fd);
+        close(f.peer.fd);
         api_metrics_free(a);
+        prober_free(f.prober);
         varlink_server_free(f.s);
         sd_event_unref(f.e);
-        free(f.buf);
+        free(f.peer.buf);
         return 0;
 }
 

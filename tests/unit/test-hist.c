@@ -22,9 +22,9 @@
 
 typedef struct rng {
         uint64_t s;
-} rng_t;
+} Rng;
 
-static uint64_t rng_next(rng_t *r) {
+static uint64_t rng_next(Rng *r) {
         /* splitmix64 */
         uint64_t z = (r->s += UINT64_C(0x9e3779b97f4a7c15));
         z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
@@ -33,7 +33,7 @@ static uint64_t rng_next(rng_t *r) {
 }
 
 /* (0, 1) */
-static double rng_uniform(rng_t *r) {
+static double rng_uniform(Rng *r) {
         return ((double) (rng_next(r) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
 }
 
@@ -77,7 +77,7 @@ static double t_exp(double x) {
 }
 
 /* Irwin-Hall: close enough to N(0, 1) for synthetic latencies. */
-static double rng_normal(rng_t *r) {
+static double rng_normal(Rng *r) {
         double s = 0;
 
         for (int i = 0; i < 12; i++)
@@ -108,7 +108,7 @@ static const char *const dist_name[_DIST_MAX] = {
         "uniform", "exponential", "bimodal", "lognormal", "constant", "small", "wide",
 };
 
-static uint64_t dist_sample(enum dist d, rng_t *r) {
+static uint64_t dist_sample(enum dist d, Rng *r) {
         switch (d) {
         case DIST_UNIFORM:      /* 1 us .. 10 ms */
                 return to_ns(1e3 + rng_uniform(r) * 1e7);
@@ -176,7 +176,7 @@ static void test_bucket_layout(void **state) {
  * the bound, and the bound is attained (so it is the right constant). */
 static void test_value_bound(void **state) {
         bool attained = false;
-        rng_t r = { 1 };
+        Rng r = { 1 };
 
         for (uint64_t v = 1; v < (UINT64_C(1) << 22); v++) {
                 uint64_t rep = hist_bucket_value(hist_bucket_index(v));
@@ -200,12 +200,12 @@ static const double percentiles[] = { 0, 1, 10, 50, 90, 99, 99.9, 99.99, 100 };
 
 static void check_distribution(enum dist d, uint64_t seed, size_t n, double *max_err) {
         _cleanup_free_ uint64_t *v = NULL;
-        _cleanup_free_ hist_t *h = NULL;
-        rng_t r = { seed * 1000003 + (uint64_t) d };
+        _cleanup_free_ Hist *h = NULL;
+        Rng r = { seed * 1000003 + (uint64_t) d };
         uint64_t sum = 0;
 
         v = malloc(n * sizeof(uint64_t));
-        h = malloc(sizeof(hist_t));
+        h = malloc(sizeof(Hist));
         assert_non_null(v);
         assert_non_null(h);
         hist_init(h);
@@ -283,7 +283,7 @@ static void test_rank(void **state) {
 }
 
 static void test_percentile_errors(void **state) {
-        hist_t h;
+        Hist h;
         uint64_t v = 4242;
 
         hist_init(&h);
@@ -305,7 +305,7 @@ static void test_percentile_errors(void **state) {
 
 /* Above the range: counted in the last bucket, statistics stay exact. */
 static void test_out_of_range(void **state) {
-        hist_t h;
+        Hist h;
         uint64_t v;
 
         hist_init(&h);
@@ -334,9 +334,9 @@ static void test_out_of_range(void **state) {
 /* ---- merge, iteration, count_le, log2 ---- */
 
 static void test_merge(void **state) {
-        _cleanup_free_ hist_t *a = malloc(sizeof(hist_t)), *b = malloc(sizeof(hist_t)),
-                              *all = malloc(sizeof(hist_t)), *empty = malloc(sizeof(hist_t));
-        rng_t r = { 77 };
+        _cleanup_free_ Hist *a = malloc(sizeof(Hist)), *b = malloc(sizeof(Hist)),
+                              *all = malloc(sizeof(Hist)), *empty = malloc(sizeof(Hist));
+        Rng r = { 77 };
 
         assert_true(a && b && all && empty);
         hist_init(a);
@@ -358,10 +358,10 @@ static void test_merge(void **state) {
 
         hist_merge(a, empty);
         hist_merge(a, b);
-        assert_memory_equal(a, all, sizeof(hist_t));
+        assert_memory_equal(a, all, sizeof(Hist));
 
         hist_merge(empty, all);
-        assert_memory_equal(empty, all, sizeof(hist_t));
+        assert_memory_equal(empty, all, sizeof(Hist));
 
         assert_int_equal(a->count, 50002);
         assert_int_equal(a->max, UINT64_MAX - 5);
@@ -381,11 +381,11 @@ static void test_merge(void **state) {
 
 static void test_iterate(void **state) {
         _cleanup_free_ uint64_t *v = malloc(20000 * sizeof(uint64_t));
-        hist_t h;
+        Hist h;
         struct hist_bucket b;
         size_t it = 0, j = 0, buckets = 0;
         uint64_t total = 0, prev_upper = 0;
-        rng_t r = { 5 };
+        Rng r = { 5 };
 
         assert_non_null(v);
         hist_init(&h);
@@ -434,9 +434,9 @@ static uint64_t count_near(const uint64_t *v, size_t n, uint64_t bnd) {
 
 static void test_count_le(void **state) {
         _cleanup_free_ uint64_t *v = malloc(30000 * sizeof(uint64_t));
-        hist_t h;
+        Hist h;
         uint64_t prev = 0;
-        rng_t r = { 9 };
+        Rng r = { 9 };
         unsigned exact_hits = 0;
 
         assert_non_null(v);
@@ -496,7 +496,7 @@ static void test_log2_fixed(void **state) {
                 { 12000, 3 }, { 1500000, 10 }, { 3000000000, 21 }, { HIST_VALUE_MAX, 30 },
         };
         uint64_t out[HIST_LOG2_USEC_SLOTS], cum[HIST_LOG2_USEC_SLOTS];
-        hist_t h;
+        Hist h;
 
         hist_init(&h);
         assert_int_equal(hist_log2_usec(&h, false, out), 0);
@@ -532,8 +532,8 @@ static void test_log2_random(void **state) {
 
         for (enum dist d = 0; d < _DIST_MAX; d++) {
                 uint64_t exact[HIST_LOG2_USEC_SLOTS] = {}, out[HIST_LOG2_USEC_SLOTS], cum[HIST_LOG2_USEC_SLOTS];
-                hist_t h;
-                rng_t r = { 100 + (uint64_t) d };
+                Hist h;
+                Rng r = { 100 + (uint64_t) d };
                 size_t last = 0, n;
                 uint64_t total = 0;
 
@@ -570,9 +570,9 @@ struct rec {
         uint64_t t, v;
 };
 
-static void expect_window(const hist_window_t *w, const struct rec *recs, size_t n_recs,
+static void expect_window(const HistWindow *w, const struct rec *recs, size_t n_recs,
                           enum hist_window_span span, uint64_t now) {
-        _cleanup_free_ hist_t *got = malloc(sizeof(hist_t)), *want = malloc(sizeof(hist_t));
+        _cleanup_free_ Hist *got = malloc(sizeof(Hist)), *want = malloc(sizeof(Hist));
         uint64_t slot = span == HIST_WINDOW_1MIN ? HIST_WINDOW_SHORT_SLOT_USEC : HIST_WINDOW_LONG_SLOT_USEC;
         uint64_t slots = span == HIST_WINDOW_1MIN ? HIST_WINDOW_SHORT_SLOTS : HIST_WINDOW_LONG_SLOTS;
 
@@ -586,17 +586,17 @@ static void expect_window(const hist_window_t *w, const struct rec *recs, size_t
         if (got->count != want->count)
                 fail_msg("span %s at %" PRIu64 " us: count %" PRIu64 ", want %" PRIu64,
                          hist_window_span_to_string(span), now, got->count, want->count);
-        assert_memory_equal(got, want, sizeof(hist_t));
+        assert_memory_equal(got, want, sizeof(Hist));
 }
 
-static void expect_all(const hist_window_t *w, const struct rec *recs, size_t n_recs, uint64_t now) {
+static void expect_all(const HistWindow *w, const struct rec *recs, size_t n_recs, uint64_t now) {
         for (enum hist_window_span s = 0; s < _HIST_WINDOW_SPAN_MAX; s++)
                 expect_window(w, recs, n_recs, s, now);
 }
 
 static void test_window_boundaries(void **state) {
-        _cleanup_free_ hist_window_t *w = malloc(sizeof(hist_window_t));
-        hist_t h;
+        _cleanup_free_ HistWindow *w = malloc(sizeof(HistWindow));
+        Hist h;
 
         assert_non_null(w);
         hist_window_init(w);
@@ -627,9 +627,9 @@ static void test_window_boundaries(void **state) {
 }
 
 static void test_window_no_movement(void **state) {
-        _cleanup_free_ hist_window_t *w = malloc(sizeof(hist_window_t));
+        _cleanup_free_ HistWindow *w = malloc(sizeof(HistWindow));
         _cleanup_free_ struct rec *recs = malloc(5000 * sizeof(struct rec));
-        rng_t r = { 3 };
+        Rng r = { 3 };
 
         assert_true(w && recs);
         hist_window_init(w);
@@ -645,11 +645,11 @@ static void test_window_no_movement(void **state) {
 }
 
 static void test_window_big_jump(void **state) {
-        _cleanup_free_ hist_window_t *w = malloc(sizeof(hist_window_t));
+        _cleanup_free_ HistWindow *w = malloc(sizeof(HistWindow));
         struct rec recs[64];
         size_t n = 0;
         uint64_t t = 5000000;
-        hist_t h;
+        Hist h;
 
         assert_non_null(w);
         hist_window_init(w);
@@ -699,8 +699,8 @@ static void test_window_big_jump(void **state) {
 }
 
 static void test_window_backwards(void **state) {
-        _cleanup_free_ hist_window_t *w = malloc(sizeof(hist_window_t));
-        hist_t h;
+        _cleanup_free_ HistWindow *w = malloc(sizeof(HistWindow));
+        Hist h;
 
         assert_non_null(w);
         hist_window_init(w);
@@ -716,9 +716,9 @@ static void test_window_backwards(void **state) {
 
 /* Random steps (none, small, slot-sized, beyond a window) against the replay. */
 static void test_window_random_walk(void **state) {
-        _cleanup_free_ hist_window_t *w = malloc(sizeof(hist_window_t));
+        _cleanup_free_ HistWindow *w = malloc(sizeof(HistWindow));
         _cleanup_free_ struct rec *recs = malloc(20000 * sizeof(struct rec));
-        rng_t r = { 11 };
+        Rng r = { 11 };
         uint64_t t = 1;
         size_t n = 0;
 
@@ -750,8 +750,8 @@ static void test_window_random_walk(void **state) {
 }
 
 static void test_window_percentile(void **state) {
-        _cleanup_free_ hist_window_t *w = malloc(sizeof(hist_window_t));
-        hist_t h;
+        _cleanup_free_ HistWindow *w = malloc(sizeof(HistWindow));
+        Hist h;
         uint64_t p;
 
         assert_non_null(w);
@@ -779,7 +779,7 @@ static void test_window_percentile(void **state) {
 }
 
 static void test_memory(void **state) {
-        assert_true(sizeof(hist_window_t) <= 64 * 1024);
+        assert_true(sizeof(HistWindow) <= 64 * 1024);
         assert_true(sizeof(struct hist_slot) < 2500);
         assert_string_equal(hist_window_span_to_string(HIST_WINDOW_10MIN), "10m");
         assert_null(hist_window_span_to_string(_HIST_WINDOW_SPAN_MAX));

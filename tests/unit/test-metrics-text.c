@@ -340,7 +340,7 @@ static size_t check_histograms(const struct exposition *e) {
 /* ---- strbuf ---- */
 
 static void test_strbuf(void **state) {
-        _cleanup_(strbuf_done) strbuf_t sb = STRBUF_INIT;
+        _cleanup_(strbuf_done) StrBuf sb = STRBUF_INIT;
         _cleanup_free_ char *s = NULL;
         char big[5000];
 
@@ -427,10 +427,10 @@ static void test_names(void **state) {
 }
 
 static void test_invalid(void **state) {
-        _cleanup_(strbuf_done) strbuf_t sb = STRBUF_INIT;
+        _cleanup_(strbuf_done) StrBuf sb = STRBUF_INIT;
         const struct metric_label le[] = { { "le", "1" } }, dup[] = { { "a", "1" }, { "a", "2" } },
                                   reserved[] = { { "__x", "1" } }, nullv[] = { { "a", NULL } };
-        hist_t h;
+        Hist h;
 
         hist_init(&h);
         assert_int_equal(metrics_text_family(&sb, "ios", METRIC_COUNTER, "x"), -EINVAL);
@@ -456,9 +456,9 @@ static void test_exposition(void **state) {
         const struct metric_label l0[] = { { "device", "nvme0n1" }, { "op", "read" } },
                                   l1[] = { { "device", "sda" }, { "op", "read" } },
                                   lw[] = { { "device", weird } };
-        _cleanup_(strbuf_done) strbuf_t sb = STRBUF_INIT;
+        _cleanup_(strbuf_done) StrBuf sb = STRBUF_INIT;
         _cleanup_free_ struct exposition *e = malloc(sizeof(struct exposition));
-        _cleanup_free_ hist_t *h0 = malloc(sizeof(hist_t)), *h1 = malloc(sizeof(hist_t));
+        _cleanup_free_ Hist *h0 = malloc(sizeof(Hist)), *h1 = malloc(sizeof(Hist));
         const struct sample *s;
         uint64_t raw[] = { 20000, 300000, 2000000000, 30000000000 };
         uint64_t mult[] = { 1000, 500, 10, 1 };

@@ -23,6 +23,7 @@
 
 #include "log.h"
 #include "varlink.h"
+#include "varlink-peer.h"
 
 static const char test_idl[] =
         "# The test interface.\n"
@@ -54,11 +55,7 @@ static unsigned n_oneway_pings;
 typedef struct Fixture {
         sd_event *e;
         VarlinkServer *s;
-        int fd; /* the client's end */
-        char *buf;
-        size_t size;
-        int fds[16]; /* fds received with the last message */
-        size_t n_fds;
+        VarlinkPeer peer;
 } Fixture;
 
 static int method_ping(VarlinkCall *call, json_t *parameters, void *userdata) {
@@ -163,111 +160,29 @@ static const VarlinkMethod test_methods[] = {
 /* ---- helpers ---- */
 
 static void pump(Fixture *f) {
-        for (unsigned i = 0; i < 100000; i++) {
-                int r = sd_event_run(f->e, 0);
-                assert_true(r >= 0);
-                if (r == 0)
-                        return;
-        }
-        fail_msg("event loop does not settle");
+        peer_pump(f->e);
 }
 
 static void close_received_fds(Fixture *f) {
-        for (size_t i = 0; i < f->n_fds; i++)
-                close(f->fds[i]);
-        f->n_fds = 0;
+        peer_close_fds(&f->peer);
 }
 
 /* The next message from the server, or NULL at EOF. */
 static json_t *next_message(Fixture *f) {
-        close_received_fds(f);
-        for (unsigned tries = 0; tries < 2000; tries++) {
-                union {
-                        struct cmsghdr cmsghdr;
-                        uint8_t buf[CMSG_SPACE(sizeof(int) * 16)];
-                } control;
-                char chunk[65536];
-                struct iovec iov = { chunk, sizeof chunk };
-                struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = &control,
-                                     .msg_controllen = sizeof control };
-                char *nul = f->size > 0 ? memchr(f->buf, 0, f->size) : NULL;
-                ssize_t n;
-
-                if (nul) {
-                        json_error_t error;
-                        json_t *m = json_loads(f->buf, 0, &error);
-                        size_t len = nul - f->buf + 1;
-
-                        if (!m)
-                                fail_msg("server sent invalid JSON '%s': %s", f->buf, error.text);
-                        assert_true(json_is_object(m));
-                        memmove(f->buf, f->buf + len, f->size - len);
-                        f->size -= len;
-                        return m;
-                }
-
-                pump(f);
-                n = recvmsg(f->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-                if (n < 0 && errno == EAGAIN) {
-                        assert_true(sd_event_run(f->e, 5000) >= 0);
-                        continue;
-                }
-                if (n < 0 && errno == ECONNRESET)
-                        return NULL;
-                assert_true(n >= 0);
-                if (n == 0)
-                        return NULL;
-                for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
-                        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-                                size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-                                memcpy(f->fds + f->n_fds, CMSG_DATA(c), k * sizeof(int));
-                                f->n_fds += k;
-                        }
-                f->buf = realloc(f->buf, f->size + n);
-                assert_non_null(f->buf);
-                memcpy(f->buf + f->size, chunk, n);
-                f->size += n;
-        }
-        fail_msg("no message from the server");
-        return NULL;
+        return peer_next(&f->peer, true);
 }
 
 static void send_raw(Fixture *f, const void *data, size_t len) {
-        const char *p = data;
-
-        while (len > 0) {
-                ssize_t n = send(f->fd, p, len, MSG_DONTWAIT | MSG_NOSIGNAL);
-
-                if (n < 0 && errno == EAGAIN) {
-                        pump(f);
-                        continue;
-                }
-                assert_true(n > 0);
-                p += n;
-                len -= n;
-        }
+        peer_send_raw(&f->peer, data, len);
 }
 
 /* Sends text and its NUL. */
 static void send_msg(Fixture *f, const char *text) {
-        send_raw(f, text, strlen(text) + 1);
+        peer_send(&f->peer, text);
 }
 
 static void send_msg_with_fds(Fixture *f, const char *text, const int *fds, size_t n_fds) {
-        union {
-                struct cmsghdr cmsghdr;
-                uint8_t buf[CMSG_SPACE(sizeof(int) * 32)];
-        } control = {};
-        struct iovec iov = { (void *) text, strlen(text) + 1 };
-        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = &control,
-                             .msg_controllen = CMSG_SPACE(sizeof(int) * n_fds) };
-        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
-        memcpy(CMSG_DATA(c), fds, sizeof(int) * n_fds);
-        assert_int_equal(sendmsg(f->fd, &mh, MSG_NOSIGNAL), (ssize_t) iov.iov_len);
+        peer_send_with_fds(&f->peer, text, fds, n_fds);
 }
 
 /* Expects a plain final reply; returns its parameters (a new ref). */
@@ -317,6 +232,7 @@ static void expect_ping(Fixture *f, const char *text) {
 
 static void server_new(Fixture *f) {
         assert_int_equal(sd_event_new(&f->e), 0);
+        f->peer.e = f->e;
         assert_int_equal(varlink_server_new(&f->s, f->e, "blkmqd project", "blkmqd", "9.9", "https://example.org"), 0);
         assert_int_equal(varlink_server_add_interface(f->s, test_idl, test_methods,
                                                       sizeof test_methods / sizeof test_methods[0], f),
@@ -331,7 +247,7 @@ static int setup(void **state) {
         assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p), 0);
         assert_int_equal(varlink_server_add_connection(f->s, p[1]), 0);
         assert_int_equal(varlink_server_n_connections(f->s), 1);
-        f->fd = p[0];
+        f->peer.fd = p[0];
         n_pending = 0;
         n_disconnected = 0;
         n_oneway_pings = 0;
@@ -346,11 +262,11 @@ static int teardown(void **state) {
                 varlink_call_unref(pending[i]);
         n_pending = 0;
         close_received_fds(f);
-        if (f->fd >= 0)
-                close(f->fd);
+        if (f->peer.fd >= 0)
+                close(f->peer.fd);
         varlink_server_free(f->s);
         sd_event_unref(f->e);
-        free(f->buf);
+        free(f->peer.buf);
         free(f);
         return 0;
 }
@@ -442,7 +358,7 @@ static void test_eof_without_nul(void **state) {
         Fixture *f = *state;
 
         send_raw(f, "{\"method\": \"io.blkmqd.Test.Ping\"}", 32);
-        assert_int_equal(shutdown(f->fd, SHUT_WR), 0);
+        assert_int_equal(shutdown(f->peer.fd, SHUT_WR), 0);
         expect_eof(f); /* no reply for the unterminated message */
         assert_int_equal(varlink_server_n_connections(f->s), 0);
 }
@@ -454,7 +370,7 @@ static void test_half_close(void **state) {
          * the writing side, wait for the reply. */
         send_msg(f, "{\"method\": \"io.blkmqd.Test.Ping\", \"parameters\": {\"text\": \"a\"}}");
         send_msg(f, "{\"method\": \"io.blkmqd.Test.Ping\", \"parameters\": {\"text\": \"b\"}}");
-        assert_int_equal(shutdown(f->fd, SHUT_WR), 0);
+        assert_int_equal(shutdown(f->peer.fd, SHUT_WR), 0);
         expect_ping(f, "a");
         expect_ping(f, "b");
         expect_eof(f);
@@ -598,7 +514,7 @@ static void test_oneway(void **state) {
         expect_ping(f, "3");
         assert_int_equal(n_oneway_pings, 2);
         /* Nothing else queued. */
-        assert_int_equal(f->size, 0);
+        assert_int_equal(f->peer.size, 0);
 }
 
 static void test_pipelining_async(void **state) {
@@ -672,7 +588,7 @@ static void test_pipelined(void **state) {
         pump(f);
         {
                 char byte;
-                assert_int_equal(recv(f->fd, &byte, 1, MSG_DONTWAIT | MSG_PEEK), -1);
+                assert_int_equal(recv(f->peer.fd, &byte, 1, MSG_DONTWAIT | MSG_PEEK), -1);
                 assert_int_equal(errno, EAGAIN);
         }
         assert_int_equal(varlink_call_reply(pending[0], json_pack("{s:s}", "tag", "a")), 0);
@@ -704,8 +620,8 @@ static void test_pipelined_limit_and_disconnect(void **state) {
         assert_int_equal(n_pending, VARLINK_PIPELINE_MAX + 1);
         /* Answered but held behind 1: not told of the disconnect. */
         assert_int_equal(varlink_call_reply(pending[2], json_pack("{s:s}", "tag", "2")), 0);
-        close(f->fd);
-        f->fd = -EBADF;
+        close(f->peer.fd);
+        f->peer.fd = -EBADF;
         pump(f);
         assert_int_equal(n_disconnected, VARLINK_PIPELINE_MAX - 1);
         assert_int_equal(varlink_server_n_connections(f->s), 0);
@@ -718,8 +634,8 @@ static void test_disconnect_callback(void **state) {
         send_msg(f, "{\"method\": \"io.blkmqd.Test.Async\", \"parameters\": {\"tag\": \"a\"}}");
         pump(f);
         assert_int_equal(n_pending, 1);
-        close(f->fd);
-        f->fd = -EBADF;
+        close(f->peer.fd);
+        f->peer.fd = -EBADF;
         pump(f);
         assert_int_equal(n_disconnected, 1);
         assert_false(varlink_call_is_connected(pending[0]));
@@ -790,8 +706,8 @@ static void test_fd_passing(void **state) {
         send_msg(f, "{\"method\": \"io.blkmqd.Test.GiveFd\"}");
         p = expect_reply(f);
         assert_int_equal(json_integer_value(json_object_get(p, "fd")), 0);
-        assert_int_equal(f->n_fds, 1);
-        assert_int_equal(read(f->fds[0], buf, sizeof buf), 5);
+        assert_int_equal(f->peer.n_fds, 1);
+        assert_int_equal(read(f->peer.fds[0], buf, sizeof buf), 5);
         assert_string_equal(buf, "hello");
         json_decref(p);
 
@@ -869,7 +785,7 @@ static void test_message_limit_default(void **state) {
         memset(big, ' ', len);
         big[0] = '{';
         while (off < len) {
-                ssize_t n = send(f->fd, big + off, len - off, MSG_DONTWAIT | MSG_NOSIGNAL);
+                ssize_t n = send(f->peer.fd, big + off, len - off, MSG_DONTWAIT | MSG_NOSIGNAL);
 
                 if (n < 0 && errno == EAGAIN) {
                         assert_true(sd_event_run(f->e, 100000) >= 0);
@@ -1038,11 +954,11 @@ static void test_connection_limits(void **state) {
         assert_false(got_eof(f, c[2]));
         /* A connection from the listener works like any other. */
         {
-                Fixture g = { .e = f->e, .s = f->s, .fd = c[2] };
+                Fixture g = { .e = f->e, .s = f->s, .peer = { .e = f->e, .fd = c[2] } };
 
                 send_msg(&g, "{\"method\":\"io.blkmqd.Test.Ping\"}");
                 json_decref(expect_reply(&g));
-                free(g.buf);
+                free(g.peer.buf);
         }
 
         close(c[0]);
@@ -1091,7 +1007,7 @@ static int connect_as_nobody(const struct sockaddr_un *sa, socklen_t len) {
 }
 
 static void test_permissions(void **state) {
-        Fixture *f = *state, g = { .e = f->e, .s = f->s };
+        Fixture *f = *state, g = { .e = f->e, .s = f->s, .peer.e = f->e };
         struct sockaddr_un sa;
         socklen_t len;
         json_t *p;
@@ -1104,7 +1020,7 @@ static void test_permissions(void **state) {
         json_decref(expect_reply(f));
 
         listen_abstract(f, &sa, &len);
-        g.fd = connect_as_nobody(&sa, len);
+        g.peer.fd = connect_as_nobody(&sa, len);
         pump(f);
         assert_int_equal(varlink_server_n_connections(f->s), 2);
 
@@ -1137,8 +1053,8 @@ static void test_permissions(void **state) {
                 assert_int_equal(gid, 65534);
                 assert_true(pid > 0);
         }
-        close(g.fd);
-        free(g.buf);
+        close(g.peer.fd);
+        free(g.peer.buf);
 }
 
 static void test_add_interface(void **state) {
@@ -1163,7 +1079,7 @@ static void test_add_interface(void **state) {
 }
 
 static void test_listen_address(void **state) {
-        Fixture *f = *state, g = { .e = f->e, .s = f->s };
+        Fixture *f = *state, g = { .e = f->e, .s = f->s, .peer.e = f->e };
         char dir[] = "/tmp/test-varlink-XXXXXX", path[256], sub[64];
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         struct stat st;
@@ -1194,12 +1110,12 @@ static void test_listen_address(void **state) {
         /* Somebody answering there is not stale. */
         assert_int_equal(varlink_server_listen_address(f->s, path, 0660), -EADDRINUSE);
 
-        g.fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        assert_int_equal(connect(g.fd, (struct sockaddr *) &sa, sizeof sa), 0);
+        g.peer.fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        assert_int_equal(connect(g.peer.fd, (struct sockaddr *) &sa, sizeof sa), 0);
         send_msg(&g, "{\"method\": \"io.blkmqd.Test.Ping\", \"parameters\": {\"text\": \"path\"}}");
         expect_ping(&g, "path");
-        close(g.fd);
-        free(g.buf);
+        close(g.peer.fd);
+        free(g.peer.buf);
 
         /* Fresh parent directories are created. */
         snprintf(path, sizeof path, "%s/new/deeper/sock", dir);

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
-# Guest helpers shared by daemon-zns.sh and daemon-multipath.sh (copied to
-# /vm/daemon-lib.sh by test-vm-daemon.sh). busybox sh; /vm/lib.sh is sourced.
+# Guest helpers shared by the guest scripts that run blkmqd (daemon-*.sh,
+# zones-*.sh; copied to /vm/daemon-lib.sh). busybox sh; /vm/lib.sh is
+# sourced.
 
 BLKMQD_LOG=/tmp/blkmqd.log
 BLKMQD_RC=/tmp/blkmqd.rc
@@ -57,3 +58,25 @@ daemon_stop() {
 }
 # same_snap DEV FILE: qsnap DEV equals FILE
 same_snap() { qsnap $1 | cmp -s - $2; }
+
+# zoned_head: the first host-managed NVMe namespace head (nvmeXnY), or fail.
+zoned_head() {
+        for d in /sys/block/nvme*n*; do
+                n=${d##*/}
+                case $n in *c*) continue ;; esac
+                [ "$(cat $d/queue/zoned 2>/dev/null)" = host-managed ] && echo $n && return 0
+        done
+        return 1
+}
+have_zoned_head() { zoned_head >/dev/null; }
+# zoned_path: the first host-managed hidden path (nvmeXcYnZ), or fail.
+zoned_path() {
+        for d in /sys/block/nvme*c*n*; do
+                [ "$(cat $d/queue/zoned 2>/dev/null)" = host-managed ] && echo ${d##*/} && return 0
+        done
+        return 1
+}
+# gone DEV: its /sys/block entry is gone.
+gone() { ! test -e /sys/block/$1; }
+# fld FILE NAME: the value of "NAME: value" in blkmqctl's field output.
+fld() { sed -n "s/^ *$2: //p" "$1" | head -n1; }

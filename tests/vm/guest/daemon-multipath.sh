@@ -7,23 +7,6 @@
 #   daemon drops the path and tunes the new one, without an error storm.
 . /vm/daemon-lib.sh
 
-zoned_head() {
-        for d in /sys/block/nvme*n*; do
-                n=${d##*/}
-                case $n in *c*) continue ;; esac
-                [ "$(cat $d/queue/zoned 2>/dev/null)" = host-managed ] && echo $n && return 0
-        done
-        return 1
-}
-have_zoned_head() { zoned_head >/dev/null; }
-zoned_path() {
-        for d in /sys/block/nvme*c*n*; do
-                [ "$(cat $d/queue/zoned 2>/dev/null)" = host-managed ] && echo ${d##*/} && return 0
-        done
-        return 1
-}
-gone() { ! test -e /sys/block/$1; }
-
 H=$(zoned_head); P=$(zoned_path)
 echo "# kernel $(uname -r); head ${H:-none}, path ${P:-none}"
 check "zoned multipath head present" [ -n "$H" ]

@@ -26,7 +26,6 @@ check "a host-managed NVMe namespace" [ -n "$Z" ]
 DEV=/dev/$Z
 NZ=$(cat /sys/block/$Z/queue/nr_zones)
 
-fld() { sed -n "s/^ *$2: //p" "$1" | head -n1; }
 zone_listed() { blkmqctl --no-legend zones 2>/dev/null | grep -q "^$Z "; }
 conf() {
         cat > $CONF <<EOF

@@ -21,26 +21,8 @@ export BLKMQD_ADDRESS=/tmp/blkmqd.sock
 CONF=/tmp/zones.conf
 MIB=1048576
 
-zoned_head() {
-        for d in /sys/block/nvme*n*; do
-                n=${d##*/}
-                case $n in *c*) continue ;; esac
-                [ "$(cat $d/queue/zoned 2>/dev/null)" = host-managed ] && echo $n && return 0
-        done
-        return 1
-}
-have_zoned_head() { zoned_head >/dev/null; }
-zoned_path() {
-        for d in /sys/block/nvme*c*n*; do
-                [ "$(cat $d/queue/zoned 2>/dev/null)" = host-managed ] && echo ${d##*/} && return 0
-        done
-        return 1
-}
-gone() { ! test -e /sys/block/$1; }
 el() { awk -v a="$1" -v b="$(vm_uptime)" 'BEGIN { printf "%.2f", b - a }'; }
 
-# fld FILE NAME: the value of "NAME: value" in blkmqctl's field output.
-fld() { sed -n "s/^ *$2: //p" "$1" | head -n1; }
 # js KEY: string value of KEY in the one JSON object on stdin; jn KEY: a number.
 js() { sed -n "s/.*\"$1\": *\"\([^\"]*\)\".*/\1/p" | head -n1; }
 jn() { sed -n "s/.*\"$1\": *\([0-9-]*\).*/\1/p" | head -n1; }

@@ -41,8 +41,6 @@ Scheduler=mq-deadline
 Database=/tmp/zones.db
 EOF
 
-# fld FILE NAME: the value of "NAME: value" in blkmqctl's field output.
-fld() { sed -n "s/^ *$2: //p" "$1" | head -n1; }
 zone_listed() { blkmqctl --no-legend zones 2>/dev/null | grep -q "^$Z "; }
 running() { blkmqctl status 2>/dev/null | grep -q "State: running"; }
 start() {
