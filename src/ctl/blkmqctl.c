@@ -995,19 +995,23 @@ static void catch_quit_signals(void) {
         sigaction(SIGTERM, &sa, NULL);
 }
 
-static int verb_monitor(int argc, char **argv) {
+/* Calls METHOD with "more" and hands each reply to RENDER (last: the one
+ * without "continues") until the stream ends, an error comes, or a signal
+ * stops the wait (QUIT_NOTE is printed then, if any). The library comes
+ * back within MONITOR_TICK_USEC, so a signal is seen at once. */
+typedef void (*stream_render_fn)(json_t *p, bool last, void *userdata);
+
+static int stream_call(const char *verb, const char *method, json_t *params, stream_render_fn render, void *userdata,
+                       const char *quit_note) {
         _cleanup_(blkmq_varlink_freep) blkmq_varlink *v = NULL;
         unsigned flags;
         int r;
 
-        /* A signal ends the wait; the library comes back within
-         * MONITOR_TICK_USEC either way. */
         catch_quit_signals();
-
         r = connect_daemon(&v);
         if (r != EXIT_OK)
                 return r;
-        r = blkmq_varlink_call(v, INTERFACE ".Monitor", NULL, BLKMQ_VARLINK_MORE, NULL, 0);
+        r = blkmq_varlink_call(v, method, params, BLKMQ_VARLINK_MORE, NULL, 0);
         if (r < 0)
                 return transport_error(r);
         blkmq_varlink_set_timeout(v, MONITOR_TICK_USEC);
@@ -1016,23 +1020,34 @@ static int verb_monitor(int argc, char **argv) {
                 _cleanup_(json_decrefp) json_t *p = NULL;
                 const char *error = NULL;
 
-                if (quit)
+                if (quit) {
+                        if (quit_note)
+                                printf("%s\n", quit_note);
                         return EXIT_OK;
+                }
                 r = blkmq_varlink_read_reply(v, &p, &error, &flags);
                 if (r == -ETIMEDOUT)
                         continue;
                 if (r < 0)
                         return transport_error(r);
                 if (error)
-                        return varlink_error("monitor", error, p);
-                if (arg_json)
-                        print_json(p);
-                else
-                        print_event(p);
+                        return varlink_error(verb, error, p);
+                render(p, !(flags & BLKMQ_VARLINK_REPLY_CONTINUES), userdata);
                 fflush(stdout);
                 if (!(flags & BLKMQ_VARLINK_REPLY_CONTINUES))
                         return EXIT_OK; /* the daemon ended the stream */
         }
+}
+
+static void render_event(json_t *p, bool last, void *userdata) {
+        if (arg_json)
+                print_json(p);
+        else
+                print_event(p);
+}
+
+static int verb_monitor(int argc, char **argv) {
+        return stream_call("monitor", INTERFACE ".Monitor", NULL, render_event, NULL, NULL);
 }
 
 /* ---- trial: closed-loop tuning ---- */
@@ -1058,56 +1073,34 @@ static void print_trial_table(json_t *t) {
         }
 }
 
-static int verb_trial(int argc, char **argv) {
-        _cleanup_(blkmq_varlink_freep) blkmq_varlink *v = NULL;
-        _cleanup_(json_decrefp) json_t *params = device_params(argv[1]);
-        unsigned flags;
-        int r;
+static void render_trial(json_t *p, bool last, void *userdata) {
+        json_t *t = json_object_get(p, "trial");
 
-        catch_quit_signals();
-        r = connect_daemon(&v);
-        if (r != EXIT_OK)
-                return r;
-        r = blkmq_varlink_call(v, INTERFACE ".Trial", params, BLKMQ_VARLINK_MORE, NULL, 0);
-        if (r < 0)
-                return transport_error(r);
-        blkmq_varlink_set_timeout(v, MONITOR_TICK_USEC);
-        for (;;) {
-                _cleanup_(json_decrefp) json_t *p = NULL;
-                const char *error = NULL;
-
-                if (quit) {
-                        printf("Interrupted; the trial goes on in the daemon (blkmqctl show %s).\n", argv[1]);
-                        return EXIT_OK;
-                }
-                r = blkmq_varlink_read_reply(v, &p, &error, &flags);
-                if (r == -ETIMEDOUT)
-                        continue;
-                if (r < 0)
-                        return transport_error(r);
-                if (error)
-                        return varlink_error("trial", error, p);
-                json_t *t = json_object_get(p, "trial");
-                if (arg_json)
-                        print_json(p);
-                else if (flags & BLKMQ_VARLINK_REPLY_CONTINUES) {
-                        printf("epoch %lld/%lld: %s measured\n", jint(t, "epoch", 0) - 1, jint(t, "epochs", 0),
-                               dash(jstr(t, "measuring")));
-                        print_trial_table(t);
-                } else {
-                        printf("Trial of %s: %s\n", dash(jstr(p, "device")), dash(jstr(t, "state")));
-                        print_trial_table(t);
-                        if (jstr(t, "abortReason"))
-                                printf("Ended early: %s\n", jstr(t, "abortReason"));
-                        printf("Decision: %s %s: %s (confidence %.1f %%)\n", dash(jstr(t, "verdict")),
-                               dash(jstr(t, "winner")), dash(jstr(t, "reason")), jreal(t, "confidence") * 100);
-                        printf("Scheduler switches: %lld, time in applies: %lld ms\n", jint(t, "schedulerSwitches", 0),
-                               jint(t, "applyUsec", 0) / 1000);
-                }
-                fflush(stdout);
-                if (!(flags & BLKMQ_VARLINK_REPLY_CONTINUES))
-                        return EXIT_OK;
+        if (arg_json)
+                print_json(p);
+        else if (!last) {
+                printf("epoch %lld/%lld: %s measured\n", jint(t, "epoch", 0) - 1, jint(t, "epochs", 0),
+                       dash(jstr(t, "measuring")));
+                print_trial_table(t);
+        } else {
+                printf("Trial of %s: %s\n", dash(jstr(p, "device")), dash(jstr(t, "state")));
+                print_trial_table(t);
+                if (jstr(t, "abortReason"))
+                        printf("Ended early: %s\n", jstr(t, "abortReason"));
+                printf("Decision: %s %s: %s (confidence %.1f %%)\n", dash(jstr(t, "verdict")),
+                       dash(jstr(t, "winner")), dash(jstr(t, "reason")), jreal(t, "confidence") * 100);
+                printf("Scheduler switches: %lld, time in applies: %lld ms\n", jint(t, "schedulerSwitches", 0),
+                       jint(t, "applyUsec", 0) / 1000);
         }
+}
+
+static int verb_trial(int argc, char **argv) {
+        _cleanup_(json_decrefp) json_t *params = device_params(argv[1]);
+        _cleanup_free_ char *note = NULL;
+
+        if (asprintf(&note, "Interrupted; the trial goes on in the daemon (blkmqctl show %s).", argv[1]) < 0)
+                return fail(EXIT_PROTOCOL, "out of memory");
+        return stream_call("trial", INTERFACE ".Trial", params, render_trial, NULL, note);
 }
 
 /* ---- latency and top: io.blkmqd.Metrics ---- */
