@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,155 +131,216 @@ int autotune_parse_nr_requests(const char *value, unsigned *ret, size_t *ret_n) 
         return 0;
 }
 
-static int parse_seconds_key(const char *value, uint64_t min, uint64_t max, uint64_t *ret) {
-        uint64_t us;
-        if (parse_seconds(value, &us) < 0 || us < min || us > max)
+/* "10" or "10%" */
+static int parse_percent(const char *value, long long min, long long max, long long *ret) {
+        char buf[32];
+        size_t n = strlen(value);
+        if (n == 0 || n >= sizeof buf)
                 return -EINVAL;
-        *ret = us;
+        strcpy(buf, value);
+        if (buf[n - 1] == '%')
+                buf[n - 1] = 0;
+        return parse_uint_in(buf, min, max, ret);
+}
+
+static int parse_schedulers(AutoTunePolicy *p, const char *value, char *msgbuf, size_t msgsize) {
+        _cleanup_strv_free_ char **l = NULL;
+        size_t n = 0;
+        int r;
+
+        if (strv_split_ws(value, &l) < 0)
+                return -ENOMEM;
+        STRV_FOREACH(s, l) {
+                _cleanup_free_ char *canon = NULL;
+                const char *msg;
+                if (n >= AUTOTUNE_MAX_SCHEDULERS) {
+                        snprintf(msgbuf, msgsize, "at most %d schedulers", AUTOTUNE_MAX_SCHEDULERS);
+                        return -EINVAL;
+                }
+                r = knob_parse_value(KNOB_SCHEDULER, *s, &canon, &msg);
+                if (r == -ENOMEM)
+                        return r;
+                if (r < 0 || strchr(canon, ' ')) {
+                        snprintf(msgbuf, msgsize, "\"%s\" is not a scheduler name", *s);
+                        return -EINVAL;
+                }
+                n++;
+        }
+        for (size_t i = 0; p->schedulers[i]; i++)
+                p->schedulers[i] = mfree(p->schedulers[i]);
+        for (size_t i = 0; i < n; i++)
+                if (!(p->schedulers[i] = strdup(l[i])))
+                        return -ENOMEM;
         return 0;
+}
+
+static int parse_wbt_list(AutoTunePolicy *p, const char *value) {
+        _cleanup_strv_free_ char **l = NULL;
+        long long v;
+        size_t n = 0;
+
+        if (strv_split_ws(value, &l) < 0)
+                return -ENOMEM;
+        STRV_FOREACH(s, l) {
+                if (n >= AUTOTUNE_MAX_VALUES || parse_uint_in(*s, -1, 10000000, &v) < 0)
+                        return -EINVAL;
+                p->wbt_lat_usec[n++] = v;
+        }
+        p->n_wbt_lat_usec = n;
+        return 0;
+}
+
+/* The keys whose value is one number in a range, a percentage, a duration
+ * or a boolean: where it goes and what a bad value is told. */
+typedef enum AutoKeyKind {
+        AUTO_KEY_BOOL,
+        AUTO_KEY_UINT,    /* stored as unsigned */
+        AUTO_KEY_U64,     /* stored as uint64_t */
+        AUTO_KEY_DOUBLE,  /* an integer stored as double */
+        AUTO_KEY_PERCENT, /* "10" or "10%", stored as unsigned */
+        AUTO_KEY_SECONDS, /* a duration in µs, min/max in µs */
+} AutoKeyKind;
+
+typedef struct AutoKey {
+        const char *name;
+        AutoKeyKind kind;
+        size_t offset;
+        long long min, max;
+        const char *expected;
+} AutoKey;
+
+#define F(field) offsetof(AutoTunePolicy, field)
+static const AutoKey auto_keys[] = {
+        { "AutoTune", AUTO_KEY_BOOL, F(enabled), 0, 0, "expected a boolean" },
+        { "AutoTrialOnHotplug", AUTO_KEY_BOOL, F(on_hotplug), 0, 0, "expected a boolean" },
+        { "AutoTrialOnWorkloadChange", AUTO_KEY_BOOL, F(on_workload_change), 0, 0, "expected a boolean" },
+        { "AutoWriteTolerance", AUTO_KEY_PERCENT, F(write_tolerance_pct), 0, 100,
+          "expected a percentage from 0 to 100" },
+        { "AutoConfidence", AUTO_KEY_PERCENT, F(confidence_pct), 50, 99, "expected a percentage from 50 to 99" },
+        { "AutoMinImprovement", AUTO_KEY_PERCENT, F(min_improvement_pct), 0, 1000,
+          "expected a percentage from 0 to 1000" },
+        { "AutoReadLatencyTargetUSec", AUTO_KEY_U64, F(read_target_usec), 1, 60000000,
+          "expected microseconds from 1 to 60000000" },
+        { "AutoRounds", AUTO_KEY_UINT, F(rounds), 3, AUTOTUNE_MAX_EPOCHS, NULL },
+        { "AutoGuardFactor", AUTO_KEY_UINT, F(guard_factor), 2, 1000, "expected a factor from 2 to 1000" },
+        { "AutoTrialsPerHour", AUTO_KEY_UINT, F(trials_per_hour), 1, 60, "expected a number from 1 to 60" },
+        { "AutoMinIOPS", AUTO_KEY_DOUBLE, F(min_iops), 1, 10000000, "expected I/Os per second from 1 to 10000000" },
+        { "AutoEpochSec", AUTO_KEY_SECONDS, F(epoch_usec), 250000, 600000000, "expected seconds from 0.25 to 600" },
+        { "AutoMinDwellSec", AUTO_KEY_SECONDS, F(dwell_usec), 0, 86400LL * 1000000, "expected seconds from 0 to 86400" },
+};
+#undef F
+
+static int parse_auto_key(const AutoKey *k, AutoTunePolicy *p, const char *value) {
+        uint8_t *field = (uint8_t *) p + k->offset;
+        long long v;
+        uint64_t us;
+        int r;
+
+        switch (k->kind) {
+        case AUTO_KEY_BOOL:
+                r = parse_boolean(value);
+                if (r < 0)
+                        return r;
+                *(bool *) field = r;
+                return 0;
+        case AUTO_KEY_PERCENT:
+                r = parse_percent(value, k->min, k->max, &v);
+                break;
+        case AUTO_KEY_SECONDS:
+                if (parse_seconds(value, &us) < 0 || us < (uint64_t) k->min || us > (uint64_t) k->max)
+                        return -EINVAL;
+                *(uint64_t *) field = us;
+                return 0;
+        default:
+                r = parse_uint_in(value, k->min, k->max, &v);
+        }
+        if (r < 0)
+                return r;
+        if (k->kind == AUTO_KEY_U64)
+                *(uint64_t *) field = (uint64_t) v;
+        else if (k->kind == AUTO_KEY_DOUBLE)
+                *(double *) field = (double) v;
+        else
+                *(unsigned *) field = (unsigned) v;
+        return 0;
+}
+
+/* The keys with a value of their own shape. */
+static int parse_auto_special(AutoTunePolicy *p, const char *key, const char *value, char *msgbuf,
+                              size_t msgsize) {
+        int r;
+
+        if (streq(key, "AutoScheduler"))
+                return parse_schedulers(p, value, msgbuf, msgsize);
+        if (streq(key, "AutoNrRequests")) {
+                if (!*value) {
+                        p->n_nr_requests = 0;
+                        return 0;
+                }
+                if (autotune_parse_nr_requests(value, p->nr_requests, &p->n_nr_requests) >= 0)
+                        return 0;
+                snprintf(msgbuf, msgsize,
+                         "expected values from 4 to 100000, as a list (\"64 256\") or a range (\"64..1024\": "
+                         "both ends and the powers of two between them), at most %d", AUTOTUNE_MAX_VALUES);
+                return -EINVAL;
+        }
+        if (streq(key, "AutoWbtLatUsec")) {
+                r = parse_wbt_list(p, value);
+                if (r == -EINVAL)
+                        snprintf(msgbuf, msgsize,
+                                 "expected values from -1 (the kernel's default) and 0 (off) to 10000000, "
+                                 "at most %d", AUTOTUNE_MAX_VALUES);
+                return r;
+        }
+        if (streq(key, "AutoObjective")) {
+                r = auto_objective_from_string(value);
+                if (r < 0) {
+                        snprintf(msgbuf, msgsize, "expected read-latency or throughput");
+                        return -EINVAL;
+                }
+                p->objective = (AutoObjective) r;
+                return 0;
+        }
+        if (streq(key, "AutoTrialIntervalSec")) {
+                uint64_t us;
+                if (parse_seconds(value, &us) < 0 || us > 86400ULL * 1000000 || (us && us < 60000000)) {
+                        snprintf(msgbuf, msgsize, "expected seconds from 60 to 86400, or 0 (no periodic trials)");
+                        return -EINVAL;
+                }
+                p->interval_usec = us;
+                return 0;
+        }
+        return -ENOENT;
 }
 
 int autotune_policy_parse(AutoTunePolicy *p, const char *key, const char *value, char *msgbuf, size_t msgsize,
                           const char **ret_message) {
-        long long v;
-        int r;
-
-#define FAIL(...)                                                     \
-        do {                                                          \
-                snprintf(msgbuf, msgsize, __VA_ARGS__);               \
-                *ret_message = msgbuf;                                \
-                return -EINVAL;                                       \
-        } while (0)
+        int r = -ENOENT;
 
         if (strncmp(key, "Auto", 4) != 0)
                 return -ENOENT;
 
-        if (streq(key, "AutoTune")) {
-                r = parse_boolean(value);
-                if (r < 0)
-                        FAIL("expected a boolean");
-                p->enabled = r;
-        } else if (streq(key, "AutoScheduler")) {
-                _cleanup_strv_free_ char **l = NULL;
-                if (strv_split_ws(value, &l) < 0)
-                        return -ENOMEM;
-                size_t n = 0;
-                STRV_FOREACH(s, l) {
-                        char *canon = NULL;
-                        const char *msg;
-                        if (n >= AUTOTUNE_MAX_SCHEDULERS)
-                                FAIL("at most %d schedulers", AUTOTUNE_MAX_SCHEDULERS);
-                        r = knob_parse_value(KNOB_SCHEDULER, *s, &canon, &msg);
-                        if (r == -ENOMEM)
-                                return r;
-                        if (r < 0 || strchr(canon, ' ')) {
-                                free(canon);
-                                FAIL("\"%s\" is not a scheduler name", *s);
-                        }
-                        free(canon);
-                        n++;
+        for (size_t i = 0; i < ELEMENTSOF(auto_keys); i++) {
+                const AutoKey *k = &auto_keys[i];
+                if (!streq(key, k->name))
+                        continue;
+                r = parse_auto_key(k, p, value);
+                if (r == -EINVAL) {
+                        if (k->expected)
+                                snprintf(msgbuf, msgsize, "%s", k->expected);
+                        else
+                                snprintf(msgbuf, msgsize, "expected a number from %lld to %lld", k->min, k->max);
                 }
-                for (size_t i = 0; p->schedulers[i]; i++)
-                        p->schedulers[i] = mfree(p->schedulers[i]);
-                for (size_t i = 0; i < n; i++)
-                        if (!(p->schedulers[i] = strdup(l[i])))
-                                return -ENOMEM;
-        } else if (streq(key, "AutoNrRequests")) {
-                if (!*value)
-                        p->n_nr_requests = 0;
-                else if (autotune_parse_nr_requests(value, p->nr_requests, &p->n_nr_requests) < 0)
-                        FAIL("expected values from 4 to 100000, as a list (\"64 256\") or a range (\"64..1024\": "
-                             "both ends and the powers of two between them), at most %d", AUTOTUNE_MAX_VALUES);
-        } else if (streq(key, "AutoWbtLatUsec")) {
-                _cleanup_strv_free_ char **l = NULL;
-                size_t n = 0;
-                if (strv_split_ws(value, &l) < 0)
-                        return -ENOMEM;
-                STRV_FOREACH(s, l) {
-                        if (n >= AUTOTUNE_MAX_VALUES || parse_uint_in(*s, -1, 10000000, &v) < 0)
-                                FAIL("expected values from -1 (the kernel's default) and 0 (off) to 10000000, "
-                                     "at most %d", AUTOTUNE_MAX_VALUES);
-                        p->wbt_lat_usec[n++] = v;
-                }
-                p->n_wbt_lat_usec = n;
-        } else if (streq(key, "AutoObjective")) {
-                r = auto_objective_from_string(value);
-                if (r < 0)
-                        FAIL("expected read-latency or throughput");
-                p->objective = (AutoObjective) r;
-        } else if (streq(key, "AutoWriteTolerance")) {
-                char buf[32];
-                size_t n = strlen(value);
-                if (n == 0 || n >= sizeof buf)
-                        FAIL("expected a percentage from 0 to 100");
-                strcpy(buf, value);
-                if (buf[n - 1] == '%')
-                        buf[n - 1] = 0;
-                if (parse_uint_in(buf, 0, 100, &v) < 0)
-                        FAIL("expected a percentage from 0 to 100");
-                p->write_tolerance_pct = (unsigned) v;
-        } else if (streq(key, "AutoReadLatencyTargetUSec")) {
-                if (parse_uint_in(value, 1, 60000000, &v) < 0)
-                        FAIL("expected microseconds from 1 to 60000000");
-                p->read_target_usec = (uint64_t) v;
-        } else if (streq(key, "AutoEpochSec")) {
-                if (parse_seconds_key(value, 250000, 600000000, &p->epoch_usec) < 0)
-                        FAIL("expected seconds from 0.25 to 600");
-        } else if (streq(key, "AutoRounds")) {
-                if (parse_uint_in(value, 3, AUTOTUNE_MAX_EPOCHS, &v) < 0)
-                        FAIL("expected a number from 3 to %d", AUTOTUNE_MAX_EPOCHS);
-                p->rounds = (unsigned) v;
-        } else if (streq(key, "AutoConfidence")) {
-                char buf[32];
-                size_t n = strlen(value);
-                if (n == 0 || n >= sizeof buf)
-                        FAIL("expected a percentage from 50 to 99");
-                strcpy(buf, value);
-                if (buf[n - 1] == '%')
-                        buf[n - 1] = 0;
-                if (parse_uint_in(buf, 50, 99, &v) < 0)
-                        FAIL("expected a percentage from 50 to 99");
-                p->confidence_pct = (unsigned) v;
-        } else if (streq(key, "AutoMinImprovement")) {
-                char buf[32];
-                size_t n = strlen(value);
-                if (n == 0 || n >= sizeof buf)
-                        FAIL("expected a percentage from 0 to 1000");
-                strcpy(buf, value);
-                if (buf[n - 1] == '%')
-                        buf[n - 1] = 0;
-                if (parse_uint_in(buf, 0, 1000, &v) < 0)
-                        FAIL("expected a percentage from 0 to 1000");
-                p->min_improvement_pct = (unsigned) v;
-        } else if (streq(key, "AutoGuardFactor")) {
-                if (parse_uint_in(value, 2, 1000, &v) < 0)
-                        FAIL("expected a factor from 2 to 1000");
-                p->guard_factor = (unsigned) v;
-        } else if (streq(key, "AutoMinDwellSec")) {
-                if (parse_seconds_key(value, 0, 86400ULL * 1000000, &p->dwell_usec) < 0)
-                        FAIL("expected seconds from 0 to 86400");
-        } else if (streq(key, "AutoTrialIntervalSec")) {
-                if (parse_seconds_key(value, 0, 86400ULL * 1000000, &p->interval_usec) < 0 ||
-                    (p->interval_usec && p->interval_usec < 60000000))
-                        FAIL("expected seconds from 60 to 86400, or 0 (no periodic trials)");
-        } else if (streq(key, "AutoTrialsPerHour")) {
-                if (parse_uint_in(value, 1, 60, &v) < 0)
-                        FAIL("expected a number from 1 to 60");
-                p->trials_per_hour = (unsigned) v;
-        } else if (streq(key, "AutoMinIOPS")) {
-                if (parse_uint_in(value, 1, 10000000, &v) < 0)
-                        FAIL("expected I/Os per second from 1 to 10000000");
-                p->min_iops = (double) v;
-        } else if (streq(key, "AutoTrialOnHotplug") || streq(key, "AutoTrialOnWorkloadChange")) {
-                r = parse_boolean(value);
-                if (r < 0)
-                        FAIL("expected a boolean");
-                *(streq(key, "AutoTrialOnHotplug") ? &p->on_hotplug : &p->on_workload_change) = r;
-        } else
-                return -ENOENT;
+                break;
+        }
+        if (r == -ENOENT)
+                r = parse_auto_special(p, key, value, msgbuf, msgsize);
+        if (r == -EINVAL)
+                *ret_message = msgbuf;
+        if (r < 0)
+                return r;
         p->set = true;
         return 0;
-#undef FAIL
 }
 
 char *autotune_candidate_format(const AutoCandidate *c, char *buf, size_t size) {
