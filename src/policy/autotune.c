@@ -577,16 +577,11 @@ static void series_values(const AutoTunePolicy *p, const AutoSeries *s, double *
         *ret_n = n;
 }
 
-void autotune_decide(const AutoTunePolicy *p, const AutoSeries *series, size_t n, AutoSummary *sum,
-                     AutoDecision *ret) {
-        double obj[AUTOTUNE_MAX_CANDIDATES][AUTOTUNE_MAX_EPOCHS];
-        bool lower = autotune_objective_lower_better(p);
-        /* Bonferroni: the best of n-1 challengers is tested, so each test
-         * runs at alpha / (n-1) to keep the trial's false change rate. */
-        double alpha = (1.0 - p->confidence_pct / 100.0) / (double) (n > 1 ? n - 1 : 1);
+/* Each candidate's medians; returns the best write throughput seen. */
+static double summarize(const AutoTunePolicy *p, const AutoSeries *series, size_t n, AutoSummary *sum,
+                        double obj[][AUTOTUNE_MAX_EPOCHS]) {
         double best_write = 0;
 
-        *ret = (AutoDecision) { .winner = 0, .best = -1, .p = 1 };
         for (size_t c = 0; c < n; c++) {
                 double rd[AUTOTUNE_MAX_EPOCHS], wmb[AUTOTUNE_MAX_EPOCHS], rmb[AUTOTUNE_MAX_EPOCHS],
                         iops[AUTOTUNE_MAX_EPOCHS], inf[AUTOTUNE_MAX_EPOCHS];
@@ -605,43 +600,84 @@ void autotune_decide(const AutoTunePolicy *p, const AutoSeries *series, size_t n
                 if (k > 0 && sum[c].write_mbps > best_write)
                         best_write = sum[c].write_mbps;
         }
+        return best_write;
+}
 
-        /* Enough epochs? The test needs 3 per side to say anything at 95 %. */
-        for (size_t c = 0; c < n; c++)
-                if (sum[c].n < 3) {
-                        ret->verdict = AUTO_VERDICT_KEEP_NO_DATA;
-                        snprintf(ret->reason, sizeof ret->reason, "too few epochs measured (%zu of candidate %zu)",
-                                 sum[c].n, c);
-                        return;
-                }
-        if (sum[0].iops < p->min_iops) {
-                ret->verdict = AUTO_VERDICT_KEEP_IDLE;
-                snprintf(ret->reason, sizeof ret->reason, "idle: %.1f I/Os per second, below %.0f", sum[0].iops,
-                         p->min_iops);
-                return;
-        }
+/* Marks the candidates inside the objective's bound, tests each challenger
+ * against the current setting, and returns the best admissible one (-1:
+ * none). */
+static int pick_best(const AutoTunePolicy *p, size_t n, AutoSummary *sum, double obj[][AUTOTUNE_MAX_EPOCHS],
+                     double best_write) {
+        bool lower = autotune_objective_lower_better(p);
+        int best = -1;
 
-        /* Admissible: inside the objective's bound. */
         for (size_t c = 0; c < n; c++) {
                 if (p->objective == AUTO_OBJECTIVE_READ_LATENCY)
                         sum[c].admissible = best_write < AUTOTUNE_MIN_WRITE_MBPS ||
                                             sum[c].write_mbps >= best_write * (1.0 - p->write_tolerance_pct / 100.0);
                 else
                         sum[c].admissible = sum[c].read_await_ms * 1000.0 <= (double) p->read_target_usec;
-                if (c > 0) {
-                        double *a = obj[c], *b = obj[0];
-                        sum[c].p_vs_current = lower ? autotune_mann_whitney_less(a, sum[c].n, b, sum[0].n)
-                                                    : autotune_mann_whitney_less(b, sum[0].n, a, sum[c].n);
-                }
+                if (c > 0)
+                        sum[c].p_vs_current = lower ? autotune_mann_whitney_less(obj[c], sum[c].n, obj[0], sum[0].n)
+                                                    : autotune_mann_whitney_less(obj[0], sum[0].n, obj[c], sum[c].n);
         }
-        int best = -1;
         for (size_t c = 0; c < n; c++) {
                 if (!sum[c].admissible)
                         continue;
                 if (best < 0 || (lower ? sum[c].objective < sum[best].objective : sum[c].objective > sum[best].objective))
                         best = (int) c;
         }
-        ret->best = best;
+        return best;
+}
+
+/* The p-value of "best writes faster than the current setting", over the
+ * epochs of each. */
+static double write_gain_p(const AutoSeries *current, const AutoSeries *best) {
+        double wb[AUTOTUNE_MAX_EPOCHS], w0[AUTOTUNE_MAX_EPOCHS];
+        size_t kb = 0, k0 = 0;
+
+        for (size_t i = 0; i < best->n; i++)
+                if (best->epochs[i].valid)
+                        wb[kb++] = best->epochs[i].write_mbps;
+        for (size_t i = 0; i < current->n; i++)
+                if (current->epochs[i].valid)
+                        w0[k0++] = current->epochs[i].write_mbps;
+        return autotune_mann_whitney_less(w0, k0, wb, kb);
+}
+
+/* Before any comparison: enough epochs, and a disk that is not idle. */
+static bool decide_no_trial(const AutoTunePolicy *p, size_t n, const AutoSummary *sum, AutoDecision *ret) {
+        /* The test needs 3 epochs per side to say anything at 95 %. */
+        for (size_t c = 0; c < n; c++)
+                if (sum[c].n < 3) {
+                        ret->verdict = AUTO_VERDICT_KEEP_NO_DATA;
+                        snprintf(ret->reason, sizeof ret->reason, "too few epochs measured (%zu of candidate %zu)",
+                                 sum[c].n, c);
+                        return true;
+                }
+        if (sum[0].iops < p->min_iops) {
+                ret->verdict = AUTO_VERDICT_KEEP_IDLE;
+                snprintf(ret->reason, sizeof ret->reason, "idle: %.1f I/Os per second, below %.0f", sum[0].iops,
+                         p->min_iops);
+                return true;
+        }
+        return false;
+}
+
+void autotune_decide(const AutoTunePolicy *p, const AutoSeries *series, size_t n, AutoSummary *sum,
+                     AutoDecision *ret) {
+        double obj[AUTOTUNE_MAX_CANDIDATES][AUTOTUNE_MAX_EPOCHS];
+        bool lower = autotune_objective_lower_better(p);
+        /* Bonferroni: the best of n-1 challengers is tested, so each test
+         * runs at alpha / (n-1) to keep the trial's false change rate. */
+        double alpha = (1.0 - p->confidence_pct / 100.0) / (double) (n > 1 ? n - 1 : 1);
+
+        *ret = (AutoDecision) { .winner = 0, .best = -1, .p = 1 };
+        double best_write = summarize(p, series, n, sum, obj);
+        if (decide_no_trial(p, n, sum, ret))
+                return;
+
+        int best = ret->best = pick_best(p, n, sum, obj, best_write);
         if (best < 0) {
                 /* Nothing meets the bound: the throughput form with a target
                  * nobody reaches. Keep what is there. */
@@ -664,15 +700,7 @@ void autotune_decide(const AutoTunePolicy *p, const AutoSeries *series, size_t n
          * throughput) is left for the best admissible one when the
          * throughput difference is significant, whatever the latency. */
         if (!sum[0].admissible && p->objective == AUTO_OBJECTIVE_READ_LATENCY) {
-                double wb[AUTOTUNE_MAX_EPOCHS], w0[AUTOTUNE_MAX_EPOCHS];
-                size_t kb = 0, k0 = 0;
-                for (size_t i = 0; i < series[best].n; i++)
-                        if (series[best].epochs[i].valid)
-                                wb[kb++] = series[best].epochs[i].write_mbps;
-                for (size_t i = 0; i < series[0].n; i++)
-                        if (series[0].epochs[i].valid)
-                                w0[k0++] = series[0].epochs[i].write_mbps;
-                double pw = autotune_mann_whitney_less(w0, k0, wb, kb);
+                double pw = write_gain_p(&series[0], &series[best]);
                 if (pw <= alpha) {
                         ret->verdict = AUTO_VERDICT_CHANGE;
                         ret->winner = best;
