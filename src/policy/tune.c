@@ -176,10 +176,91 @@ static bool is_iosched(Knob k) {
         return knob_info(k)->scheduler != NULL;
 }
 
+/* CPUAffinity=: one entry per interrupt of the device, or one skipped entry
+ * that says it has none. */
+static int plan_cpu_affinity(TuneJob *j, const TuneContext *ctx, const DeviceInfo *d, const Resolved *r) {
+        _cleanup_strv_free_ char **irqs = NULL;
+        int k = KNOB_CPU_AFFINITY, q;
+
+        q = dup_opt(&j->cpu_affinity, r->value[k]);
+        if (q < 0)
+                return q;
+        q = find_irqs(d->blockdir, &irqs);
+        if (q < 0)
+                return q;
+        STRV_FOREACH(irq, irqs) {
+                _cleanup_free_ char *a = NULL, *p = NULL;
+                if (asprintf(&a, "irq/%s", *irq) < 0 ||
+                    asprintf(&p, "%s/irq/%s/smp_affinity_list", ctx->proc_root, *irq) < 0)
+                        return -ENOMEM;
+                q = tune_job_add(j, k, a, p, r->value[k], r->section[k], NULL);
+                if (q < 0)
+                        return q;
+        }
+        if (!irqs) {
+                q = tune_job_add(j, k, "irq", NULL, r->value[k], r->section[k], NULL);
+                if (q < 0)
+                        return q;
+                entry_skip(&j->entries[j->n_entries - 1],
+                           "the device has no interrupts of its own; the hctx map is reported");
+        }
+        return 0;
+}
+
+/* Scheduler= on a zoned device before 6.10 (no zone write plugging): only
+ * mq-deadline keeps writes to a sequential zone in order. From a list, it
+ * is chosen; without it in the list, the entry is refused. */
+static int plan_zoned_scheduler(TuneJob *j, const DeviceInfo *d, const Resolved *r, const char *path) {
+        _cleanup_strv_free_ char **l = NULL;
+        int k = KNOB_SCHEDULER, q;
+        bool has_dl;
+
+        if (strv_split_ws(r->value[k], &l) < 0)
+                return -ENOMEM;
+        has_dl = strv_contains(l, "mq-deadline");
+        q = tune_job_add(j, k, knob_info(k)->attribute, path, has_dl ? "mq-deadline" : r->value[k], r->section[k],
+                         NULL);
+        if (q < 0)
+                return q;
+        TuneEntry *e = &j->entries[j->n_entries - 1];
+        if (!has_dl)
+                entry_skip(e, "refusing Scheduler=%s on a %s device: kernels before 6.10 need mq-deadline "
+                           "to keep zoned writes in order (SchedulerForce=yes overrides)",
+                           r->value[k], d->zoned);
+        else if (strv_length(l) > 1)
+                (void) free_and_strdup(&e->note, "zoned device on a kernel before 6.10: mq-deadline chosen");
+        return 0;
+}
+
+/* One knob's entry (not CPUAffinity=). */
+static int plan_knob(TuneJob *j, const DeviceInfo *d, const Resolved *r, int k, bool zoned_guard) {
+        const KnobInfo *ki = knob_info(k);
+        _cleanup_free_ char *path = NULL;
+        int q;
+
+        path = path_join(d->blockdir, ki->attribute);
+        if (!path)
+                return -ENOMEM;
+
+        if (d->bio_based && (k == KNOB_SCHEDULER || k == KNOB_NR_REQUESTS || k == KNOB_ASYNC_DEPTH || is_iosched(k))) {
+                q = tune_job_add(j, k, ki->attribute, path, r->value[k], r->section[k], ki->scheduler);
+                if (q < 0)
+                        return q;
+                entry_skip(&j->entries[j->n_entries - 1], "bio-based queue without a blk-mq scheduler%s",
+                           streq_ptr(d->transport, "nvme") && !d->hidden
+                                   ? " (an NVMe multipath head: its path devices carry the queue)"
+                                   : "");
+                return 0;
+        }
+        if (k == KNOB_SCHEDULER && zoned_guard)
+                return plan_zoned_scheduler(j, d, r, path);
+        return tune_job_add(j, k, ki->attribute, path, r->value[k], r->section[k], ki->scheduler);
+}
+
 int tune_plan(const TuneContext *ctx, const DeviceInfo *d, const Resolved *r, TuneJob **ret) {
         _cleanup_(tune_job_freep) TuneJob *j = NULL;
         bool zoned_guard;
-        int k, q;
+        int q;
 
         q = tune_job_new(d->sysname, d->blockdir, &j);
         if (q < 0)
@@ -189,91 +270,11 @@ int tune_plan(const TuneContext *ctx, const DeviceInfo *d, const Resolved *r, Tu
         zoned_guard = !streq_ptr(d->zoned, "none") && ctx->kernel_version < KERNEL_VERSION_CODE(6, 10) &&
                       !(r->value[KNOB_SCHEDULER_FORCE] && streq(r->value[KNOB_SCHEDULER_FORCE], "1"));
 
-        for (k = 0; k < _KNOB_MAX; k++) {
-                const KnobInfo *ki = knob_info(k);
-                _cleanup_free_ char *path = NULL, *wanted = NULL;
-                TuneEntry *e;
-
+        for (int k = 0; k < _KNOB_MAX; k++) {
                 /* Policy-only keys (SchedulerForce, probes, alerts) write nothing. */
-                if (!r->value[k] || (!ki->attribute && k != KNOB_CPU_AFFINITY))
+                if (!r->value[k] || (!knob_info(k)->attribute && k != KNOB_CPU_AFFINITY))
                         continue;
-
-                if (k == KNOB_CPU_AFFINITY) {
-                        _cleanup_strv_free_ char **irqs = NULL;
-
-                        q = dup_opt(&j->cpu_affinity, r->value[k]);
-                        if (q < 0)
-                                return q;
-                        q = find_irqs(d->blockdir, &irqs);
-                        if (q < 0)
-                                return q;
-                        STRV_FOREACH(irq, irqs) {
-                                _cleanup_free_ char *a = NULL, *p = NULL;
-                                if (asprintf(&a, "irq/%s", *irq) < 0 ||
-                                    asprintf(&p, "%s/irq/%s/smp_affinity_list", ctx->proc_root, *irq) < 0)
-                                        return -ENOMEM;
-                                q = tune_job_add(j, k, a, p, r->value[k], r->section[k], NULL);
-                                if (q < 0)
-                                        return q;
-                        }
-                        if (!irqs) {
-                                q = tune_job_add(j, k, "irq", NULL, r->value[k], r->section[k], NULL);
-                                if (q < 0)
-                                        return q;
-                                entry_skip(&j->entries[j->n_entries - 1],
-                                           "the device has no interrupts of its own; the hctx map is reported");
-                        }
-                        continue;
-                }
-
-                path = path_join(d->blockdir, ki->attribute);
-                if (!path)
-                        return -ENOMEM;
-                wanted = strdup(r->value[k]);
-                if (!wanted)
-                        return -ENOMEM;
-
-                if (d->bio_based && (k == KNOB_SCHEDULER || k == KNOB_NR_REQUESTS || k == KNOB_ASYNC_DEPTH ||
-                                     is_iosched(k))) {
-                        q = tune_job_add(j, k, ki->attribute, path, wanted, r->section[k], ki->scheduler);
-                        if (q < 0)
-                                return q;
-                        entry_skip(&j->entries[j->n_entries - 1], "bio-based queue without a blk-mq scheduler%s",
-                                   streq_ptr(d->transport, "nvme") && !d->hidden
-                                           ? " (an NVMe multipath head: its path devices carry the queue)"
-                                           : "");
-                        continue;
-                }
-
-                if (k == KNOB_SCHEDULER && zoned_guard) {
-                        /* Before 6.10 (no zone write plugging) only mq-deadline
-                         * keeps writes to a sequential zone in order. */
-                        _cleanup_strv_free_ char **l = NULL;
-                        bool has_dl;
-
-                        if (strv_split_ws(wanted, &l) < 0)
-                                return -ENOMEM;
-                        has_dl = strv_contains(l, "mq-deadline");
-                        if (has_dl && strv_length(l) > 1) {
-                                free(wanted);
-                                wanted = strdup("mq-deadline");
-                                if (!wanted)
-                                        return -ENOMEM;
-                        }
-                        q = tune_job_add(j, k, ki->attribute, path, wanted, r->section[k], NULL);
-                        if (q < 0)
-                                return q;
-                        e = &j->entries[j->n_entries - 1];
-                        if (!has_dl)
-                                entry_skip(e, "refusing Scheduler=%s on a %s device: kernels before 6.10 need mq-deadline "
-                                           "to keep zoned writes in order (SchedulerForce=yes overrides)",
-                                           r->value[k], d->zoned);
-                        else if (strv_length(l) > 1)
-                                (void) free_and_strdup(&e->note, "zoned device on a kernel before 6.10: mq-deadline chosen");
-                        continue;
-                }
-
-                q = tune_job_add(j, k, ki->attribute, path, wanted, r->section[k], ki->scheduler);
+                q = k == KNOB_CPU_AFFINITY ? plan_cpu_affinity(j, ctx, d, r) : plan_knob(j, d, r, k, zoned_guard);
                 if (q < 0)
                         return q;
         }
