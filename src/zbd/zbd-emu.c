@@ -82,72 +82,7 @@
 #include "log.h"
 #include "uring-pool.h"
 #include "zbd.h"
-
-#define EMU_MAGIC "blkmqd-zbd-emu\n" /* 15 characters + NUL = 16 bytes */
-#define EMU_VERSION 1U
-#define EMU_HDR_SIZE 4096U
-#define EMU_REC_SIZE 32U
-#define EMU_ZONE_STRIDE (2U * EMU_REC_SIZE)
-#define EMU_BLOCK 4096U
-#define EMU_MAX_WRITE_DEFAULT (512U * 1024U)
-#define EMU_ZERO_CHUNK (1U << 20)
-
-typedef struct EmuHeader {
-        char magic[16];
-        uint32_t version;
-        uint32_t header_size;
-        uint64_t zone_size;
-        uint64_t zone_capacity;
-        uint32_t nr_zones;
-        uint32_t nr_conv;
-        uint32_t block_size;
-        uint32_t max_open;   /* as created; informational */
-        uint32_t max_active; /* as created; informational */
-        uint32_t crc;        /* crc32 of the bytes before it */
-} EmuHeader;
-_Static_assert(sizeof(EmuHeader) == 64, "EmuHeader layout");
-
-typedef struct EmuRecord {
-        uint64_t seq;  /* 0: never written */
-        uint64_t wp;   /* bytes written into the zone, <= capacity */
-        uint32_t zone; /* index: a record in the wrong place is invalid */
-        uint32_t cond; /* ZoneCond */
-        uint32_t reserved;
-        uint32_t crc;  /* crc32 of the bytes before it */
-} EmuRecord;
-_Static_assert(sizeof(EmuRecord) == EMU_REC_SIZE, "EmuRecord layout");
-
-typedef struct EmuZone {
-        uint64_t wp;  /* relative to the zone start */
-        uint64_t seq; /* of the newest record written */
-        uint64_t lru; /* when it was last written or opened: implicit-close order */
-        ZoneCond cond;
-        bool busy;    /* reset/finish in progress, outside the lock */
-} EmuZone;
-
-typedef struct EmuZbd {
-        pthread_mutex_t lock;
-        int meta_fd;     /* PATH.zones, flock()ed */
-        int rfd;         /* PATH, buffered: reads, punching holes */
-        uint64_t zone_size, capacity;
-        uint32_t nr_zones, nr_conv;
-        uint32_t max_open, max_active;
-        uint32_t n_open, n_active;
-        uint64_t lru_clock;
-        EmuZone *zones;
-} EmuZbd;
-
-static uint32_t crc32_buf(const void *p, size_t n) {
-        const uint8_t *b = p;
-        uint32_t c = 0xFFFFFFFFU;
-
-        for (size_t i = 0; i < n; i++) {
-                c ^= b[i];
-                for (int k = 0; k < 8; k++)
-                        c = (c >> 1) ^ (0xEDB88320U & (0U - (c & 1U)));
-        }
-        return ~c;
-}
+#include "zbd-emu-internal.h"
 
 static bool zone_conv(const EmuZbd *e, uint32_t i) {
         return i < e->nr_conv;
@@ -163,33 +98,6 @@ static bool cond_open(ZoneCond c) {
 
 static bool cond_active(ZoneCond c) {
         return cond_open(c) || c == ZONE_COND_CLOSED;
-}
-
-static EmuRecord record_make(uint32_t zone, uint64_t seq, uint64_t wp, ZoneCond cond) {
-        EmuRecord rec = { .seq = seq, .wp = wp, .zone = zone, .cond = (uint32_t) cond };
-
-        rec.crc = crc32_buf(&rec, offsetof(EmuRecord, crc));
-        return rec;
-}
-
-static off_t record_offset(uint32_t zone, uint64_t seq) {
-        return (off_t) EMU_HDR_SIZE + (off_t) zone * EMU_ZONE_STRIDE + (off_t) (seq & 1) * EMU_REC_SIZE;
-}
-
-/* Under the lock: writes the zone's current state as its next record. Not
- * synced. */
-static int record_write(EmuZbd *e, uint32_t i) {
-        EmuZone *zn = &e->zones[i];
-        EmuRecord rec = record_make(i, zn->seq + 1, zn->wp, zn->cond);
-        ssize_t n;
-
-        n = pwrite(e->meta_fd, &rec, sizeof rec, record_offset(i, rec.seq));
-        if (n < 0)
-                return log_error_errno(errno, "zbd-emu: writing the record of zone %" PRIu32 ": %m", i);
-        if (n != (ssize_t) sizeof rec)
-                return log_error_errno(EIO, "zbd-emu: short write of the record of zone %" PRIu32, i);
-        zn->seq = rec.seq;
-        return 0;
 }
 
 static int write_zeros(int fd, uint64_t off, uint64_t len) {
@@ -399,7 +307,7 @@ static int emu_reset_or_finish(Zbd *z, uint64_t zone_start, bool reset) {
         release(e, i);
         zn->cond = reset ? ZONE_COND_EMPTY : ZONE_COND_FULL;
         zn->wp = reset ? 0 : e->capacity;
-        r = record_write(e, i);
+        r = emu_record_write(e, i);
         if (r < 0) {
                 /* Nothing changed on disk: take the resources back. */
                 *zn = saved;
@@ -563,7 +471,7 @@ static int emu_append_result(Zbd *z, const UringReq *req, uint64_t *ret_offset) 
                         release(e, i);
                         zn->cond = ZONE_COND_FULL;
                 }
-                r = record_write(e, i);
+                r = emu_record_write(e, i);
         }
         pthread_mutex_unlock(&e->lock);
         if (r < 0)
@@ -627,193 +535,6 @@ static const ZbdOps emu_ops = {
         .read = emu_read,
         .free = emu_free,
 };
-
-static int fsync_parent(const char *path) {
-        _cleanup_free_ char *dir = strdup(path);
-        _cleanup_close_ int fd = -EBADF;
-        char *slash;
-
-        if (!dir)
-                return -ENOMEM;
-        slash = strrchr(dir, '/');
-        if (!slash)
-                strcpy(dir, ".");
-        else if (slash == dir)
-                dir[1] = 0;
-        else
-                *slash = 0;
-        fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0 || fsync(fd) < 0)
-                return -errno;
-        return 0;
-}
-
-static int write_all(int fd, const void *buf, size_t len) {
-        const uint8_t *p = buf;
-
-        while (len > 0) {
-                ssize_t n = write(fd, p, len);
-
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                p += n;
-                len -= (size_t) n;
-        }
-        return 0;
-}
-
-/* Creates meta_path atomically: written to a temporary file, fsync'd,
- * renamed without replacing. -EEXIST if someone else created it first. */
-static int meta_create(const char *meta_path, const ZbdEmuConfig *c, uint32_t block_size) {
-        size_t size = EMU_HDR_SIZE + (size_t) c->nr_zones * EMU_ZONE_STRIDE;
-        _cleanup_free_ uint8_t *buf = calloc(1, size);
-        _cleanup_free_ char *tmp = NULL;
-        _cleanup_close_ int fd = -EBADF;
-        EmuHeader h = {
-                .version = EMU_VERSION,
-                .header_size = EMU_HDR_SIZE,
-                .zone_size = c->zone_size,
-                .zone_capacity = c->zone_capacity,
-                .nr_zones = c->nr_zones,
-                .nr_conv = c->nr_conv,
-                .block_size = block_size,
-                .max_open = c->max_open,
-                .max_active = c->max_active,
-        };
-        int r;
-
-        if (!buf || asprintf(&tmp, "%s.XXXXXX", meta_path) < 0)
-                return -ENOMEM;
-        memcpy(h.magic, EMU_MAGIC, sizeof h.magic);
-        h.crc = crc32_buf(&h, offsetof(EmuHeader, crc));
-        memcpy(buf, &h, sizeof h);
-        for (uint32_t i = 0; i < c->nr_zones; i++) {
-                EmuRecord rec = record_make(i, 1, 0, i < c->nr_conv ? ZONE_COND_NOT_WP : ZONE_COND_EMPTY);
-
-                memcpy(buf + record_offset(i, 1), &rec, sizeof rec);
-        }
-        fd = mkostemp(tmp, O_CLOEXEC);
-        if (fd < 0)
-                return log_error_errno(errno, "zbd-emu: creating %s: %m", tmp);
-        r = write_all(fd, buf, size);
-        if (r >= 0 && fsync(fd) < 0)
-                r = -errno;
-        if (r >= 0 && renameat2(AT_FDCWD, tmp, AT_FDCWD, meta_path, RENAME_NOREPLACE) < 0) {
-                r = -errno;
-                if (r == -EINVAL) { /* file system without RENAME_NOREPLACE */
-                        r = link(tmp, meta_path) < 0 ? -errno : 0;
-                        (void) unlink(tmp);
-                }
-        }
-        if (r < 0) {
-                (void) unlink(tmp);
-                return r;
-        }
-        return fsync_parent(meta_path);
-}
-
-static int meta_load(EmuZbd *e, const ZbdEmuConfig *c, const char *meta_path) {
-        size_t size;
-        _cleanup_free_ uint8_t *buf = NULL;
-        EmuHeader h;
-        ssize_t n;
-
-        n = pread(e->meta_fd, &h, sizeof h, 0);
-        if (n < 0)
-                return -errno;
-        if (n != (ssize_t) sizeof h || memcmp(h.magic, EMU_MAGIC, sizeof h.magic) != 0 ||
-            h.crc != crc32_buf(&h, offsetof(EmuHeader, crc)))
-                return log_error_errno(EBADMSG, "zbd-emu: %s: not a zone state file", meta_path);
-        if (h.version != EMU_VERSION || h.header_size != EMU_HDR_SIZE || h.block_size != EMU_BLOCK)
-                return log_error_errno(EPROTONOSUPPORT, "zbd-emu: %s: version %" PRIu32 " not supported",
-                                       meta_path, h.version);
-        if (h.zone_size == 0 || h.zone_size % EMU_BLOCK || h.zone_capacity == 0 ||
-            h.zone_capacity > h.zone_size || h.zone_capacity % EMU_BLOCK || h.nr_zones == 0 ||
-            h.nr_conv > h.nr_zones || h.zone_size > UINT64_MAX / h.nr_zones)
-                return log_error_errno(EBADMSG, "zbd-emu: %s: bad geometry", meta_path);
-        if ((c->zone_size && c->zone_size != h.zone_size) ||
-            (c->zone_capacity && c->zone_capacity != h.zone_capacity) ||
-            (c->nr_zones && c->nr_zones != h.nr_zones) || (c->nr_conv && c->nr_conv != h.nr_conv))
-                return log_error_errno(EINVAL,
-                                       "zbd-emu: %s holds %" PRIu32 " zones of %" PRIu64 " (capacity %" PRIu64
-                                       ", %" PRIu32 " conventional), not what was asked for",
-                                       meta_path, h.nr_zones, h.zone_size, h.zone_capacity, h.nr_conv);
-        /* The records of every zone must be there: a truncated (or lying)
-         * state file is refused before its geometry sizes an allocation. */
-        struct stat st;
-        if (fstat(e->meta_fd, &st) < 0)
-                return -errno;
-        if ((uint64_t) st.st_size < EMU_HDR_SIZE + (uint64_t) h.nr_zones * EMU_ZONE_STRIDE)
-                return log_error_errno(EBADMSG,
-                                       "zbd-emu: %s is truncated: %" PRIu64 " bytes, where %" PRIu32
-                                       " zones need %" PRIu64 "; restore it, or remove it and its data file "
-                                       "to start over empty",
-                                       meta_path, (uint64_t) st.st_size, h.nr_zones,
-                                       EMU_HDR_SIZE + (uint64_t) h.nr_zones * EMU_ZONE_STRIDE);
-        e->zone_size = h.zone_size;
-        e->capacity = h.zone_capacity;
-        e->nr_zones = h.nr_zones;
-        e->nr_conv = h.nr_conv;
-
-        size = (size_t) h.nr_zones * EMU_ZONE_STRIDE;
-        buf = malloc(size);
-        e->zones = calloc(h.nr_zones, sizeof *e->zones);
-        if (!buf || !e->zones)
-                return -ENOMEM;
-        n = pread(e->meta_fd, buf, size, EMU_HDR_SIZE);
-        if (n < 0)
-                return -errno;
-        if ((size_t) n < size)
-                memset(buf + n, 0, size - (size_t) n); /* missing records: invalid */
-
-        for (uint32_t i = 0; i < h.nr_zones; i++) {
-                EmuZone *zn = &e->zones[i];
-                const EmuRecord *best = NULL;
-
-                for (unsigned s = 0; s < 2; s++) {
-                        EmuRecord rec;
-
-                        memcpy(&rec, buf + (size_t) i * EMU_ZONE_STRIDE + s * EMU_REC_SIZE, sizeof rec);
-                        if (rec.seq == 0 || (rec.seq & 1) != s || rec.zone != i ||
-                            rec.crc != crc32_buf(&rec, offsetof(EmuRecord, crc)) || rec.wp > h.zone_capacity ||
-                            rec.wp % EMU_BLOCK)
-                                continue;
-                        if (!best || rec.seq > best->seq)
-                                best = (const EmuRecord *) (buf + (size_t) i * EMU_ZONE_STRIDE + s * EMU_REC_SIZE);
-                }
-                if (!best)
-                        return log_error_errno(EBADMSG, "zbd-emu: %s: zone %" PRIu32 " has no valid record",
-                                               meta_path, i);
-                zn->seq = best->seq;
-                zn->wp = best->wp;
-                if (i < h.nr_conv) {
-                        zn->cond = ZONE_COND_NOT_WP;
-                        zn->wp = 0;
-                        continue;
-                }
-                switch (best->cond) {
-                case ZONE_COND_FULL:
-                        zn->cond = ZONE_COND_FULL;
-                        zn->wp = h.zone_capacity;
-                        break;
-                case ZONE_COND_READONLY:
-                case ZONE_COND_OFFLINE:
-                        zn->cond = (ZoneCond) best->cond;
-                        break;
-                default:
-                        /* Open zones are closed by a power cycle; the write
-                         * pointer alone tells EMPTY, CLOSED and FULL apart. */
-                        zn->cond = zn->wp == 0 ? ZONE_COND_EMPTY
-                                 : zn->wp == h.zone_capacity ? ZONE_COND_FULL : ZONE_COND_CLOSED;
-                }
-                if (zn->cond == ZONE_COND_CLOSED)
-                        e->n_active++;
-        }
-        return 0;
-}
 
 /* Data beyond a zone's recorded write pointer (a write whose record was
  * lost in a crash, a reset interrupted before its punch) goes. */
@@ -921,7 +642,7 @@ static int meta_create_new(const char *path, const char *meta_path, const ZbdEmu
         r = check_adoptable(path, c);
         if (r < 0)
                 return r;
-        r = meta_create(meta_path, c, EMU_BLOCK);
+        r = emu_meta_create(meta_path, c, EMU_BLOCK);
         if (r < 0 && r != -EEXIST)
                 return log_error_errno(r, "zbd-emu: creating %s: %m", meta_path);
         return r == 0;
@@ -972,7 +693,7 @@ int zbd_emu_open_config(const char *path, const ZbdEmuConfig *c, Zbd **ret) {
                 r = errno == EWOULDBLOCK ? -EBUSY : -errno;
                 return log_error_errno(r, "zbd-emu: %s is in use by another process", path);
         }
-        r = meta_load(e, c, meta_path);
+        r = emu_meta_load(e, c, meta_path);
         if (r < 0)
                 return r;
         for (uint32_t i = e->nr_conv; i < e->nr_zones; i++)
