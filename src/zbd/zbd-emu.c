@@ -3,17 +3,8 @@
  * hosts and tests without a zoned device.
  *
  * Files. PATH holds the data (sparse: nr_zones × zone_size bytes, holes
- * read as zeros). PATH.zones holds the zone state:
- *
- *   [0, 4096)     header: magic, version, geometry, crc32 (EmuHeader). Written
- *                 once, when the emulation is created, to PATH.zones.XXXXXX,
- *                 fsync'd and renamed into place (RENAME_NOREPLACE) with the
- *                 directory fsync'd: a crash leaves either no state file or a
- *                 complete one.
- *   4096 + 64·i   zone i: two 32-byte record slots (EmuRecord: sequence
- *                 number, write pointer, condition, zone index, crc32).
- *                 Update n of a zone goes to slot n & 1 with one pwrite; on
- *                 open the valid record with the highest sequence wins.
+ * read as zeros); PATH.zones the zone state, two crc'd records per zone
+ * (its layout: zbd-emu-meta.c).
  *
  * Crash safety. The invariant: the recorded write pointer is never beyond
  * data that reached the file.
