@@ -24,7 +24,18 @@
 #include "thread-sched.h"
 #include "uring-pool.h"
 
-/* Each worker owns one ring for ordinary I/O and, once a polled request
+/* The io_uring worker pool: N threads, each with rings of its own, that
+ * only do I/O; everything they finish is handed back to the event loop
+ * thread, which alone runs the callers' callbacks.
+ *
+ * Why one file of about 1,000 lines: the loop side (submit, cancel, the
+ * completion eventfd) and the worker side (the queue, the rings, the
+ * wakeup poll) share the worker struct and one ordering argument (below)
+ * about who may touch a request when. Split in two, each half would be
+ * correct only by reference to the other; read together, the argument is
+ * in one place.
+ *
+ * Each worker owns one ring for ordinary I/O and, once a polled request
  * comes, one IORING_SETUP_IOPOLL ring (an IOPOLL ring takes only
  * O_DIRECT reads/writes, so the wakeup poll cannot live there), and once an
  * NVMe passthrough request comes, one IORING_SETUP_SQE128 | CQE32 ring
@@ -809,31 +820,77 @@ static int on_eventfd(sd_event_source *s, int fd, uint32_t revents, void *userda
         return 0;
 }
 
+/* The CPUs the workers are pinned to, in turn: only those this process may
+ * run on (offline ones and those outside the unit's CPUAffinity= would make
+ * pinning fail), inside cpus if given. */
+static int allowed_cpus(const cpuset_t *cpus, unsigned **ret, unsigned *ret_n) {
+        _cleanup_free_ unsigned *list = NULL;
+        cpu_set_t allowed;
+        unsigned n = 0;
+
+        CPU_ZERO(&allowed);
+        if (sched_getaffinity(0, sizeof allowed, &allowed) < 0)
+                return -errno;
+        list = calloc(CPU_MAX, sizeof *list);
+        if (!list)
+                return -ENOMEM;
+        for (unsigned c = 0; c < CPU_MAX && c < CPU_SETSIZE; c++)
+                if (CPU_ISSET(c, &allowed) && (!cpus || cpuset_isset(cpus, c)))
+                        list[n++] = c;
+        if (n == 0)
+                return -EINVAL;
+        *ret = TAKE_PTR(list);
+        *ret_n = n;
+        return 0;
+}
+
+/* Starts the worker threads (with every signal blocked: those are for the
+ * event loop's signalfd) and waits until each has set up its ring. */
+static int workers_start(UringPool *p) {
+        sigset_t all, old;
+        int r = 0;
+
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, &old);
+        for (unsigned i = 0; i < p->n_workers; i++) {
+                UringWorker *w = &p->workers[i];
+                pthread_attr_t a;
+
+                pthread_attr_init(&a);
+                pthread_attr_setstacksize(&a, 256 * 1024);
+                r = -pthread_create(&w->thread, &a, worker_main, w);
+                pthread_attr_destroy(&a);
+                if (r < 0)
+                        break;
+                w->started = true;
+        }
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (r < 0)
+                return r;
+
+        pthread_mutex_lock(&p->lock);
+        for (unsigned i = 0; i < p->n_workers; i++) {
+                while (!p->workers[i].init_done)
+                        pthread_cond_wait(&p->cond, &p->lock);
+                if (p->workers[i].init_r < 0 && r >= 0)
+                        r = p->workers[i].init_r;
+        }
+        pthread_mutex_unlock(&p->lock);
+        return r;
+}
+
 int uring_pool_new(UringPool **ret, sd_event *e, unsigned n_workers, const cpuset_t *cpus,
                    uint32_t fixed_buf_size) {
         _cleanup_(uring_pool_freep) UringPool *p = NULL;
         _cleanup_free_ unsigned *cpu_list = NULL;
         unsigned n_cpus = 0;
-        cpu_set_t allowed;
-        sigset_t all, old;
-        int r = 0;
+        int r;
 
         if (!ret || !e || n_workers < 1 || fixed_buf_size > UINT32_MAX - (URING_BUF_ALIGN - 1))
                 return -EINVAL;
-
-        /* Only CPUs this process may run on: offline ones and those outside
-         * the unit's CPUAffinity= would make pinning fail. */
-        CPU_ZERO(&allowed);
-        if (sched_getaffinity(0, sizeof allowed, &allowed) < 0)
-                return -errno;
-        cpu_list = calloc(CPU_MAX, sizeof *cpu_list);
-        if (!cpu_list)
-                return -ENOMEM;
-        for (unsigned c = 0; c < CPU_MAX && c < CPU_SETSIZE; c++)
-                if (CPU_ISSET(c, &allowed) && (!cpus || cpuset_isset(cpus, c)))
-                        cpu_list[n_cpus++] = c;
-        if (n_cpus == 0)
-                return -EINVAL;
+        r = allowed_cpus(cpus, &cpu_list, &n_cpus);
+        if (r < 0)
+                return r;
 
         p = calloc(1, sizeof *p);
         if (!p)
@@ -869,36 +926,9 @@ int uring_pool_new(UringPool **ret, sd_event *e, unsigned n_workers, const cpuse
                 return r;
         (void) sd_event_source_set_description(p->source, "uring-pool");
 
-        /* Workers get no signals: those are for the event loop's signalfd. */
-        sigfillset(&all);
-        pthread_sigmask(SIG_BLOCK, &all, &old);
-        for (unsigned i = 0; i < n_workers; i++) {
-                UringWorker *w = &p->workers[i];
-                pthread_attr_t a;
-
-                pthread_attr_init(&a);
-                pthread_attr_setstacksize(&a, 256 * 1024);
-                r = -pthread_create(&w->thread, &a, worker_main, w);
-                pthread_attr_destroy(&a);
-                if (r < 0)
-                        break;
-                w->started = true;
-        }
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        r = workers_start(p);
         if (r < 0)
                 return r;
-
-        pthread_mutex_lock(&p->lock);
-        for (unsigned i = 0; i < n_workers; i++) {
-                while (!p->workers[i].init_done)
-                        pthread_cond_wait(&p->cond, &p->lock);
-                if (p->workers[i].init_r < 0 && r >= 0)
-                        r = p->workers[i].init_r;
-        }
-        pthread_mutex_unlock(&p->lock);
-        if (r < 0)
-                return r;
-
         *ret = TAKE_PTR(p);
         return 0;
 }
