@@ -1,4 +1,36 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The varlink server: listeners, connections, calls, and the
+ * org.varlink.service interface, on the sd-event loop. The wire format
+ * (framing, fds over SCM_RIGHTS) is varlink-wire.c, shared with libblkmq;
+ * the IDL and its checks are varlink-idl.c.
+ *
+ * Sections, in order: connections (reading, writing, back-pressure), calls
+ * (replies, held replies, fds), dispatch (one message to one method),
+ * listeners, the server.
+ *
+ * What a reader must keep in mind, and why this is one file of about 1,500
+ * lines rather than three: a connection's buffers, its calls in flight and
+ * the server's limits form one state machine, and each of its rules is
+ * enforced where another section acts:
+ *   - Replies go out in the order of the calls. Calls are read and
+ *     dispatched one at a time, except methods marked pipelined, up to
+ *     VARLINK_PIPELINE_MAX in flight; a reply to any call but the oldest is
+ *     held (call_hold) and sent when those before it are answered
+ *     (connection_pop_answered).
+ *   - A peer that does not read is dropped, never waited for: its output
+ *     plus held replies are bounded per connection, and the output of all
+ *     connections together is bounded too (server_drop_biggest_reader).
+ *   - Reading stops while a call waits for its reply (connection_wants_read),
+ *     so a peer cannot queue unbounded work; input and the number of fds
+ *     and connections (per uid and in all) are limited (VarlinkLimits).
+ *   - A call outlives its connection: methods that reply later hold a ref,
+ *     and learn of the hang-up through their disconnect callback; replies
+ *     to a gone peer are dropped.
+ *   - Connections are refcounted because a method may free its call (and a
+ *     reply may close the connection) while connection_process() is on the
+ *     stack; `processing` defers the write to the end of the round.
+ * Splitting it would put each rule in one file and its enforcement in
+ * another. */
 #include <errno.h>
 #include <malloc.h>
 #include <fcntl.h>
