@@ -1,0 +1,180 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* What a finished tune job leaves in its Device: the originals that restore
+ * and stop put back (each attribute's value before blkmqd first changed it,
+ * and those a change moved as a side effect), and its log lines. Runs on
+ * the loop thread, in the manager's job_done(). */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "device-job.h"
+#include "log.h"
+#include "sysfs.h"
+#include "util.h"
+
+static void original_done(Original *o) {
+        free(o->attr);
+        free(o->path);
+        free(o->value);
+        free(o->scheduler);
+}
+
+void device_forget_originals(Device *d) {
+        for (size_t i = 0; i < d->n_originals; i++)
+                original_done(&d->originals[i]);
+        d->originals = mfree(d->originals);
+        d->n_originals = 0;
+}
+
+Original *device_find_original(Device *d, const char *attr) {
+        for (size_t i = 0; i < d->n_originals; i++)
+                if (streq(d->originals[i].attr, attr))
+                        return &d->originals[i];
+        return NULL;
+}
+
+static int device_add_original(Device *d, const TuneEntry *e) {
+        Original *t, *o;
+
+        if (!e->before || device_find_original(d, e->attr))
+                return 0;
+        t = realloc(d->originals, sizeof *t * (d->n_originals + 1));
+        if (!t)
+                return -ENOMEM;
+        d->originals = t;
+        o = &t[d->n_originals];
+        *o = (Original) { .knob = e->knob };
+        o->attr = strdup(e->attr);
+        o->path = e->path ? strdup(e->path) : NULL;
+        o->value = strdup(e->before);
+        o->scheduler = e->before_scheduler ? strdup(e->before_scheduler) : NULL;
+        if (!o->attr || !o->value || (e->path && !o->path) || (e->before_scheduler && !o->scheduler)) {
+                original_done(o);
+                return -ENOMEM;
+        }
+        d->n_originals++;
+        return 0;
+}
+
+static void device_drop_original(Device *d, const char *attr) {
+        for (size_t i = 0; i < d->n_originals; i++)
+                if (streq(d->originals[i].attr, attr)) {
+                        original_done(&d->originals[i]);
+                        memmove(&d->originals[i], &d->originals[i + 1],
+                                sizeof(Original) * (d->n_originals - i - 1));
+                        d->n_originals--;
+                        return;
+                }
+}
+
+/* The original of an attribute that a change of another moved as a side
+ * effect (its value before the job: before). */
+static void record_implied(Device *d, Knob knob, const char *attr, const char *before) {
+        _cleanup_free_ char *p = NULL;
+
+        if (!before || device_find_original(d, attr))
+                return;
+        p = path_join(d->info->blockdir, attr);
+        TuneEntry e = { .knob = knob, .attr = (char *) attr, .path = p, .before = (char *) before };
+        if (!p || device_add_original(d, &e) < 0)
+                log_oom();
+        else
+                device_find_original(d, attr)->implied = true;
+}
+
+void device_record_originals(Device *d, const TuneJob *j) {
+        for (size_t i = 0; i < j->n_entries; i++) {
+                const TuneEntry *e = &j->entries[i];
+                bool ours = e->section && streq(e->section, "original");
+
+                if (ours && (e->outcome == TUNE_CHANGED || e->outcome == TUNE_UNCHANGED)) {
+                        device_drop_original(d, e->attr);
+                        continue;
+                }
+                if (ours || (e->outcome != TUNE_CHANGED && e->outcome != TUNE_ADJUSTED))
+                        continue;
+                if (device_add_original(d, e) < 0)
+                        log_oom();
+                /* Written for its own key: no longer only moved by a switch. */
+                if (e->knob == KNOB_ASYNC_DEPTH && device_find_original(d, e->attr))
+                        device_find_original(d, e->attr)->implied = false;
+                /* A scheduler switch resets nr_requests: its original must
+                 * come back too. Both a switch and an nr_requests change
+                 * move queue/async_depth (capped at nr_requests). */
+                if (e->knob == KNOB_SCHEDULER)
+                        record_implied(d, KNOB_NR_REQUESTS, "queue/nr_requests", j->nr_requests_before);
+                if (e->knob == KNOB_SCHEDULER || e->knob == KNOB_NR_REQUESTS)
+                        record_implied(d, KNOB_ASYNC_DEPTH, "queue/async_depth", j->async_depth_before);
+        }
+}
+
+void device_prune_originals(Device *d) {
+        for (size_t i = 0; i < d->n_originals;) {
+                Original *o = &d->originals[i];
+                _cleanup_free_ char *p = NULL, *line = NULL, *act = NULL;
+                if (o->scheduler && (p = path_join(d->info->blockdir, "queue/scheduler")) &&
+                    sysfs_read(p, &line) >= 0 && (act = scheduler_active(line)) && !streq(act, o->scheduler)) {
+                        device_drop_original(d, o->attr);
+                        continue;
+                }
+                i++;
+        }
+}
+
+void device_log_results(Device *d, const TuneJob *j) {
+        const TuneJob *prev = d->last;
+        unsigned c[_TUNE_OUTCOME_MAX];
+
+        for (size_t i = 0; i < j->n_entries; i++) {
+                const TuneEntry *e = &j->entries[i];
+                const TuneEntry *p = NULL;
+
+                /* Log each problem once: a failure or skip that was already
+                 * reported by the previous job of this device goes to debug. */
+                for (size_t k = 0; prev && k < prev->n_entries; k++)
+                        if (streq(prev->entries[k].attr, e->attr)) {
+                                p = &prev->entries[k];
+                                break;
+                        }
+                bool repeat = p && p->outcome == e->outcome && p->error == e->error && streq_ptr(p->note, e->note);
+
+                switch (e->outcome) {
+                case TUNE_CHANGED:
+                        log_info("%s: %s %s → %s (%s)%s%s", j->sysname, e->attr, strna(e->before), strna(e->after),
+                                 strna(e->section), e->note ? ": " : "", strempty(e->note));
+                        break;
+                case TUNE_ADJUSTED:
+                        log_full(repeat ? LOG_DEBUG : LOG_WARNING, "%s: %s: wrote %s, %s", j->sysname, e->attr,
+                                 strna(e->wanted), strna(e->note));
+                        break;
+                case TUNE_FAILED:
+                        if (e->error == -ENODEV)
+                                log_debug("%s: %s: device vanished", j->sysname, e->attr);
+                        else
+                                log_full(repeat ? LOG_DEBUG : LOG_ERR, "%s: %s=%s: %s", j->sysname, e->attr,
+                                         strna(e->wanted), strna(e->note));
+                        break;
+                case TUNE_SKIPPED:
+                        /* Putting back a tunable of a scheduler that is gone
+                         * again is expected to find nothing to do. */
+                        log_full(repeat || streq_ptr(e->section, "original") ? LOG_DEBUG : LOG_NOTICE, "%s: %s skipped: %s", j->sysname, e->attr,
+                                 strna(e->note));
+                        break;
+                default:
+                        log_debug("%s: %s = %s (%s)", j->sysname, e->attr, strna(e->after ? e->after : e->before),
+                                  tune_outcome_to_string(e->outcome));
+                }
+        }
+        if (j->affinity_note && !(prev && streq_ptr(prev->affinity_note, j->affinity_note)))
+                log_notice("%s: %s", j->sysname, j->affinity_note);
+        tune_job_count(j, c);
+        if (j->device_error == -ENODEV)
+                log_info("%s: device went away while being tuned.", j->sysname);
+        else
+                log_full(c[TUNE_CHANGED] + c[TUNE_FAILED] + c[TUNE_ADJUSTED] ? LOG_INFO : LOG_DEBUG,
+                         "%s: %s: %u changed, %u unchanged, %u adjusted, %u skipped, %u failed (%.1f ms)", j->sysname,
+                         j->restore ? "restored" : "applied", c[TUNE_CHANGED], c[TUNE_UNCHANGED], c[TUNE_ADJUSTED],
+                         c[TUNE_SKIPPED], c[TUNE_FAILED], j->usec / 1000.0);
+}
