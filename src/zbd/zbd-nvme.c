@@ -409,20 +409,60 @@ static void misplace_from_env(NvmeZbd *v, const char *devnode) {
         }
 }
 
-int zbd_nvme_open(const char *devnode, const char *blockdir, Zbd **ret) {
-        _cleanup_free_ char *real = NULL, *ng_path = NULL, *dir = NULL;
+/* The character node and the block node must be the same namespace. */
+static int same_namespace(int ngfd, const char *ng_path, int blkfd, const char *devnode, uint32_t *ret_nsid) {
+        uint32_t nsid = 0, blk_nsid = 0;
+        int r;
+
+        r = ns_errno(nvme_get_nsid(ngfd, &nsid), "namespace id", ng_path);
+        if (r < 0)
+                return r;
+        r = ns_errno(nvme_get_nsid(blkfd, &blk_nsid), "namespace id", devnode);
+        if (r < 0)
+                return r;
+        if (nsid != blk_nsid)
+                return log_debug_errno(ENODEV, "zbd: %s is nsid %u, %s nsid %u", devnode, blk_nsid, ng_path, nsid);
+        *ret_nsid = nsid;
+        return 0;
+}
+
+/* Identify Namespace (the LBA format in use) and the ZNS identify pages:
+ * the LBA shift and the controller's zone append size limit. */
+static int identify_zns(int ngfd, uint32_t nsid, const char *ng_path, const Zbd *kz, uint8_t *ret_lba_shift,
+                        uint8_t *ret_zasl) {
         _cleanup_free_ struct nvme_id_ns *id = NULL;
         _cleanup_free_ struct nvme_zns_id_ns *zid = NULL;
         _cleanup_free_ struct nvme_zns_id_ctrl *zctrl = NULL;
+        uint8_t fmt = 0;
+        int r;
+
+        id = calloc(1, sizeof *id);
+        zid = calloc(1, sizeof *zid);
+        zctrl = calloc(1, sizeof *zctrl);
+        if (!id || !zid || !zctrl)
+                return -ENOMEM;
+        r = check_lba_format(ngfd, nsid, ng_path, kz, id, &fmt);
+        if (r < 0)
+                return r;
+        r = check_zns(ngfd, nsid, ng_path, kz, id, fmt, zid, zctrl);
+        if (r < 0)
+                return r;
+        *ret_lba_shift = id->lbaf[fmt].ds;
+        *ret_zasl = zctrl->zasl;
+        return 0;
+}
+
+int zbd_nvme_open(const char *devnode, const char *blockdir, Zbd **ret) {
+        _cleanup_free_ char *real = NULL, *ng_path = NULL, *dir = NULL;
         _cleanup_close_ int ngfd = -EBADF;
         _cleanup_(zbd_freep) Zbd *kz = NULL;
         _cleanup_free_ Zbd *z = NULL;
         _cleanup_free_ NvmeZbd *v = NULL;
         const char *sysname;
-        uint32_t nsid, blk_nsid, bs, am;
+        uint32_t nsid = 0, bs, am;
         uint64_t hw_kb, segs, size;
         long page = sysconf(_SC_PAGESIZE);
-        uint8_t fmt = 0;
+        uint8_t lba_shift = 0, zasl = 0;
         int r;
 
         if (!devnode || !ret)
@@ -447,33 +487,17 @@ int zbd_nvme_open(const char *devnode, const char *blockdir, Zbd **ret) {
                 return r;
         if (ioctl(kz->fd, BLKGETSIZE64, &size) < 0)
                 return -errno;
-
-        /* The same namespace on both nodes. */
-        r = ns_errno(nvme_get_nsid(ngfd, &nsid), "namespace id", ng_path);
+        r = same_namespace(ngfd, ng_path, kz->fd, devnode, &nsid);
         if (r < 0)
                 return r;
-        r = ns_errno(nvme_get_nsid(kz->fd, &blk_nsid), "namespace id", devnode);
+        r = identify_zns(ngfd, nsid, ng_path, kz, &lba_shift, &zasl);
         if (r < 0)
                 return r;
-        if (nsid != blk_nsid)
-                return log_debug_errno(ENODEV, "zbd: %s is nsid %u, %s nsid %u", devnode, blk_nsid, ng_path, nsid);
-
-        id = calloc(1, sizeof *id);
-        zid = calloc(1, sizeof *zid);
-        zctrl = calloc(1, sizeof *zctrl);
-        if (!id || !zid || !zctrl)
-                return -ENOMEM;
-        r = check_lba_format(ngfd, nsid, ng_path, kz, id, &fmt);
-        if (r < 0)
-                return r;
-        bs = UINT32_C(1) << id->lbaf[fmt].ds;
-        r = check_zns(ngfd, nsid, ng_path, kz, id, fmt, zid, zctrl);
-        if (r < 0)
-                return r;
+        bs = UINT32_C(1) << lba_shift;
 
         if (page <= 0)
                 page = 4096;
-        am = append_limit(kz, dir, zctrl->zasl, bs, page, &hw_kb, &segs);
+        am = append_limit(kz, dir, zasl, bs, page, &hw_kb, &segs);
         if (am == 0)
                 return log_debug_errno(EOPNOTSUPP, "zbd: %s: no zone append limit", ng_path);
 
@@ -482,7 +506,7 @@ int zbd_nvme_open(const char *devnode, const char *blockdir, Zbd **ret) {
         if (!z || !v || !(z->path = strdup(devnode)))
                 return -ENOMEM;
         v->nsid = nsid;
-        v->lba_shift = id->lbaf[fmt].ds;
+        v->lba_shift = lba_shift;
         v->dev_size = size;
         v->page_size = (uint32_t) page;
         misplace_from_env(v, devnode);
@@ -494,7 +518,7 @@ int zbd_nvme_open(const char *devnode, const char *blockdir, Zbd **ret) {
                   "active %u, max write %u, zone append max %u (ZASL %u, zone_append_max_bytes %u, "
                   "max_hw_sectors_kb %" PRIu64 ", max_segments %" PRIu64 "), block %u",
                   devnode, ng_path, nsid, z->limits.nr_zones, z->limits.zone_size, z->limits.max_open,
-                  z->limits.max_active, z->limits.max_write, am, zctrl->zasl, kz->limits.zone_append_max, hw_kb,
+                  z->limits.max_active, z->limits.max_write, am, zasl, kz->limits.zone_append_max, hw_kb,
                   segs, bs);
         v->kz = TAKE_PTR(kz);
         z->backend = TAKE_PTR(v);
