@@ -30,6 +30,7 @@ typedef struct Waiter {
 
 struct ApiManager {
         Manager *manager;
+        AutoTuner *autotuner; /* not owned; trial states in GetDevice and Monitor */
         Waiter *waiters;
         VarlinkSubscribers monitors;
 };
@@ -266,8 +267,8 @@ static void api_manager_event(Manager *m, ManagerEventType type, Device *d, void
                 waiters_flush(a);
                 break;
         case MANAGER_EVENT_TRIAL:
-                if (!varlink_subscribers_empty(&a->monitors) && m->autotuner) {
-                        json_t *t = autotuner_device_json(m->autotuner, d);
+                if (!varlink_subscribers_empty(&a->monitors) && a->autotuner) {
+                        json_t *t = autotuner_device_json(a->autotuner, d);
                         json_t *o = json_pack("{s:s, s:s, s:o?}", "event", "trial", "device", d->sysname, "trial",
                                               t ? json_incref(json_object_get(t, "trial")) : NULL);
                         json_decref(t);
@@ -388,7 +389,7 @@ static const Original *find_original(const Device *d, const char *attr) {
         return NULL;
 }
 
-static json_t *device_json(const Device *d) {
+static json_t *device_json(const ApiManager *a, const Device *d) {
         json_t *o = device_info_to_json(d->info), *knobs = json_array();
 
         json_object_set_new(o, "managed", json_boolean(resolved_managed(&d->resolved)));
@@ -417,8 +418,8 @@ static json_t *device_json(const Device *d) {
                 json_object_set_new(o, "lastJobUsec", json_integer((json_int_t) d->last->usec));
         json_object_set_new(o, "jobs", json_integer(d->n_jobs));
         json_object_set_new(o, "failedJobs", json_integer(d->n_failed_jobs));
-        if (d->manager->autotuner) {
-                json_t *t = autotuner_device_json(d->manager->autotuner, d);
+        if (a->autotuner) {
+                json_t *t = autotuner_device_json(a->autotuner, d);
                 if (t)
                         json_object_set_new(o, "autotune", t);
         }
@@ -432,7 +433,7 @@ static int method_get_device(VarlinkCall *call, json_t *params, void *userdata) 
 
         if (!d)
                 return no_such_device(call, name);
-        return varlink_call_reply(call, json_pack("{s:o}", "device", device_json(d)));
+        return varlink_call_reply(call, json_pack("{s:o}", "device", device_json(a, d)));
 }
 
 static int method_explain(VarlinkCall *call, json_t *params, void *userdata) {
@@ -449,8 +450,8 @@ static int method_explain(VarlinkCall *call, json_t *params, void *userdata) {
         q = policy_resolve(a->manager->config, d->info, a->manager->profile, &r);
         if (q < 0)
                 return q;
-        if (a->manager->autotuner)
-                autotuner_overlay(a->manager->autotuner, d, &r);
+        if (a->autotuner)
+                autotuner_overlay(a->autotuner, d, &r);
         values = json_array();
         for (int k = 0; k < _KNOB_MAX; k++)
                 if (r.value[k])
@@ -461,8 +462,8 @@ static int method_explain(VarlinkCall *call, json_t *params, void *userdata) {
                       strv_json(r.matched), "sections", strv_json(r.explain), "values", values);
         if (r.profile)
                 json_object_set_new(o, "profile", json_string(r.profile));
-        if (a->manager->autotuner) {
-                char *s = autotuner_explain(a->manager->autotuner, d);
+        if (a->autotuner) {
+                char *s = autotuner_explain(a->autotuner, d);
                 if (s)
                         json_object_set_new(o, "autotune", json_string(s));
                 free(s);
@@ -564,10 +565,10 @@ static int method_trial(VarlinkCall *call, json_t *params, void *userdata) {
 
         if (!d)
                 return no_such_device(call, name);
-        if (!a->manager->autotuner)
+        if (!a->autotuner)
                 return varlink_call_error(call, "io.blkmqd.Manager.TrialRefused",
                                           json_pack("{s:s, s:s}", "device", d->sysname, "reason", "trials are off (--once, --dry-run)"));
-        r = autotuner_start(a->manager->autotuner, d, true, call, why, sizeof why);
+        r = autotuner_start(a->autotuner, d, true, call, why, sizeof why);
         if (r == -EPERM)
                 return varlink_call_error(call, "io.blkmqd.Manager.TrialRefused",
                                           json_pack("{s:s, s:s}", "device", d->sysname, "reason", why));
@@ -591,7 +592,7 @@ static const VarlinkMethod methods[] = {
         { "Trial", method_trial, VARLINK_METHOD_MUTATING },
 };
 
-int api_manager_new(ApiManager **ret, Manager *m, VarlinkServer *server) {
+int api_manager_new(ApiManager **ret, Manager *m, AutoTuner *autotuner, VarlinkServer *server) {
         _cleanup_(api_manager_freep) ApiManager *a = NULL;
         int r;
 
@@ -599,6 +600,7 @@ int api_manager_new(ApiManager **ret, Manager *m, VarlinkServer *server) {
         if (!a)
                 return -ENOMEM;
         a->manager = m;
+        a->autotuner = autotuner;
         r = manager_subscribe(m, MANAGER_EVENT_MASK(MANAGER_EVENT_DEVICE_ADDED) |
                                  MANAGER_EVENT_MASK(MANAGER_EVENT_DEVICE_REMOVED) |
                                  MANAGER_EVENT_MASK(MANAGER_EVENT_DEVICE_APPLIED) |

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
+#include "autotune-runner.h"
 #include "manager.h"
 #include "varlink.h"
 
@@ -11,6 +12,6 @@ typedef struct ApiManager ApiManager;
 
 /* Serves io.blkmqd.Manager on server, and listens to m: its events feed
  * Monitor streams and complete waiting calls. */
-int api_manager_new(ApiManager **ret, Manager *m, VarlinkServer *server);
+int api_manager_new(ApiManager **ret, Manager *m, AutoTuner *autotuner, VarlinkServer *server);
 ApiManager *api_manager_free(ApiManager *a);
 DEFINE_TRIVIAL_CLEANUP_FUNC(ApiManager *, api_manager_free)

@@ -86,6 +86,7 @@ struct AutoDevice {
 
 struct AutoTuner {
         Manager *manager;
+        Prober *prober; /* not owned: the error counts a guard reads; NULL: no probes */
         AutoDevice *devices;
         AutoHistory global;
         sd_event_source *watch;
@@ -166,11 +167,11 @@ static int read_stat(const Device *d, BlockStat *ret) {
 
 /* Read errors of the device's latency probes so far (0 without probes):
  * the guard rail's I/O errors. */
-static uint64_t probe_errors(const Manager *m, const Device *d) {
-        if (!m->prober)
+static uint64_t probe_errors(const AutoTuner *t, const Device *d) {
+        if (!t->prober)
                 return 0;
-        for (size_t i = 0; i < prober_count(m->prober); i++) {
-                const ProbeTarget *pt = prober_get(m->prober, i);
+        for (size_t i = 0; i < prober_count(t->prober); i++) {
+                const ProbeTarget *pt = prober_get(t->prober, i);
                 if (streq(pt->sysname, d->sysname))
                         return pt->n_errors;
         }
@@ -394,7 +395,7 @@ static int on_epoch_end(sd_event_source *s, uint64_t usec, void *userdata) {
                 return 0;
         }
         autotune_epoch_figures(&a->stat0, &b, now_usec(CLOCK_MONOTONIC) - a->t0, &e);
-        e.errors = (unsigned) (probe_errors(a->tuner->manager, a->device) - a->probe_errors0);
+        e.errors = (unsigned) (probe_errors(a->tuner, a->device) - a->probe_errors0);
         AutoSeries *ser = &a->series[a->current];
         if (ser->n < AUTOTUNE_MAX_EPOCHS)
                 ser->epochs[ser->n++] = e;
@@ -428,7 +429,7 @@ static int on_settled(sd_event_source *s, uint64_t usec, void *userdata) {
                 return 0;
         }
         a->t0 = now_usec(CLOCK_MONOTONIC);
-        a->probe_errors0 = probe_errors(a->tuner->manager, a->device);
+        a->probe_errors0 = probe_errors(a->tuner, a->device);
         a->phase = PHASE_MEASURING;
         r = sd_event_add_time_relative(a->tuner->manager->event, &a->timer, CLOCK_MONOTONIC, a->policy.epoch_usec,
                                        1000, on_epoch_end, a);
@@ -869,13 +870,14 @@ static int on_watch(sd_event_source *s, uint64_t usec, void *userdata) {
         return 0;
 }
 
-int autotuner_new(AutoTuner **ret, Manager *m) {
+int autotuner_new(AutoTuner **ret, Manager *m, Prober *prober) {
         AutoTuner *t = calloc(1, sizeof *t);
         int r;
 
         if (!t)
                 return -ENOMEM;
         t->manager = m;
+        t->prober = prober;
         r = sd_event_add_time_relative(m->event, &t->watch, CLOCK_MONOTONIC, WATCH_INTERVAL_USEC, 1000000, on_watch, t);
         if (r < 0) {
                 free(t);

@@ -17,9 +17,10 @@
  * it reads /sys/block/X/stat (a small read, on the loop) at epoch ends. */
 
 typedef struct AutoTuner AutoTuner;
+struct Prober;
 struct VarlinkCall;
 
-int autotuner_new(AutoTuner **ret, Manager *m);
+int autotuner_new(AutoTuner **ret, Manager *m, struct Prober *prober);
 AutoTuner *autotuner_free(AutoTuner *t);
 
 /* Manager events: applied jobs drive trials; removal ends them; hotplug may

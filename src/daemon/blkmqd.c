@@ -319,7 +319,6 @@ static Daemon *daemon_free(Daemon *d) {
                 return NULL;
         if (d->autotuner) {
                 manager_unsubscribe(d->manager, autotuner_on_manager_event, d->autotuner);
-                d->manager->autotuner = NULL;
                 d->autotuner = autotuner_free(d->autotuner);
         }
         /* Probes go first (their cancelled reads find no target); then the
@@ -332,8 +331,6 @@ static Daemon *daemon_free(Daemon *d) {
         if (d->zones)
                 zone_service_set_alert_cb(d->zones, NULL, NULL); /* its checks may still end below */
         d->api_metrics = api_metrics_free(d->api_metrics);
-        if (d->manager)
-                d->manager->prober = NULL;
         d->prober = prober_free(d->prober);
         if (d->manager)
                 manager_stop(d->manager);
@@ -413,23 +410,23 @@ static int daemon_setup_services(Daemon *d) {
                         log_warning("AdminGroup=%s: no such group, only root may change settings.",
                                     m->config->daemon.admin_group);
         }
-        r = autotuner_new(&d->autotuner, m);
+        if (m->uring && m->config->daemon.probe_interval_usec > 0) {
+                r = prober_new(&d->prober, m->event, m->uring);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to set up latency probes: %m");
+        }
+        r = autotuner_new(&d->autotuner, m, d->prober);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up tuning trials: %m");
         r = manager_subscribe(m, ~0u, autotuner_on_manager_event, d->autotuner);
         if (r < 0)
                 return log_oom();
-        m->autotuner = d->autotuner;
 
-        r = api_manager_new(&d->api, m, d->varlink);
+        r = api_manager_new(&d->api, m, d->autotuner, d->varlink);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up io.blkmqd.Manager: %m");
 
-        if (m->uring && m->config->daemon.probe_interval_usec > 0) {
-                r = prober_new(&d->prober, m->event, m->uring);
-                if (r < 0)
-                        return log_error_errno(r, "Failed to set up latency probes: %m");
-                m->prober = d->prober;
+        if (d->prober) {
                 r = manager_subscribe(m, MANAGER_EVENT_MASK(MANAGER_EVENT_DEVICE_RESOLVED) |
                                          MANAGER_EVENT_MASK(MANAGER_EVENT_DEVICE_REMOVED),
                                       prober_on_manager_event, d->prober);
@@ -454,7 +451,7 @@ static int daemon_setup_services(Daemon *d) {
                 if (r < 0)
                         return log_oom();
         }
-        r = metrics_writer_new(&d->metrics, m, d->prober, d->zones);
+        r = metrics_writer_new(&d->metrics, m, d->prober, d->zones, d->autotuner);
         if (r < 0)
                 return log_oom();
         return daemon_listen(d);

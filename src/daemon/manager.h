@@ -120,11 +120,6 @@ struct Manager {
         /* Serves probes and zone appends; NULL with --once, --dry-run, or
          * when io_uring is not available. */
         struct UringPool *uring;
-        /* Set by blkmqd.c, not owned, never called by the manager: the
-         * prober the trial runner reads error counts from, the trial runner
-         * the adapters ask about trials. NULL when off. */
-        struct Prober *prober;
-        struct AutoTuner *autotuner;
         sd_event_source *sig_term, *sig_int, *sig_hup;
 };
 

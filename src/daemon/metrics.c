@@ -209,7 +209,7 @@ static void render_zones(StrBuf *sb, ZoneService *zones) {
         metrics_text_gauge(sb, "blkmqd_zone_objects_damaged", NULL, 0, bad);
 }
 
-int metrics_render(Manager *m, Prober *p, ZoneService *zones, StrBuf *sb) {
+int metrics_render(Manager *m, Prober *p, ZoneService *zones, AutoTuner *autotuner, StrBuf *sb) {
         render_devices(sb, m);
         /* Without probe targets, neither the event loop nor the zone figures
          * are written. */
@@ -218,8 +218,8 @@ int metrics_render(Manager *m, Prober *p, ZoneService *zones, StrBuf *sb) {
         render_probe_latency(sb, p, now_usec(CLOCK_MONOTONIC));
         render_iostat(sb, p);
         render_alerts(sb, p);
-        if (m->autotuner)
-                autotuner_metrics(m->autotuner, sb);
+        if (autotuner)
+                autotuner_metrics(autotuner, sb);
         metrics_text_family(sb, "blkmqd_event_loop_iteration_seconds", METRIC_HISTOGRAM,
                             "Busy time of each event loop iteration (prepare and one dispatch, not the wait): "
                             "no reply is faster than the iteration it waits behind.");
@@ -233,6 +233,7 @@ struct MetricsWriter {
         Manager *manager;
         Prober *prober;
         ZoneService *zones;
+        AutoTuner *autotuner;
         sd_event_source *timer;
         uint64_t last_usec;
         int last_error;
@@ -245,7 +246,7 @@ static int on_metrics_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         int r;
 
         w->last_usec = now_usec(CLOCK_MONOTONIC);
-        r = metrics_render(m, w->prober, w->zones, &sb);
+        r = metrics_render(m, w->prober, w->zones, w->autotuner, &sb);
         if (r >= 0)
                 r = metrics_write_textfile_atomic(m->config->daemon.metrics_textfile, strbuf_str(&sb));
         if (r < 0 && r != w->last_error)
@@ -281,7 +282,7 @@ static void metrics_on_manager_event(Manager *m, ManagerEventType type, Device *
         metrics_writer_schedule(userdata);
 }
 
-int metrics_writer_new(MetricsWriter **ret, Manager *m, Prober *prober, ZoneService *zones) {
+int metrics_writer_new(MetricsWriter **ret, Manager *m, Prober *prober, ZoneService *zones, AutoTuner *autotuner) {
         _cleanup_(metrics_writer_freep) MetricsWriter *w = NULL;
         int r;
 
@@ -290,6 +291,7 @@ int metrics_writer_new(MetricsWriter **ret, Manager *m, Prober *prober, ZoneServ
                 return -ENOMEM;
         w->manager = m;
         w->prober = prober;
+        w->autotuner = autotuner;
         w->zones = zones;
         r = manager_subscribe(m, MANAGER_EVENT_MASK(MANAGER_EVENT_DEVICE_APPLIED) |
                                  MANAGER_EVENT_MASK(MANAGER_EVENT_DEVICE_REMOVED),

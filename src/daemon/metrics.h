@@ -6,6 +6,7 @@
 
 struct Prober;
 struct ZoneService;
+struct AutoTuner;
 
 /* Prometheus text exposition of what the manager, the prober and the zone
  * service know: probe latency histograms (seconds), windowed quantiles,
@@ -18,9 +19,11 @@ struct ZoneService;
 typedef struct MetricsWriter MetricsWriter;
 
 /* prober and zones may be NULL (off). */
-int metrics_render(Manager *m, struct Prober *prober, struct ZoneService *zones, StrBuf *sb);
+int metrics_render(Manager *m, struct Prober *prober, struct ZoneService *zones, struct AutoTuner *autotuner,
+                   StrBuf *sb);
 
-int metrics_writer_new(MetricsWriter **ret, Manager *m, struct Prober *prober, struct ZoneService *zones);
+int metrics_writer_new(MetricsWriter **ret, Manager *m, struct Prober *prober, struct ZoneService *zones,
+                       struct AutoTuner *autotuner);
 MetricsWriter *metrics_writer_free(MetricsWriter *w);
 DEFINE_TRIVIAL_CLEANUP_FUNC(MetricsWriter *, metrics_writer_free)
 /* Schedules a write (coalesced); no-op without MetricsTextfile=. */
