@@ -22,11 +22,44 @@
 #include "sysfs.h"
 #include "util.h"
 
+/* A DeviceInfo is built on the udev thread, from its malloc arena. Freed
+ * on the loop, it would take that arena's lock, and wait whenever the udev
+ * thread (a normal thread, the loop runs realtime) was preempted holding
+ * it: milliseconds in a hotplug storm. So it goes back to be freed there. */
+typedef struct InfoFree {
+        DeviceInfo *info;
+} InfoFree;
+
+static void info_free_run(void *data) {
+        InfoFree *f = data;
+        f->info = device_info_free(f->info);
+}
+
+static void info_free_done(void *data, void *userdata) {
+        InfoFree *f = data;
+        device_info_free(f->info); /* never run: the pool is stopping */
+        free(f);
+}
+
+static void manager_free_info(Manager *m, DeviceInfo *info) {
+        InfoFree *f;
+
+        if (!info)
+                return;
+        if (m && m->udev_pool && (f = malloc(sizeof *f))) {
+                f->info = info;
+                if (work_pool_submit(m->udev_pool, info_free_run, info_free_done, f, NULL) >= 0)
+                        return;
+                free(f);
+        }
+        device_info_free(info);
+}
+
 static Device *device_free(Device *d) {
         if (!d)
                 return NULL;
         free(d->sysname);
-        device_info_free(d->info);
+        manager_free_info(d->manager, d->info);
         resolved_done(&d->resolved);
         device_forget_originals(d);
         tune_job_free(d->last);
@@ -375,8 +408,7 @@ int manager_apply(Manager *m, Device *d) {
 
 /* A device seen, with its identity read from sysfs (r, info: of
  * device_info_load(), which this takes). */
-static void manager_device_loaded(Manager *m, const char *sysname, int r, DeviceInfo *info_in) {
-        _cleanup_(device_info_freep) DeviceInfo *info = info_in;
+static void manager_device_loaded(Manager *m, const char *sysname, int r, DeviceInfo *info) {
         Device *d = NULL;
 
         for (size_t i = 0; i < m->n_devices; i++)
@@ -390,6 +422,7 @@ static void manager_device_loaded(Manager *m, const char *sysname, int r, Device
                         log_warning_errno(r, "%s: cannot read device, ignoring: %m", sysname);
                 else
                         log_debug("%s: no request queue, ignoring.", sysname);
+                manager_free_info(m, info);
                 return;
         }
 
@@ -399,12 +432,14 @@ static void manager_device_loaded(Manager *m, const char *sysname, int r, Device
                 d = calloc(1, sizeof *d);
                 if (!d || !(d->sysname = strdup(sysname))) {
                         free(d);
+                        manager_free_info(m, info);
                         log_oom();
                         return;
                 }
                 t = realloc(m->devices, sizeof *t * (m->n_devices + 1));
                 if (!t) {
                         device_free(d);
+                        manager_free_info(m, info);
                         log_oom();
                         return;
                 }
@@ -417,7 +452,7 @@ static void manager_device_loaded(Manager *m, const char *sysname, int r, Device
         } else {
                 if (!streq(d->info->id, info->id))
                         log_info("%s: identity changed from %s to %s.", sysname, d->info->id, info->id);
-                device_info_free(d->info);
+                manager_free_info(m, d->info);
                 d->info = TAKE_PTR(info);
         }
         (void) device_apply(d);
@@ -479,7 +514,7 @@ static void udev_job_free(UdevJob *j) {
         free(j->sysname);
         strv_free(j->props);
         free(j->blockdir);
-        device_info_free(j->info);
+        manager_free_info(j->m, j->info);
         free(j);
 }
 
@@ -675,7 +710,8 @@ void manager_stop(Manager *m) {
         /* Events still on their way are dropped (their callbacks see
          * STOPPING) before anything they would touch goes. */
         m->state = MANAGER_STOPPING;
-        m->udev_pool = work_pool_free(m->udev_pool);
+        /* Taken first: what its last callbacks free is freed here. */
+        work_pool_free(TAKE_PTR(m->udev_pool));
         /* Teardown order: whatever a pool's outstanding callbacks touch
          * must outlive that pool. The prober goes before this (its
          * cancelled reads find no target), then the io_uring pool (zone
