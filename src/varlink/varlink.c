@@ -1159,6 +1159,48 @@ static unsigned server_count_uid(VarlinkServer *s, uid_t uid) {
         return n;
 }
 
+/* Whether a new connection of uid is over a limit: then it is kept only to
+ * be told so (its first call is answered TooManyConnections), logged once
+ * per episode, and the oldest refused one goes if too many wait. */
+static bool server_over_limit(VarlinkServer *s, uid_t uid) {
+        if (s->n_connections < s->limits.max_connections &&
+            server_count_uid(s, uid) < s->limits.max_connections_per_uid) {
+                s->limit_logged = false;
+                return false;
+        }
+        if (!s->limit_logged)
+                log_warning("Too many varlink connections (%u in all, limit %u, %u per uid), refusing "
+                            "uid " UID_FMT " and further ones for now; each is told so.",
+                            s->n_connections, s->limits.max_connections, s->limits.max_connections_per_uid, uid);
+        s->limit_logged = true;
+        if (s->n_refused >= VARLINK_REFUSED_MAX) {
+                /* Make room: the oldest refused one, which has had its
+                 * chance to ask, goes unanswered. */
+                VarlinkConnection *oldest = NULL;
+                for (VarlinkConnection *o = s->connections; o; o = o->next)
+                        if (o->refused)
+                                oldest = o;
+                if (oldest)
+                        connection_disconnect(oldest);
+        }
+        return true;
+}
+
+/* The peer's supplementary groups (AdminGroup=); with more than 64
+ * (ERANGE), the primary gid must do. */
+static void connection_get_groups(VarlinkConnection *c) {
+        gid_t buf[64];
+        socklen_t glen = sizeof buf;
+
+        if (getsockopt(c->fd, SOL_SOCKET, SO_PEERGROUPS, buf, &glen) < 0 || glen == 0)
+                return;
+        c->groups = malloc(glen);
+        if (c->groups) {
+                memcpy(c->groups, buf, glen);
+                c->n_groups = glen / sizeof(gid_t);
+        }
+}
+
 int varlink_server_add_connection(VarlinkServer *s, int fd) {
         _cleanup_close_ int cfd = fd;
         struct ucred ucred = {};
@@ -1171,27 +1213,7 @@ int varlink_server_add_connection(VarlinkServer *s, int fd) {
         if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &ucred, &len) < 0)
                 return log_debug_errno(errno, "Failed to get varlink peer credentials: %m");
 
-        bool refused = s->n_connections >= s->limits.max_connections ||
-                       server_count_uid(s, ucred.uid) >= s->limits.max_connections_per_uid;
-        if (refused) {
-                if (!s->limit_logged)
-                        log_warning("Too many varlink connections (%u in all, limit %u, %u per uid), refusing "
-                                    "uid " UID_FMT " and further ones for now; each is told so.",
-                                    s->n_connections, s->limits.max_connections,
-                                    s->limits.max_connections_per_uid, ucred.uid);
-                s->limit_logged = true;
-                if (s->n_refused >= VARLINK_REFUSED_MAX) {
-                        /* Make room: the oldest refused one, which has had
-                         * its chance to ask, goes unanswered. */
-                        VarlinkConnection *oldest = NULL;
-                        for (VarlinkConnection *o = s->connections; o; o = o->next)
-                                if (o->refused)
-                                        oldest = o;
-                        if (oldest)
-                                connection_disconnect(oldest);
-                }
-        } else
-                s->limit_logged = false;
+        bool refused = server_over_limit(s, ucred.uid);
 
         r = fd_nonblock(cfd);
         if (r < 0)
@@ -1205,19 +1227,7 @@ int varlink_server_add_connection(VarlinkServer *s, int fd) {
         c->fd = TAKE_FD(cfd);
         c->refused = refused;
 
-        {
-                gid_t buf[64];
-                socklen_t glen = sizeof buf;
-
-                if (getsockopt(c->fd, SOL_SOCKET, SO_PEERGROUPS, buf, &glen) >= 0 && glen > 0) {
-                        c->groups = malloc(glen);
-                        if (c->groups) {
-                                memcpy(c->groups, buf, glen);
-                                c->n_groups = glen / sizeof(gid_t);
-                        }
-                }
-                /* More than 64 groups (ERANGE): the primary gid must do. */
-        }
+        connection_get_groups(c);
 
         r = sd_event_add_io(s->event, &c->io_source, c->fd, EPOLLIN, connection_io_handler, c);
         if (r >= 0)
