@@ -451,6 +451,56 @@ static int connection_enqueue(VarlinkConnection *c, json_t *message, int *fds, s
         return connection_enqueue_text(c, text, fds, n_fds);
 }
 
+/* Room for len more bytes of output: the unsent bytes move to the front,
+ * and the buffer grows if that is not enough. */
+static int output_reserve(VarlinkConnection *c, size_t len) {
+        size_t pending = connection_pending_output(c), a;
+        char *p;
+
+        if (c->output_allocated - c->output_end >= len)
+                return 0;
+        if (c->output_start > 0) {
+                memmove(c->output, c->output + c->output_start, pending);
+                c->output_base += c->output_start;
+                c->output_start = 0;
+                c->output_end = pending;
+        }
+        if (c->output_allocated - c->output_end >= len)
+                return 0;
+        a = (c->output_end + len) * 2;
+        if (a < 4096)
+                a = 4096;
+        p = realloc(c->output, a);
+        if (!p)
+                return -ENOMEM;
+        c->output = p;
+        c->output_allocated = a;
+        return 0;
+}
+
+/* The fds go with the message that starts at the end of the output now
+ * (sent with its first byte). Taken on success only. */
+static int output_add_fds(VarlinkConnection *c, int *fds, size_t n_fds) {
+        OutFds *of = realloc(c->out_fds, (c->n_out_fds + 1) * sizeof *of);
+        int *copy;
+
+        if (!of)
+                return -ENOMEM;
+        c->out_fds = of;
+        copy = malloc(n_fds * sizeof(int));
+        if (!copy)
+                return -ENOMEM;
+        memcpy(copy, fds, n_fds * sizeof(int));
+        for (size_t i = 0; i < n_fds; i++)
+                fds[i] = -EBADF;
+        c->out_fds[c->n_out_fds++] = (OutFds) {
+                .offset = c->output_base + c->output_end,
+                .fds = copy,
+                .n_fds = n_fds,
+        };
+        return 0;
+}
+
 /* Queues a serialized message (with its NUL). */
 static int connection_enqueue_text(VarlinkConnection *c, const char *text, int *fds, size_t n_fds) {
         size_t len = strlen(text) + 1;
@@ -465,50 +515,9 @@ static int connection_enqueue_text(VarlinkConnection *c, const char *text, int *
                 return -ENOBUFS;
         }
 
-        if (c->output_allocated - c->output_end < len) {
-                size_t pending = connection_pending_output(c), a;
-                char *p;
-
-                if (c->output_start > 0) {
-                        memmove(c->output, c->output + c->output_start, pending);
-                        c->output_base += c->output_start;
-                        c->output_start = 0;
-                        c->output_end = pending;
-                }
-                if (c->output_allocated - c->output_end < len) {
-                        a = (c->output_end + len) * 2;
-                        if (a < 4096)
-                                a = 4096;
-                        p = realloc(c->output, a);
-                        if (!p) {
-                                varlink_wire_close_many(fds, n_fds);
-                                return -ENOMEM;
-                        }
-                        c->output = p;
-                        c->output_allocated = a;
-                }
-        }
-
-        if (n_fds > 0) {
-                OutFds *of = realloc(c->out_fds, (c->n_out_fds + 1) * sizeof *of);
-                int *copy = NULL;
-
-                if (of) {
-                        c->out_fds = of;
-                        copy = malloc(n_fds * sizeof(int));
-                }
-                if (!copy) {
-                        varlink_wire_close_many(fds, n_fds);
-                        return -ENOMEM;
-                }
-                memcpy(copy, fds, n_fds * sizeof(int));
-                for (size_t i = 0; i < n_fds; i++)
-                        fds[i] = -EBADF;
-                c->out_fds[c->n_out_fds++] = (OutFds) {
-                        .offset = c->output_base + c->output_end,
-                        .fds = copy,
-                        .n_fds = n_fds,
-                };
+        if (output_reserve(c, len) < 0 || (n_fds > 0 && output_add_fds(c, fds, n_fds) < 0)) {
+                varlink_wire_close_many(fds, n_fds);
+                return -ENOMEM;
         }
 
         memcpy(c->output + c->output_end, text, len);
