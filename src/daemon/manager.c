@@ -16,7 +16,6 @@
 
 #include "uring-pool.h"
 #include "log.h"
-#include "device-job.h"
 #include "manager.h"
 #include "plan-print.h"
 #include "sysfs.h"

@@ -7,6 +7,7 @@
 #include <systemd/sd-event.h>
 
 #include "conf.h"
+#include "managed-device.h"
 #include "hist.h"
 #include "device.h"
 #include "policy.h"
@@ -17,34 +18,6 @@
 /* The Manager owns everything: the event loop, the config, the device
  * registry, the worker pool. All of it is touched only on the loop thread. */
 
-typedef struct Manager Manager;
-
-/* A value blkmqd changed, as it was before: what restore puts back. */
-typedef struct Original {
-        Knob knob;
-        char *attr;
-        char *path;
-        char *value;
-        char *scheduler; /* iosched tunables: the scheduler it belongs to */
-        bool implied;    /* changed as a side effect of the scheduler switch (nr_requests) */
-} Original;
-
-typedef struct Device {
-        Manager *manager;
-        char *sysname;
-        DeviceInfo *info;
-        Resolved resolved;
-        Original *originals;
-        size_t n_originals;
-        TuneJob *last;       /* the last finished job */
-        uint64_t last_usec;  /* CLOCK_REALTIME when it finished */
-        bool busy;           /* a job is in flight */
-        bool dirty;          /* apply again once the job is back */
-        bool urgent;         /* its next job goes ahead of the queue (a call waits for it) */
-        bool removed;        /* gone; freed when the job is back */
-        unsigned n_jobs;
-        unsigned n_failed_jobs;
-} Device;
 
 typedef enum ManagerState {
         MANAGER_STARTING,

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device-job.h"
+#include "managed-device.h"
 #include "log.h"
 #include "sysfs.h"
 #include "util.h"
