@@ -27,7 +27,7 @@ int log_get_max_level(void) {
         return atomic_load(&max_level);
 }
 
-void log_set_target(enum log_target t) {
+void log_set_target(LogTarget t) {
         atomic_store(&target, t);
 }
 

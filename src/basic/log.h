@@ -13,15 +13,15 @@
  * through log_internal(), which takes no locks and writes one line with a
  * single write(2), so lines never interleave. */
 
-enum log_target {
+typedef enum LogTarget {
         LOG_TARGET_AUTO,    /* journal if JOURNAL_STREAM matches stderr, else console */
         LOG_TARGET_CONSOLE, /* stderr, "<N>" prefix unless stderr is a TTY */
         LOG_TARGET_JOURNAL, /* sd_journal_send() */
-};
+} LogTarget;
 
 void log_set_max_level(int level);
 int log_get_max_level(void);
-void log_set_target(enum log_target target);
+void log_set_target(LogTarget target);
 int log_level_from_string(const char *s);  /* -EINVAL if unknown */
 const char *log_level_to_string(int level);
 

@@ -11,7 +11,7 @@
 
 #include "cleanup.h"
 
-typedef struct strbuf {
+typedef struct StrBuf {
         char *buf;              /* NULL until the first append */
         size_t len;             /* excluding the NUL */
         size_t allocated;

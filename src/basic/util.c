@@ -249,8 +249,8 @@ bool strv_fnmatch(char *const *patterns, const char *s) {
         return false;
 }
 
-int cpuset_parse(const char *s, cpuset_t *ret) {
-        cpuset_t c = {};
+int cpuset_parse(const char *s, CpuSet *ret) {
+        CpuSet c = {};
         const char *p = s;
 
         if (!s)
@@ -286,7 +286,7 @@ int cpuset_parse(const char *s, cpuset_t *ret) {
         return 0;
 }
 
-char *cpuset_format(const cpuset_t *c) {
+char *cpuset_format(const CpuSet *c) {
         char *out = calloc(1, CPU_MAX * 6), *q = out;
         unsigned i = 0;
 
@@ -308,18 +308,18 @@ char *cpuset_format(const cpuset_t *c) {
         return out;
 }
 
-bool cpuset_equal(const cpuset_t *a, const cpuset_t *b) {
+bool cpuset_equal(const CpuSet *a, const CpuSet *b) {
         return memcmp(a, b, sizeof *a) == 0;
 }
 
-bool cpuset_is_empty(const cpuset_t *c) {
+bool cpuset_is_empty(const CpuSet *c) {
         for (size_t i = 0; i < ELEMENTSOF(c->bits); i++)
                 if (c->bits[i])
                         return false;
         return true;
 }
 
-bool cpuset_subset(const cpuset_t *a, const cpuset_t *b) {
+bool cpuset_subset(const CpuSet *a, const CpuSet *b) {
         for (size_t i = 0; i < ELEMENTSOF(a->bits); i++)
                 if (a->bits[i] & ~b->bits[i])
                         return false;

@@ -20,8 +20,7 @@ char *format_size(uint64_t bytes, char buf[static 16]);
 /* Trims in place, returns s. */
 char *strstrip(char *s);
 
-/* NULL-terminated string vectors. */
-typedef char **strv_t;
+/* NULL-terminated string vectors (char **). */
 size_t strv_length(char *const *l);
 void strv_free(char **l);
 DEFINE_TRIVIAL_CLEANUP_FUNC(char **, strv_free)
@@ -38,19 +37,19 @@ bool strv_fnmatch(char *const *patterns, const char *s);
 
 /* CPU sets as bitmaps of up to CPU_MAX bits, parsed from "0-3,8,10-11". */
 #define CPU_MAX 1024
-typedef struct cpuset {
+typedef struct CpuSet {
         uint64_t bits[CPU_MAX / 64];
-} cpuset_t;
-int cpuset_parse(const char *s, cpuset_t *ret);
-char *cpuset_format(const cpuset_t *c); /* "0-3,8"; "" for empty */
-bool cpuset_equal(const cpuset_t *a, const cpuset_t *b);
-bool cpuset_is_empty(const cpuset_t *c);
-bool cpuset_subset(const cpuset_t *a, const cpuset_t *b); /* a ⊆ b */
-static inline void cpuset_set(cpuset_t *c, unsigned cpu) {
+} CpuSet;
+int cpuset_parse(const char *s, CpuSet *ret);
+char *cpuset_format(const CpuSet *c); /* "0-3,8"; "" for empty */
+bool cpuset_equal(const CpuSet *a, const CpuSet *b);
+bool cpuset_is_empty(const CpuSet *c);
+bool cpuset_subset(const CpuSet *a, const CpuSet *b); /* a ⊆ b */
+static inline void cpuset_set(CpuSet *c, unsigned cpu) {
         if (cpu < CPU_MAX)
                 c->bits[cpu / 64] |= UINT64_C(1) << (cpu % 64);
 }
-static inline bool cpuset_isset(const cpuset_t *c, unsigned cpu) {
+static inline bool cpuset_isset(const CpuSet *c, unsigned cpu) {
         return cpu < CPU_MAX && (c->bits[cpu / 64] >> (cpu % 64)) & 1;
 }
 

@@ -719,16 +719,16 @@ char *autotuner_explain(AutoTuner *t, const Device *d) {
         return r < 0 ? NULL : s;
 }
 
-void autotuner_metrics(AutoTuner *t, struct strbuf *sb) {
+void autotuner_metrics(AutoTuner *t, StrBuf *sb) {
         metrics_text_family(sb, "blkmqd_autotune_trials_total", METRIC_COUNTER, "Closed-loop tuning trials started.");
         for (AutoDevice *a = t->devices; a; a = a->next) {
-                struct metric_label l[] = { { "device", a->device->sysname } };
+                MetricLabel l[] = { { "device", a->device->sysname } };
                 metrics_text_counter(sb, "blkmqd_autotune_trials_total", l, 1, a->n_trials);
         }
         metrics_text_family(sb, "blkmqd_autotune_changes_total", METRIC_COUNTER,
                             "Settings changed by the decision of a trial.");
         for (AutoDevice *a = t->devices; a; a = a->next) {
-                struct metric_label l[] = { { "device", a->device->sysname } };
+                MetricLabel l[] = { { "device", a->device->sysname } };
                 metrics_text_counter(sb, "blkmqd_autotune_changes_total", l, 1, a->n_changes);
         }
         metrics_text_family(sb, "blkmqd_autotune_candidate_read_await_seconds", METRIC_GAUGE,
@@ -736,7 +736,7 @@ void autotuner_metrics(AutoTuner *t, struct strbuf *sb) {
         for (AutoDevice *a = t->devices; a; a = a->next)
                 for (size_t c = 0; c < a->n_cand; c++) {
                         char buf[96];
-                        struct metric_label l[] = { { "device", a->device->sysname },
+                        MetricLabel l[] = { { "device", a->device->sysname },
                                                     { "setting", autotune_candidate_format(&a->cand[c], buf, sizeof buf) } };
                         if (a->summary[c].n)
                                 metrics_text_gauge(sb, "blkmqd_autotune_candidate_read_await_seconds", l, 2,

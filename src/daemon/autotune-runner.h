@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 #include "manager.h"
+#include "strbuf.h"
 
 /* The trial runner of closed-loop tuning (the decisions are autotune.c's).
  * It lives on the event loop thread like everything the Manager owns.
@@ -47,5 +48,4 @@ json_t *autotuner_device_json(AutoTuner *t, const Device *d);
 /* One sentence for explain, NULL if nothing to say. */
 char *autotuner_explain(AutoTuner *t, const Device *d);
 /* Prometheus text: blkmqd_autotune_* families. */
-struct strbuf;
-void autotuner_metrics(AutoTuner *t, struct strbuf *sb);
+void autotuner_metrics(AutoTuner *t, StrBuf *sb);

@@ -15,7 +15,7 @@
 #include "util.h"
 
 static const struct {
-        enum hist_window_span span;
+        HistWindowSpan span;
         const char *name;
 } windows[] = {
         { HIST_WINDOW_1MIN, "1m" },
@@ -28,7 +28,7 @@ static const double quantiles[] = { 0.5, 0.9, 0.99, 0.999 };
 #define LBL(n, v) { .name = (n), .value = (v) }
 
 static void gauge_if_finite(StrBuf *sb, const char *name, const char *dev, double v) {
-        struct metric_label l[] = { LBL("device", dev) };
+        MetricLabel l[] = { LBL("device", dev) };
         if (isfinite(v))
                 metrics_text_gauge(sb, name, l, 1, v);
 }
@@ -40,7 +40,7 @@ static void render_devices(StrBuf *sb, Manager *m) {
                             "1 for each block device a [Device] section matches.");
         for (size_t i = 0; i < m->n_devices; i++) {
                 Device *d = m->devices[i];
-                struct metric_label l[] = { LBL("device", d->sysname), LBL("id", d->info->id) };
+                MetricLabel l[] = { LBL("device", d->sysname), LBL("id", d->info->id) };
                 if (!d->removed)
                         metrics_text_gauge(sb, "blkmqd_device_managed", l, 2, resolved_managed(&d->resolved));
         }
@@ -56,7 +56,7 @@ static void render_devices(StrBuf *sb, Manager *m) {
                         long long x;
                         if (!v || e->knob == KNOB_SCHEDULER || safe_atolli(v, &x) < 0)
                                 continue;
-                        struct metric_label l[] = { LBL("device", d->sysname), LBL("key", knob_info(e->knob)->key),
+                        MetricLabel l[] = { LBL("device", d->sysname), LBL("key", knob_info(e->knob)->key),
                                                     LBL("attribute", e->attr) };
                         metrics_text_gauge(sb, "blkmqd_device_setting", l, 3, (double) x);
                 }
@@ -71,7 +71,7 @@ static void render_devices(StrBuf *sb, Manager *m) {
                         const char *v = e->after ? e->after : e->before;
                         if (!v || e->knob != KNOB_SCHEDULER)
                                 continue;
-                        struct metric_label l[] = { LBL("device", d->sysname), LBL("scheduler", v) };
+                        MetricLabel l[] = { LBL("device", d->sysname), LBL("scheduler", v) };
                         metrics_text_gauge(sb, "blkmqd_device_scheduler_info", l, 2, 1);
                 }
         }
@@ -80,7 +80,7 @@ static void render_devices(StrBuf *sb, Manager *m) {
         for (size_t i = 0; i < m->n_devices; i++) {
                 Device *d = m->devices[i];
                 unsigned c[_TUNE_OUTCOME_MAX] = {};
-                struct metric_label l[] = { LBL("device", d->sysname) };
+                MetricLabel l[] = { LBL("device", d->sysname) };
                 if (d->removed || !resolved_managed(&d->resolved))
                         continue;
                 if (d->last)
@@ -96,7 +96,7 @@ static void render_probe_latency(StrBuf *sb, Prober *p, uint64_t now) {
                             "Latency of blkmqd's read probes (O_DIRECT, QD1) since start.");
         for (size_t i = 0; i < n; i++) {
                 ProbeTarget *t = prober_get(p, i);
-                struct metric_label l[] = { LBL("device", t->sysname) };
+                MetricLabel l[] = { LBL("device", t->sysname) };
                 Hist h;
                 hist_window_get(t->lat, HIST_WINDOW_TOTAL, now, &h);
                 metrics_text_histogram(sb, "blkmqd_probe_latency_seconds", l, 1, &h);
@@ -114,7 +114,7 @@ static void render_probe_latency(StrBuf *sb, Prober *p, uint64_t now) {
                                 if (hist_percentile(&h, quantiles[q] * 100, &v) < 0)
                                         continue;
                                 snprintf(qs, sizeof qs, "%g", quantiles[q]);
-                                struct metric_label l[] = { LBL("device", t->sysname), LBL("window", windows[w].name),
+                                MetricLabel l[] = { LBL("device", t->sysname), LBL("window", windows[w].name),
                                                             LBL("quantile", qs) };
                                 metrics_text_gauge(sb, "blkmqd_probe_latency_quantile_seconds", l, 3, v / 1e9);
                         }
@@ -123,13 +123,13 @@ static void render_probe_latency(StrBuf *sb, Prober *p, uint64_t now) {
         metrics_text_family(sb, "blkmqd_probes_total", METRIC_COUNTER, "Probe reads completed.");
         for (size_t i = 0; i < n; i++) {
                 ProbeTarget *t = prober_get(p, i);
-                struct metric_label l[] = { LBL("device", t->sysname) };
+                MetricLabel l[] = { LBL("device", t->sysname) };
                 metrics_text_counter(sb, "blkmqd_probes_total", l, 1, t->n_probes);
         }
         metrics_text_family(sb, "blkmqd_probe_errors_total", METRIC_COUNTER, "Probe reads that failed.");
         for (size_t i = 0; i < n; i++) {
                 ProbeTarget *t = prober_get(p, i);
-                struct metric_label l[] = { LBL("device", t->sysname) };
+                MetricLabel l[] = { LBL("device", t->sysname) };
                 metrics_text_counter(sb, "blkmqd_probe_errors_total", l, 1, t->n_errors);
         }
 }
@@ -176,7 +176,7 @@ static void render_alerts(StrBuf *sb, Prober *p) {
                         const Alert *a = k == 0 ? &t->read_alert : &t->write_alert;
                         if (!(k == 0 ? t->config.alert_read_usec : t->config.alert_write_usec))
                                 continue;
-                        struct metric_label l[] = { LBL("device", t->sysname), LBL("kind", kinds[k]) };
+                        MetricLabel l[] = { LBL("device", t->sysname), LBL("kind", kinds[k]) };
                         metrics_text_counter(sb, "blkmqd_latency_alerts_total", l, 2, a->episodes);
                 }
         }
@@ -187,7 +187,7 @@ static void render_alerts(StrBuf *sb, Prober *p) {
                         const Alert *a = k == 0 ? &t->read_alert : &t->write_alert;
                         if (!(k == 0 ? t->config.alert_read_usec : t->config.alert_write_usec))
                                 continue;
-                        struct metric_label l[] = { LBL("device", t->sysname), LBL("kind", kinds[k]) };
+                        MetricLabel l[] = { LBL("device", t->sysname), LBL("kind", kinds[k]) };
                         metrics_text_gauge(sb, "blkmqd_latency_alert_active", l, 2, alert_is_active(a));
                 }
         }

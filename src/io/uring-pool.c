@@ -823,7 +823,7 @@ static int on_eventfd(sd_event_source *s, int fd, uint32_t revents, void *userda
 /* The CPUs the workers are pinned to, in turn: only those this process may
  * run on (offline ones and those outside the unit's CPUAffinity= would make
  * pinning fail), inside cpus if given. */
-static int allowed_cpus(const cpuset_t *cpus, unsigned **ret, unsigned *ret_n) {
+static int allowed_cpus(const CpuSet *cpus, unsigned **ret, unsigned *ret_n) {
         _cleanup_free_ unsigned *list = NULL;
         cpu_set_t allowed;
         unsigned n = 0;
@@ -879,7 +879,7 @@ static int workers_start(UringPool *p) {
         return r;
 }
 
-int uring_pool_new(UringPool **ret, sd_event *e, unsigned n_workers, const cpuset_t *cpus,
+int uring_pool_new(UringPool **ret, sd_event *e, unsigned n_workers, const CpuSet *cpus,
                    uint32_t fixed_buf_size) {
         _cleanup_(uring_pool_freep) UringPool *p = NULL;
         _cleanup_free_ unsigned *cpu_list = NULL;

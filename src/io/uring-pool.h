@@ -158,7 +158,7 @@ uint32_t uring_stream_parts_done(UringStream *s); /* loop thread, while it runs 
  * workers run unpinned, logged once. fixed_buf_size: bytes per registered
  * buffer (rounded up to 4096), 0 for none. Returns once every worker has its
  * ring; -errno if any could not get one. */
-int uring_pool_new(UringPool **ret, sd_event *e, unsigned n_workers, const cpuset_t *cpus,
+int uring_pool_new(UringPool **ret, sd_event *e, unsigned n_workers, const CpuSet *cpus,
                    uint32_t fixed_buf_size);
 /* req must stay alive and untouched until its done callback. Goes to a worker
  * pinned on req->cpu if there is one, else round-robin. Done callbacks may

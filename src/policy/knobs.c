@@ -117,7 +117,7 @@ int knob_parse_value(Knob k, const char *value, char **ret, const char **ret_mes
                 break;
         }
         case KNOB_TYPE_CPUSET: {
-                cpuset_t c;
+                CpuSet c;
 
                 r = cpuset_parse(value, &c);
                 if (r < 0 || cpuset_is_empty(&c)) {
@@ -153,7 +153,7 @@ bool knob_value_equal(Knob k, const char *current, const char *wanted) {
                 return a == b;
         }
         case KNOB_TYPE_CPUSET: {
-                cpuset_t a, b;
+                CpuSet a, b;
                 if (cpuset_parse(current, &a) < 0 || cpuset_parse(wanted, &b) < 0)
                         return false;
                 return cpuset_equal(&a, &b);

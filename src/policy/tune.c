@@ -491,7 +491,7 @@ static void report_hctx(TuneJob *j) {
         _cleanup_free_ char *map = NULL, *idle = NULL;
         size_t maplen = 0, idlelen = 0;
         FILE *m, *n;
-        cpuset_t want = {};
+        CpuSet want = {};
         struct dirent *de;
         unsigned ids[4096];
         size_t n_ids = 0;
@@ -519,7 +519,7 @@ static void report_hctx(TuneJob *j) {
         for (size_t i = 0; i < n_ids; i++) {
                 _cleanup_free_ char *p = NULL, *v = NULL;
                 char name[16];
-                cpuset_t c;
+                CpuSet c;
 
                 snprintf(name, sizeof name, "%u", ids[i]);
                 p = path_join(mq, name, "cpu_list");

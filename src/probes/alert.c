@@ -29,7 +29,7 @@ int alert_init(Alert *a, const AlertConfig *c) {
         return 0;
 }
 
-enum alert_event alert_update(Alert *a, double value, uint64_t now_usec) {
+AlertEvent alert_update(Alert *a, double value, uint64_t now_usec) {
         bool towards;
 
         a->evaluations++;
@@ -59,7 +59,7 @@ enum alert_event alert_update(Alert *a, double value, uint64_t now_usec) {
         return ALERT_CLEARED;
 }
 
-const char *alert_event_to_string(enum alert_event e) {
+const char *alert_event_to_string(AlertEvent e) {
         static const char *const table[_ALERT_EVENT_MAX] = {
                 [ALERT_NONE] = "none",
                 [ALERT_RAISED] = "raised",

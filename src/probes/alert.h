@@ -17,21 +17,21 @@
 #define ALERT_RAISE_AFTER_DEFAULT 3
 #define ALERT_CLEAR_AFTER_DEFAULT 3
 
-enum alert_event {
+typedef enum AlertEvent {
         ALERT_NONE,
         ALERT_RAISED,
         ALERT_CLEARED,
         _ALERT_EVENT_MAX,
-};
+} AlertEvent;
 
-typedef struct alert_config {
+typedef struct AlertConfig {
         double threshold;               /* "above" is value > threshold */
         double clear_threshold;         /* "below" is value < clear_threshold */
         unsigned raise_after;           /* >= 1 */
         unsigned clear_after;           /* >= 1 */
 } AlertConfig;
 
-typedef struct alert {
+typedef struct Alert {
         AlertConfig config;
         bool active;
         unsigned streak;                /* consecutive evaluations towards the other state */
@@ -48,8 +48,8 @@ void alert_config_init(AlertConfig *c, double threshold);
 int alert_init(Alert *a, const AlertConfig *c);
 /* NaN (no data) is neither above nor below: it resets the streak and returns
  * ALERT_NONE. */
-enum alert_event alert_update(Alert *a, double value, uint64_t now_usec);
-const char *alert_event_to_string(enum alert_event e);
+AlertEvent alert_update(Alert *a, double value, uint64_t now_usec);
+const char *alert_event_to_string(AlertEvent e);
 
 static inline bool alert_is_active(const Alert *a) {
         return a->active;

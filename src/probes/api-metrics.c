@@ -79,7 +79,7 @@ int api_metrics_window_from_string(const char *s) {
         return -EINVAL;
 }
 
-static void target_window(const ProbeTarget *t, enum hist_window_span span, uint64_t now_usec, Hist *ret) {
+static void target_window(const ProbeTarget *t, HistWindowSpan span, uint64_t now_usec, Hist *ret) {
         if (t->lat)
                 hist_window_get(t->lat, span, now_usec, ret);
         else
@@ -206,7 +206,7 @@ fail:
 int probe_target_histogram_json(const ProbeTarget *t, const char *window, uint64_t now_usec, json_t **ret) {
         json_t *o = NULL, *buckets = NULL, *log2 = NULL;
         uint64_t slots[HIST_LOG2_USEC_SLOTS];
-        struct hist_bucket b;
+        HistBucket b;
         size_t it = 0, n;
         int span, r = 0;
         Hist h;

@@ -123,12 +123,12 @@ uint64_t hist_count_le(const Hist *h, uint64_t v) {
         return n;
 }
 
-bool hist_bucket_next(const Hist *h, size_t *iter, struct hist_bucket *ret) {
+bool hist_bucket_next(const Hist *h, size_t *iter, HistBucket *ret) {
         for (size_t i = *iter; i < HIST_BUCKETS; i++) {
                 if (h->buckets[i] == 0)
                         continue;
 
-                *ret = (struct hist_bucket) {
+                *ret = (HistBucket) {
                         .lower = hist_bucket_lower(i),
                         .upper = hist_bucket_upper(i),
                         .count = h->buckets[i],
@@ -175,17 +175,17 @@ size_t hist_log2_usec(const Hist *h, bool cumulative, uint64_t ret[static HIST_L
         return n;
 }
 
-static void slot_reset(struct hist_slot *s, uint64_t epoch) {
+static void slot_reset(HistSlot *s, uint64_t epoch) {
         memset(s, 0, sizeof(*s));
         s->epoch = epoch;
         s->min = UINT64_MAX;
 }
 
 /* Caller has already clamped now to w->last_usec. */
-static void slot_record(struct hist_slot *slots, size_t n_slots, uint64_t slot_usec,
+static void slot_record(HistSlot *slots, size_t n_slots, uint64_t slot_usec,
                         uint64_t now_usec, size_t idx, uint64_t v) {
         uint64_t epoch = now_usec / slot_usec;
-        struct hist_slot *s = &slots[epoch % n_slots];
+        HistSlot *s = &slots[epoch % n_slots];
 
         if (s->epoch != epoch)
                 slot_reset(s, epoch);
@@ -199,12 +199,12 @@ static void slot_record(struct hist_slot *slots, size_t n_slots, uint64_t slot_u
                 s->max = v;
 }
 
-static void slots_merge(const struct hist_slot *slots, size_t n_slots, uint64_t slot_usec,
+static void slots_merge(const HistSlot *slots, size_t n_slots, uint64_t slot_usec,
                         uint64_t now_usec, Hist *ret) {
         uint64_t epoch = now_usec / slot_usec;
 
         for (size_t j = 0; j < n_slots; j++) {
-                const struct hist_slot *s = &slots[j];
+                const HistSlot *s = &slots[j];
                 uint64_t n = 0;
 
                 /* Unused, or older than the window; epochs are never ahead of now. */
@@ -249,7 +249,7 @@ void hist_window_record(HistWindow *w, uint64_t now_usec, uint64_t value_ns) {
         hist_record(&w->total, value_ns);
 }
 
-void hist_window_get(const HistWindow *w, enum hist_window_span span, uint64_t now_usec, Hist *ret) {
+void hist_window_get(const HistWindow *w, HistWindowSpan span, uint64_t now_usec, Hist *ret) {
         if (now_usec < w->last_usec)
                 now_usec = w->last_usec;
 
@@ -269,7 +269,7 @@ void hist_window_get(const HistWindow *w, enum hist_window_span span, uint64_t n
         }
 }
 
-const char *hist_window_span_to_string(enum hist_window_span s) {
+const char *hist_window_span_to_string(HistWindowSpan s) {
         static const char *const table[_HIST_WINDOW_SPAN_MAX] = {
                 [HIST_WINDOW_1MIN] = "1m",
                 [HIST_WINDOW_10MIN] = "10m",

@@ -18,7 +18,7 @@
  * as that sample is <= HIST_VALUE_MAX (2^40 - 1 ns, about 18 minutes). Larger
  * values are counted in the last bucket; count, sum, min and max stay exact.
  *
- * Memory: Hist is 4776 bytes (64-bit counts), struct hist_slot 2400
+ * Memory: Hist is 4776 bytes (64-bit counts), HistSlot 2400
  * (32-bit counts), HistWindow 43184 (42.2 KiB) per device, see below. */
 
 #include <stdbool.h>
@@ -37,7 +37,7 @@
 #define HIST_REL_ERROR_DEN (2 * HIST_SUB_BUCKETS)
 #define HIST_REL_ERROR (1.0 / HIST_REL_ERROR_DEN)
 
-typedef struct hist {
+typedef struct Hist {
         uint64_t count;
         uint64_t sum_lo, sum_hi;        /* 128-bit sum of recorded values */
         uint64_t min, max;              /* exact; UINT64_MAX and 0 while empty */
@@ -100,16 +100,16 @@ uint64_t hist_count_le(const Hist *h, uint64_t v);
 /* Iteration over non-empty buckets in ascending order, for export:
  *
  *         size_t it = 0;
- *         struct hist_bucket b;
+ *         HistBucket b;
  *         while (hist_bucket_next(h, &it, &b))
  *                 ...
  */
-struct hist_bucket {
+typedef struct HistBucket {
         uint64_t lower;  /* inclusive, ns */
         uint64_t upper;  /* exclusive, ns */
         uint64_t count;
-};
-bool hist_bucket_next(const Hist *h, size_t *iter, struct hist_bucket *ret);
+} HistBucket;
+bool hist_bucket_next(const Hist *h, size_t *iter, HistBucket *ret);
 
 /* biolatency-style log2 microsecond buckets: slot 0 is [0, 2) usec, slot
  * k >= 1 is [2^k, 2^(k+1)) usec. Each HDR bucket goes whole to the slot of its
@@ -123,12 +123,12 @@ size_t hist_log2_usec(const Hist *h, bool cumulative, uint64_t ret[static HIST_L
 /* One interval of a sliding window. 32-bit bucket counts keep the window
  * small; a bucket saturates at UINT32_MAX instead of wrapping, which would
  * take 4.3e9 completions of one bucket in one slot (72 M IOPS for 60 s). */
-struct hist_slot {
+typedef struct HistSlot {
         uint64_t epoch;                 /* now_usec / slot length; HIST_EPOCH_NONE if unused */
         uint64_t sum;
         uint64_t min, max;
         uint32_t buckets[HIST_BUCKETS];
-};
+} HistSlot;
 #define HIST_EPOCH_NONE UINT64_MAX
 
 /* Sliding windows over completions of one device, built from two rings of
@@ -154,17 +154,17 @@ struct hist_slot {
 #define HIST_WINDOW_LONG_SLOTS 10
 #define HIST_WINDOW_LONG_SLOT_USEC (UINT64_C(60) * 1000000)
 
-enum hist_window_span {
+typedef enum HistWindowSpan {
         HIST_WINDOW_1MIN,
         HIST_WINDOW_10MIN,
         HIST_WINDOW_TOTAL,
         _HIST_WINDOW_SPAN_MAX,
-};
+} HistWindowSpan;
 
-typedef struct hist_window {
+typedef struct HistWindow {
         uint64_t last_usec;
-        struct hist_slot short_slots[HIST_WINDOW_SHORT_SLOTS];
-        struct hist_slot long_slots[HIST_WINDOW_LONG_SLOTS];
+        HistSlot short_slots[HIST_WINDOW_SHORT_SLOTS];
+        HistSlot long_slots[HIST_WINDOW_LONG_SLOTS];
         Hist total;
 } HistWindow;
 
@@ -172,5 +172,5 @@ void hist_window_reset(HistWindow *w);
 #define hist_window_init hist_window_reset
 void hist_window_record(HistWindow *w, uint64_t now_usec, uint64_t value_ns);
 /* Fills *ret with the samples in the span as of now_usec; never fails. */
-void hist_window_get(const HistWindow *w, enum hist_window_span span, uint64_t now_usec, Hist *ret);
-const char *hist_window_span_to_string(enum hist_window_span s);
+void hist_window_get(const HistWindow *w, HistWindowSpan span, uint64_t now_usec, Hist *ret);
+const char *hist_window_span_to_string(HistWindowSpan s);

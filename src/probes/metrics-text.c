@@ -23,7 +23,7 @@ const uint64_t metrics_latency_le_ns[] = {
 };
 const size_t metrics_latency_le_count = ELEMENTSOF(metrics_latency_le_ns);
 
-const char *metric_type_to_string(enum metric_type t) {
+const char *metric_type_to_string(MetricType t) {
         static const char *const table[_METRIC_TYPE_MAX] = {
                 [METRIC_GAUGE] = "gauge",
                 [METRIC_COUNTER] = "counter",
@@ -100,7 +100,7 @@ static void append_escaped(StrBuf *sb, const char *s, bool quote) {
                 }
 }
 
-static int labels_check(const struct metric_label *labels, size_t n_labels, bool histogram) {
+static int labels_check(const MetricLabel *labels, size_t n_labels, bool histogram) {
         if (n_labels > 0 && !labels)
                 return -EINVAL;
 
@@ -118,7 +118,7 @@ static int labels_check(const struct metric_label *labels, size_t n_labels, bool
 
 /* name{a="x",b="y"[,le="..."]} followed by a space. */
 static void append_series(StrBuf *sb, const char *name, const char *suffix,
-                          const struct metric_label *labels, size_t n_labels, const char *le) {
+                          const MetricLabel *labels, size_t n_labels, const char *le) {
         (void) strbuf_append(sb, name);
         if (suffix)
                 (void) strbuf_append(sb, suffix);
@@ -139,7 +139,7 @@ static void append_series(StrBuf *sb, const char *name, const char *suffix,
         (void) strbuf_appendc(sb, ' ');
 }
 
-int metrics_text_family(StrBuf *sb, const char *name, enum metric_type type, const char *help) {
+int metrics_text_family(StrBuf *sb, const char *name, MetricType type, const char *help) {
         const char *t = metric_type_to_string(type);
 
         if (!t || !metric_name_is_valid(name))
@@ -157,7 +157,7 @@ int metrics_text_family(StrBuf *sb, const char *name, enum metric_type type, con
 }
 
 int metrics_text_gauge(StrBuf *sb, const char *name,
-                       const struct metric_label *labels, size_t n_labels, double value) {
+                       const MetricLabel *labels, size_t n_labels, double value) {
         char buf[METRICS_DOUBLE_MAX];
         int r;
 
@@ -173,7 +173,7 @@ int metrics_text_gauge(StrBuf *sb, const char *name,
 }
 
 int metrics_text_counter(StrBuf *sb, const char *name,
-                         const struct metric_label *labels, size_t n_labels, uint64_t value) {
+                         const MetricLabel *labels, size_t n_labels, uint64_t value) {
         int r;
 
         if (!metric_name_is_valid(name) || !endswith(name, "_total"))
@@ -188,7 +188,7 @@ int metrics_text_counter(StrBuf *sb, const char *name,
 }
 
 int metrics_text_histogram(StrBuf *sb, const char *name,
-                           const struct metric_label *labels, size_t n_labels, const Hist *h) {
+                           const MetricLabel *labels, size_t n_labels, const Hist *h) {
         char buf[METRICS_DOUBLE_MAX];
         int r;
 

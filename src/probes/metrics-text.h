@@ -14,38 +14,38 @@
 #include "hist.h"
 #include "strbuf.h"
 
-enum metric_type {
+typedef enum MetricType {
         METRIC_GAUGE,
         METRIC_COUNTER,
         METRIC_HISTOGRAM,
         _METRIC_TYPE_MAX,
-};
+} MetricType;
 
-struct metric_label {
+typedef struct MetricLabel {
         const char *name;       /* [a-zA-Z_][a-zA-Z0-9_]*, not __-prefixed */
         const char *value;      /* any UTF-8; \, " and newline are escaped */
-};
+} MetricLabel;
 
-const char *metric_type_to_string(enum metric_type t);
+const char *metric_type_to_string(MetricType t);
 bool metric_name_is_valid(const char *name);    /* [a-zA-Z_:][a-zA-Z0-9_:]* */
 bool metric_label_name_is_valid(const char *name);
 
 /* "# HELP name help" (help escaped: \\ and \n) and "# TYPE name type".
  * Counter names must end in "_total". */
-int metrics_text_family(StrBuf *sb, const char *name, enum metric_type type, const char *help);
+int metrics_text_family(StrBuf *sb, const char *name, MetricType type, const char *help);
 
 /* One sample line: name{labels} value. */
 int metrics_text_gauge(StrBuf *sb, const char *name,
-                       const struct metric_label *labels, size_t n_labels, double value);
+                       const MetricLabel *labels, size_t n_labels, double value);
 int metrics_text_counter(StrBuf *sb, const char *name,
-                         const struct metric_label *labels, size_t n_labels, uint64_t value);
+                         const MetricLabel *labels, size_t n_labels, uint64_t value);
 
 /* A nanosecond histogram in seconds: name_bucket{...,le="<s>"} for each of
  * metrics_latency_le_ns[] and le="+Inf" (cumulative, from hist_count_le(),
  * so a bucket may be off by samples within 1/16 of its bound), then name_sum
  * (seconds) and name_count. The labels must not include "le". */
 int metrics_text_histogram(StrBuf *sb, const char *name,
-                           const struct metric_label *labels, size_t n_labels, const Hist *h);
+                           const MetricLabel *labels, size_t n_labels, const Hist *h);
 
 /* 10 us .. 10 s in a 1-2.5-5 series; +Inf is implicit. */
 extern const uint64_t metrics_latency_le_ns[];

@@ -339,7 +339,7 @@ static void target_sample_stat(ProbeTarget *t, uint64_t now) {
         t->stat_have_prev = true;
 
         if (t->config.alert_write_usec) {
-                enum alert_event ev = alert_update(&t->write_alert, t->stats.write_await_usec, now);
+                AlertEvent ev = alert_update(&t->write_alert, t->stats.write_await_usec, now);
                 if (ev == ALERT_RAISED) {
                         log_warning("%s: write latency %.0f µs, above AlertWriteLatUsec=%" PRIu64 ".", t->sysname,
                                     t->stats.write_await_usec, t->config.alert_write_usec);
@@ -539,7 +539,7 @@ static void on_probe_done(UringReq *req, void *userdata) {
                 hist_window_record(t->lat, now, latency_ns);
                 if (t->config.alert_read_usec) {
                         double us = latency_ns / 1000.0;
-                        enum alert_event ev = alert_update(&t->read_alert, us, now);
+                        AlertEvent ev = alert_update(&t->read_alert, us, now);
                         if (ev == ALERT_RAISED) {
                                 log_warning("%s: read latency %.0f µs, above AlertReadLatUsec=%" PRIu64 ".",
                                             t->sysname, us, t->config.alert_read_usec);

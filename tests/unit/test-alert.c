@@ -44,7 +44,7 @@ static Alert make(double threshold, double clear, unsigned raise_after, unsigned
  * '.' none, 'R' raised, 'C' cleared. */
 static void feed(Alert *a, uint64_t *t, const double *v, size_t n, char *ret) {
         for (size_t i = 0; i < n; i++) {
-                enum alert_event e = alert_update(a, v[i], *t);
+                AlertEvent e = alert_update(a, v[i], *t);
 
                 ret[i] = e == ALERT_RAISED ? 'R' : e == ALERT_CLEARED ? 'C' : '.';
                 *t += 1000000;
@@ -163,7 +163,7 @@ static void test_noise_single_episode(void **state) {
         assert_int_equal(alert_init(&a, &c), 0);
 
         for (int i = 0; i < 10000; i++) {
-                enum alert_event e = alert_update(&a, rng_range(&seed, 850, 1150), t);
+                AlertEvent e = alert_update(&a, rng_range(&seed, 850, 1150), t);
 
                 raised += e == ALERT_RAISED;
                 cleared += e == ALERT_CLEARED;
@@ -176,7 +176,7 @@ static void test_noise_single_episode(void **state) {
 
         /* Then it calms down: exactly one CLEARED, after clear_after samples. */
         for (int i = 0; i < 1000; i++) {
-                enum alert_event e = alert_update(&a, rng_range(&seed, 100, 799), t);
+                AlertEvent e = alert_update(&a, rng_range(&seed, 100, 799), t);
 
                 if (e == ALERT_CLEARED)
                         assert_int_equal(i, ALERT_CLEAR_AFTER_DEFAULT - 1);
@@ -200,7 +200,7 @@ static void test_random_properties(void **state) {
                 double level = 50;
 
                 for (size_t i = 0; i < ELEMENTSOF(hist); i++) {
-                        enum alert_event e;
+                        AlertEvent e;
 
                         level += rng_range(&s, -12, 12);
                         if (level < 0)

@@ -382,7 +382,7 @@ static void test_merge(void **state) {
 static void test_iterate(void **state) {
         _cleanup_free_ uint64_t *v = malloc(20000 * sizeof(uint64_t));
         Hist h;
-        struct hist_bucket b;
+        HistBucket b;
         size_t it = 0, j = 0, buckets = 0;
         uint64_t total = 0, prev_upper = 0;
         Rng r = { 5 };
@@ -571,7 +571,7 @@ struct rec {
 };
 
 static void expect_window(const HistWindow *w, const struct rec *recs, size_t n_recs,
-                          enum hist_window_span span, uint64_t now) {
+                          HistWindowSpan span, uint64_t now) {
         _cleanup_free_ Hist *got = malloc(sizeof(Hist)), *want = malloc(sizeof(Hist));
         uint64_t slot = span == HIST_WINDOW_1MIN ? HIST_WINDOW_SHORT_SLOT_USEC : HIST_WINDOW_LONG_SLOT_USEC;
         uint64_t slots = span == HIST_WINDOW_1MIN ? HIST_WINDOW_SHORT_SLOTS : HIST_WINDOW_LONG_SLOTS;
@@ -590,7 +590,7 @@ static void expect_window(const HistWindow *w, const struct rec *recs, size_t n_
 }
 
 static void expect_all(const HistWindow *w, const struct rec *recs, size_t n_recs, uint64_t now) {
-        for (enum hist_window_span s = 0; s < _HIST_WINDOW_SPAN_MAX; s++)
+        for (HistWindowSpan s = 0; s < _HIST_WINDOW_SPAN_MAX; s++)
                 expect_window(w, recs, n_recs, s, now);
 }
 
@@ -780,7 +780,7 @@ static void test_window_percentile(void **state) {
 
 static void test_memory(void **state) {
         assert_true(sizeof(HistWindow) <= 64 * 1024);
-        assert_true(sizeof(struct hist_slot) < 2500);
+        assert_true(sizeof(HistSlot) < 2500);
         assert_string_equal(hist_window_span_to_string(HIST_WINDOW_10MIN), "10m");
         assert_null(hist_window_span_to_string(_HIST_WINDOW_SPAN_MAX));
 }

@@ -428,7 +428,7 @@ static void test_names(void **state) {
 
 static void test_invalid(void **state) {
         _cleanup_(strbuf_done) StrBuf sb = STRBUF_INIT;
-        const struct metric_label le[] = { { "le", "1" } }, dup[] = { { "a", "1" }, { "a", "2" } },
+        const MetricLabel le[] = { { "le", "1" } }, dup[] = { { "a", "1" }, { "a", "2" } },
                                   reserved[] = { { "__x", "1" } }, nullv[] = { { "a", NULL } };
         Hist h;
 
@@ -453,7 +453,7 @@ static void test_invalid(void **state) {
 
 static void test_exposition(void **state) {
         static const char weird[] = "a\\b\"c\nd\\n}{,=";
-        const struct metric_label l0[] = { { "device", "nvme0n1" }, { "op", "read" } },
+        const MetricLabel l0[] = { { "device", "nvme0n1" }, { "op", "read" } },
                                   l1[] = { { "device", "sda" }, { "op", "read" } },
                                   lw[] = { { "device", weird } };
         _cleanup_(strbuf_done) StrBuf sb = STRBUF_INIT;

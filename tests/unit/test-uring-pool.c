@@ -167,7 +167,7 @@ static void test_read_fixed_buf(void **state) {
 static void test_bad_args(void **state) {
         Fixture *f = *state;
         UringPool *p = NULL;
-        cpuset_t none = {};
+        CpuSet none = {};
 
         assert_int_equal(uring_pool_new(&p, f->e, 0, NULL, 0), -EINVAL);
         assert_int_equal(uring_pool_new(&p, f->e, 1, &none, 0), -EINVAL);
@@ -340,7 +340,7 @@ static void test_cpu_preference(void **state) {
         Fixture *f = *state;
         _cleanup_free_ uint8_t *buf = balloc(BLK);
         cpu_set_t allowed;
-        cpuset_t one = {};
+        CpuSet one = {};
         int cpus[8], first;
         unsigned n_cpus = 0;
 

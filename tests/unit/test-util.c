@@ -222,7 +222,7 @@ static void test_strstrip(void **state) {
 
 static void cpuset_check(const char *in, const char *canonical) {
         _cleanup_free_ char *out = NULL;
-        cpuset_t c, again;
+        CpuSet c, again;
 
         if (cpuset_parse(in, &c) != 0)
                 fail_msg("cpuset_parse(\"%s\") failed", in);
@@ -236,7 +236,7 @@ static void cpuset_check(const char *in, const char *canonical) {
 }
 
 static void test_cpuset_parse_format(void **state) {
-        cpuset_t c;
+        CpuSet c;
 
         cpuset_check("0-3,8,10-11", "0-3,8,10-11");
         cpuset_check("11,10,8,3,2,1,0", "0-3,8,10-11");
@@ -267,7 +267,7 @@ static void test_cpuset_bad(void **state) {
                 { "3-1", -ERANGE }, { "1024", -ERANGE }, { "0-1024", -ERANGE },
                 { "99999999999999999999999", -ERANGE },
         };
-        cpuset_t c;
+        CpuSet c;
 
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
                 int r;
@@ -283,7 +283,7 @@ static void test_cpuset_bad(void **state) {
 }
 
 static void test_cpuset_ops(void **state) {
-        cpuset_t a, b, e = {};
+        CpuSet a, b, e = {};
 
         assert_true(cpuset_is_empty(&e));
         assert_int_equal(cpuset_parse("0-3", &a), 0);
