@@ -23,7 +23,9 @@
 #define SETTLE_MAX_USEC 500000ULL     /* after an apply, before an epoch starts */
 #define HOTPLUG_DELAY_USEC 10000000ULL /* a new disk gets its workload first */
 #define WATCH_INTERVAL_USEC 10000000ULL /* periodic and workload-change checks */
-#define TRIAL_PROBE_INTERVAL "250000" /* µs: probes run faster during a trial */
+/* µs: probes run faster during a trial, for a read p99 per epoch (up to
+ * 100 probes in an epoch of 2 s; AUTOTUNE_P99_MIN_PROBES make it count). */
+#define TRIAL_PROBE_INTERVAL "20000"
 
 typedef enum Phase {
         PHASE_IDLE,
@@ -62,6 +64,7 @@ struct AutoDevice {
         BlockStat stat0;
         uint64_t t0;
         uint64_t probe_errors0; /* the device's probe errors when the epoch began */
+        Hist *probe0;           /* its probe latencies when the epoch began (NULL: no probes) */
         sd_event_source *timer;
         char note[512];
         char abort_reason[256];
@@ -147,6 +150,7 @@ static void auto_device_free(AutoTuner *t, AutoDevice *a) {
         calls_finish(a, NULL);
         if (a->policy_copied)
                 autotune_policy_done(&a->policy);
+        free(a->probe0);
         free(a);
 }
 
@@ -163,6 +167,38 @@ static int read_stat(const Device *d, BlockStat *ret) {
         if (r < 0)
                 return r;
         return blockstat_parse(text, ret);
+}
+
+/* The device's probe latencies so far (NULL: not probed). */
+static const Hist *probe_hist(const AutoTuner *t, const Device *d) {
+        ProbeTarget *pt = t->prober ? prober_find(t->prober, d->sysname) : NULL;
+        return pt && pt->lat ? &pt->lat->total : NULL;
+}
+
+/* Notes the probe latencies at an epoch's start. */
+static void probe_mark(AutoDevice *a) {
+        const Hist *h = probe_hist(a->tuner, a->device);
+
+        if (!h) {
+                a->probe0 = mfree(a->probe0);
+                return;
+        }
+        if (!a->probe0 && !(a->probe0 = malloc(sizeof *a->probe0)))
+                return; /* no p99 for this epoch: the trial falls back to the mean await */
+        *a->probe0 = *h;
+}
+
+/* The p99 of the probes since probe_mark(), in ms; 0 with fewer than
+ * AUTOTUNE_P99_MIN_PROBES. */
+static double probe_p99_ms(AutoDevice *a) {
+        const Hist *h = probe_hist(a->tuner, a->device);
+        Hist d;
+        uint64_t ns;
+
+        if (!h || !a->probe0 || hist_diff(&d, h, a->probe0) < 0 || d.count < AUTOTUNE_P99_MIN_PROBES ||
+            hist_percentile(&d, 99, &ns) < 0)
+                return 0;
+        return (double) ns / 1e6;
 }
 
 /* Read errors of the device's latency probes so far (0 without probes):
@@ -207,6 +243,8 @@ static json_t *candidate_json(const AutoDevice *a, size_t c) {
                 json_object_set_new(o, "iops", json_real(s->iops));
                 json_object_set_new(o, "inFlight", json_real(s->in_flight));
                 json_object_set_new(o, "objective", json_real(s->objective));
+                if (s->read_p99_ms > 0)
+                        json_object_set_new(o, "readP99Ms", json_real(s->read_p99_ms));
                 if (a->has_result) {
                         json_object_set_new(o, "admissible", json_boolean(s->admissible));
                         json_object_set_new(o, "pVsCurrent", json_real(s->p_vs_current));
@@ -217,9 +255,12 @@ static json_t *candidate_json(const AutoDevice *a, size_t c) {
 
 /* Medians so far, for progress while the trial runs. */
 static void summarise_partial(AutoDevice *a) {
+        bool p99 = autotune_have_p99(a->series, a->n_cand);
+
         for (size_t c = 0; c < a->n_cand; c++) {
                 double rd[AUTOTUNE_MAX_EPOCHS], wm[AUTOTUNE_MAX_EPOCHS], rm[AUTOTUNE_MAX_EPOCHS],
-                        io[AUTOTUNE_MAX_EPOCHS], inf[AUTOTUNE_MAX_EPOCHS], ob[AUTOTUNE_MAX_EPOCHS];
+                        io[AUTOTUNE_MAX_EPOCHS], inf[AUTOTUNE_MAX_EPOCHS], ob[AUTOTUNE_MAX_EPOCHS],
+                        pq[AUTOTUNE_MAX_EPOCHS];
                 size_t k = 0;
                 for (size_t i = 0; i < a->series[c].n; i++) {
                         const EpochFigures *e = &a->series[c].epochs[i];
@@ -227,7 +268,8 @@ static void summarise_partial(AutoDevice *a) {
                                 continue;
                         rd[k] = e->read_await_ms, wm[k] = e->write_mbps, rm[k] = e->read_mbps;
                         io[k] = e->read_iops + e->write_iops, inf[k] = e->in_flight;
-                        ob[k] = autotune_objective_value(&a->policy, e);
+                        ob[k] = autotune_objective_value(&a->policy, e, p99);
+                        pq[k] = e->read_p99_ms;
                         k++;
                 }
                 a->summary[c] = (AutoSummary) { .n = k, .p_vs_current = 1 };
@@ -238,6 +280,7 @@ static void summarise_partial(AutoDevice *a) {
                         a->summary[c].iops = autotune_median(io, k);
                         a->summary[c].in_flight = autotune_median(inf, k);
                         a->summary[c].objective = autotune_median(ob, k);
+                        a->summary[c].read_p99_ms = p99 ? autotune_median(pq, k) : 0;
                 }
         }
 }
@@ -268,6 +311,7 @@ static json_t *trial_json(const AutoDevice *a) {
                 json_object_set_new(o, "winner", json_string(autotune_candidate_format(&a->cand[a->decision.winner], buf, sizeof buf)));
                 json_object_set_new(o, "confidence", json_real(a->decision.confidence));
                 json_object_set_new(o, "improvement", json_real(a->decision.improvement));
+                json_object_set_new(o, "readLatency", json_string(a->decision.by_p99 ? "p99" : "await"));
         }
         if (a->aborted)
                 json_object_set_new(o, "abortReason", json_string(a->abort_reason));
@@ -345,9 +389,12 @@ static void finish(AutoDevice *a) {
                 const AutoSummary *sw = &a->summary[a->decision.winner], *s0 = &a->summary[0];
                 double dw = s0->write_mbps > 0 ? (sw->write_mbps - s0->write_mbps) / s0->write_mbps * 100 : 0;
                 snprintf(a->choice_text, sizeof a->choice_text,
-                         "%s, chosen by %s: read await %.2f ms against %.2f ms for %s, write throughput %+.0f %%; "
+                         "%s, chosen by %s: read %s %.2f ms against %.2f ms for %s, write throughput %+.0f %%; "
                          "confidence %.1f %%. AutoTune= wins over the static keys of these knobs.",
-                         w, a->origin, sw->read_await_ms, s0->read_await_ms, b, dw, a->decision.confidence * 100);
+                         w, a->origin, a->decision.by_p99 ? "p99" : "await",
+                         a->decision.by_p99 ? sw->read_p99_ms : sw->read_await_ms,
+                         a->decision.by_p99 ? s0->read_p99_ms : s0->read_await_ms, b, dw,
+                         a->decision.confidence * 100);
                 a->history.last_change_usec = now_usec(CLOCK_MONOTONIC);
                 a->n_changes++;
                 t->n_changes++;
@@ -396,13 +443,15 @@ static int on_epoch_end(sd_event_source *s, uint64_t usec, void *userdata) {
         }
         autotune_epoch_figures(&a->stat0, &b, now_usec(CLOCK_MONOTONIC) - a->t0, &e);
         e.errors = (unsigned) (probe_errors(a->tuner, a->device) - a->probe_errors0);
+        e.read_p99_ms = probe_p99_ms(a);
         AutoSeries *ser = &a->series[a->current];
         if (ser->n < AUTOTUNE_MAX_EPOCHS)
                 ser->epochs[ser->n++] = e;
         autotune_candidate_format(&a->cand[a->current], buf, sizeof buf);
-        log_debug("%s: epoch %zu/%zu %s: read await %.2f ms, %.0f r/s, write %.1f MB/s, in flight %.1f",
-                  a->device->sysname, a->slot + 1, a->n_slots, buf,
-                  e.read_await_ms, e.read_iops, e.write_mbps, e.in_flight);
+        log_debug("%s: epoch %zu/%zu %s: read await %.2f ms, probe p99 %.2f ms, %.0f r/s, write %.1f MB/s, "
+                  "in flight %.1f",
+                  a->device->sysname, a->slot + 1, a->n_slots, buf, e.read_await_ms, e.read_p99_ms, e.read_iops,
+                  e.write_mbps, e.in_flight);
         if ((a->current != 0 || e.errors) && autotune_guard(&a->policy, &a->series[0], &e, why, sizeof why)) {
                 char msg[400];
                 snprintf(msg, sizeof msg, "guard rail: %s with %s", why, buf);
@@ -430,6 +479,7 @@ static int on_settled(sd_event_source *s, uint64_t usec, void *userdata) {
         }
         a->t0 = now_usec(CLOCK_MONOTONIC);
         a->probe_errors0 = probe_errors(a->tuner, a->device);
+        probe_mark(a);
         a->phase = PHASE_MEASURING;
         r = sd_event_add_time_relative(a->tuner->manager->event, &a->timer, CLOCK_MONOTONIC, a->policy.epoch_usec,
                                        1000, on_epoch_end, a);
@@ -741,6 +791,17 @@ void autotuner_metrics(AutoTuner *t, StrBuf *sb) {
                         if (a->summary[c].n)
                                 metrics_text_gauge(sb, "blkmqd_autotune_candidate_read_await_seconds", l, 2,
                                                    a->summary[c].read_await_ms / 1000);
+                }
+        metrics_text_family(sb, "blkmqd_autotune_candidate_read_p99_seconds", METRIC_GAUGE,
+                            "Median over the epochs of each candidate's probe read p99 in the last trial.");
+        for (AutoDevice *a = t->devices; a; a = a->next)
+                for (size_t c = 0; c < a->n_cand; c++) {
+                        char buf[96];
+                        MetricLabel l[] = { { "device", a->device->sysname },
+                                            { "setting", autotune_candidate_format(&a->cand[c], buf, sizeof buf) } };
+                        if (a->summary[c].read_p99_ms > 0)
+                                metrics_text_gauge(sb, "blkmqd_autotune_candidate_read_p99_seconds", l, 2,
+                                                   a->summary[c].read_p99_ms / 1000);
                 }
 }
 

@@ -467,10 +467,29 @@ bool autotune_objective_lower_better(const AutoTunePolicy *p) {
         return p->objective == AUTO_OBJECTIVE_READ_LATENCY;
 }
 
-double autotune_objective_value(const AutoTunePolicy *p, const EpochFigures *e) {
+double autotune_read_latency(const EpochFigures *e, bool p99) {
+        return p99 ? e->read_p99_ms : e->read_await_ms;
+}
+
+double autotune_objective_value(const AutoTunePolicy *p, const EpochFigures *e, bool p99) {
         if (p->objective == AUTO_OBJECTIVE_READ_LATENCY)
-                return e->read_await_ms;
+                return autotune_read_latency(e, p99);
         return e->read_mbps + e->write_mbps;
+}
+
+bool autotune_have_p99(const AutoSeries *series, size_t n) {
+        bool any = false;
+
+        for (size_t c = 0; c < n; c++)
+                for (size_t i = 0; i < series[c].n; i++) {
+                        const EpochFigures *e = &series[c].epochs[i];
+                        if (!e->valid)
+                                continue;
+                        if (!(e->read_p99_ms > 0))
+                                return false;
+                        any = true;
+                }
+        return any;
 }
 
 size_t autotune_slot_candidate(size_t slot, size_t n_cand) {
@@ -559,15 +578,16 @@ double autotune_mann_whitney_less(const double *x, size_t nx, const double *y, s
         return 0.5 * erfc(-z / sqrt(2));
 }
 
-static void series_values(const AutoTunePolicy *p, const AutoSeries *s, double *obj, double *rd, double *wmb,
-                          double *rmb, double *iops, double *inflight, size_t *ret_n) {
+static void series_values(const AutoTunePolicy *p, const AutoSeries *s, bool p99, double *obj, double *rd,
+                          double *p99s, double *wmb, double *rmb, double *iops, double *inflight, size_t *ret_n) {
         size_t n = 0;
         for (size_t i = 0; i < s->n; i++) {
                 const EpochFigures *e = &s->epochs[i];
                 if (!e->valid)
                         continue;
-                obj[n] = autotune_objective_value(p, e);
+                obj[n] = autotune_objective_value(p, e, p99);
                 rd[n] = e->read_await_ms;
+                p99s[n] = e->read_p99_ms;
                 wmb[n] = e->write_mbps;
                 rmb[n] = e->read_mbps;
                 iops[n] = e->read_iops + e->write_iops;
@@ -578,18 +598,19 @@ static void series_values(const AutoTunePolicy *p, const AutoSeries *s, double *
 }
 
 /* Each candidate's medians; returns the best write throughput seen. */
-static double summarize(const AutoTunePolicy *p, const AutoSeries *series, size_t n, AutoSummary *sum,
+static double summarize(const AutoTunePolicy *p, const AutoSeries *series, size_t n, bool p99, AutoSummary *sum,
                         double obj[][AUTOTUNE_MAX_EPOCHS]) {
         double best_write = 0;
 
         for (size_t c = 0; c < n; c++) {
-                double rd[AUTOTUNE_MAX_EPOCHS], wmb[AUTOTUNE_MAX_EPOCHS], rmb[AUTOTUNE_MAX_EPOCHS],
-                        iops[AUTOTUNE_MAX_EPOCHS], inf[AUTOTUNE_MAX_EPOCHS];
+                double rd[AUTOTUNE_MAX_EPOCHS], p99s[AUTOTUNE_MAX_EPOCHS], wmb[AUTOTUNE_MAX_EPOCHS],
+                        rmb[AUTOTUNE_MAX_EPOCHS], iops[AUTOTUNE_MAX_EPOCHS], inf[AUTOTUNE_MAX_EPOCHS];
                 size_t k;
-                series_values(p, &series[c], obj[c], rd, wmb, rmb, iops, inf, &k);
+                series_values(p, &series[c], p99, obj[c], rd, p99s, wmb, rmb, iops, inf, &k);
                 sum[c] = (AutoSummary) {
                         .objective = autotune_median(obj[c], k),
                         .read_await_ms = autotune_median(rd, k),
+                        .read_p99_ms = p99 ? autotune_median(p99s, k) : 0,
                         .write_mbps = autotune_median(wmb, k),
                         .read_mbps = autotune_median(rmb, k),
                         .iops = autotune_median(iops, k),
@@ -606,8 +627,8 @@ static double summarize(const AutoTunePolicy *p, const AutoSeries *series, size_
 /* Marks the candidates inside the objective's bound, tests each challenger
  * against the current setting, and returns the best admissible one (-1:
  * none). */
-static int pick_best(const AutoTunePolicy *p, size_t n, AutoSummary *sum, double obj[][AUTOTUNE_MAX_EPOCHS],
-                     double best_write) {
+static int pick_best(const AutoTunePolicy *p, size_t n, bool p99, AutoSummary *sum,
+                     double obj[][AUTOTUNE_MAX_EPOCHS], double best_write) {
         bool lower = autotune_objective_lower_better(p);
         int best = -1;
 
@@ -616,7 +637,8 @@ static int pick_best(const AutoTunePolicy *p, size_t n, AutoSummary *sum, double
                         sum[c].admissible = best_write < AUTOTUNE_MIN_WRITE_MBPS ||
                                             sum[c].write_mbps >= best_write * (1.0 - p->write_tolerance_pct / 100.0);
                 else
-                        sum[c].admissible = sum[c].read_await_ms * 1000.0 <= (double) p->read_target_usec;
+                        sum[c].admissible = (p99 ? sum[c].read_p99_ms : sum[c].read_await_ms) * 1000.0 <=
+                                            (double) p->read_target_usec;
                 if (c > 0)
                         sum[c].p_vs_current = lower ? autotune_mann_whitney_less(obj[c], sum[c].n, obj[0], sum[0].n)
                                                     : autotune_mann_whitney_less(obj[0], sum[0].n, obj[c], sum[c].n);
@@ -672,12 +694,13 @@ void autotune_decide(const AutoTunePolicy *p, const AutoSeries *series, size_t n
          * runs at alpha / (n-1) to keep the trial's false change rate. */
         double alpha = (1.0 - p->confidence_pct / 100.0) / (double) (n > 1 ? n - 1 : 1);
 
-        *ret = (AutoDecision) { .winner = 0, .best = -1, .p = 1 };
-        double best_write = summarize(p, series, n, sum, obj);
+        bool p99 = autotune_have_p99(series, n);
+        *ret = (AutoDecision) { .winner = 0, .best = -1, .p = 1, .by_p99 = p99 };
+        double best_write = summarize(p, series, n, p99, sum, obj);
         if (decide_no_trial(p, n, sum, ret))
                 return;
 
-        int best = ret->best = pick_best(p, n, sum, obj, best_write);
+        int best = ret->best = pick_best(p, n, p99, sum, obj, best_write);
         if (best < 0) {
                 /* Nothing meets the bound: the throughput form with a target
                  * nobody reaches. Keep what is there. */

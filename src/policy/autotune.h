@@ -112,6 +112,8 @@ typedef struct EpochFigures {
         double in_flight;             /* average requests in flight (time_in_queue / time) */
         double util;                  /* busy fraction */
         unsigned errors;              /* I/O errors seen in the epoch (probes) */
+        double read_p99_ms;           /* the latency probes' p99 in the epoch; 0: fewer than
+                                       * AUTOTUNE_P99_MIN_PROBES probes (or none) */
         bool valid;
 } EpochFigures;
 
@@ -119,8 +121,14 @@ typedef struct EpochFigures {
  * device was replaced) make the epoch invalid. */
 void autotune_epoch_figures(const BlockStat *a, const BlockStat *b, uint64_t usec, EpochFigures *ret);
 
-/* The figure the objective ranks by, and whether lower is better. */
-double autotune_objective_value(const AutoTunePolicy *p, const EpochFigures *e);
+/* Probes in an epoch for its read p99 to count. */
+#define AUTOTUNE_P99_MIN_PROBES 50
+
+/* The figure the objective ranks by, and whether lower is better. The read
+ * latency is the probes' p99 when p99 (every epoch of the trial has one:
+ * autotune_have_p99()), else the mean read await of /sys/block/X/stat. */
+double autotune_objective_value(const AutoTunePolicy *p, const EpochFigures *e, bool p99);
+double autotune_read_latency(const EpochFigures *e, bool p99);
 bool autotune_objective_lower_better(const AutoTunePolicy *p);
 
 /* The order of the trial: slot s of n_cand * rounds runs candidate
@@ -138,6 +146,7 @@ typedef struct AutoSeries {
 typedef struct AutoSummary {
         double objective;   /* median of the per-epoch objective */
         double read_await_ms, write_mbps, read_mbps, iops, in_flight; /* medians */
+        double read_p99_ms; /* median of the epochs' probe p99s; 0: not measured */
         bool admissible;    /* meets the bound of the objective */
         double p_vs_current; /* p of "better than the current setting" (1 for the current) */
         size_t n;
@@ -163,8 +172,12 @@ typedef struct AutoDecision {
         double p;          /* rank-test p of best against current */
         double confidence; /* 1 - p */
         double improvement; /* relative, of the objective's medians (0.25 = 25 % better) */
+        bool by_p99;        /* read latency was the probes' p99, not the mean await */
         char reason[256];
 } AutoDecision;
+
+/* Whether every valid epoch of the n series has a probe p99. */
+bool autotune_have_p99(const AutoSeries *series, size_t n);
 
 /* Candidate 0 must be the baseline. summaries (n entries) is filled too. */
 void autotune_decide(const AutoTunePolicy *p, const AutoSeries *series, size_t n, AutoSummary *summaries,

@@ -48,6 +48,27 @@ void hist_merge(Hist *dst, const Hist *src) {
                 dst->max = src->max;
 }
 
+int hist_diff(Hist *ret, const Hist *now, const Hist *then) {
+        if (now->count < then->count)
+                return -EINVAL;
+        hist_reset(ret);
+        for (size_t i = 0; i < HIST_BUCKETS; i++) {
+                if (now->buckets[i] < then->buckets[i])
+                        return -EINVAL;
+                uint64_t n = now->buckets[i] - then->buckets[i];
+                if (n == 0)
+                        continue;
+                ret->buckets[i] = n;
+                ret->count += n;
+                if (ret->min == UINT64_MAX)
+                        ret->min = hist_bucket_lower(i);
+                ret->max = hist_bucket_upper(i) - 1;
+        }
+        ret->sum_lo = now->sum_lo - then->sum_lo;
+        ret->sum_hi = now->sum_hi - then->sum_hi - (now->sum_lo < then->sum_lo);
+        return 0;
+}
+
 double hist_sum(const Hist *h) {
         return (double) h->sum_hi * 18446744073709551616.0 + (double) h->sum_lo;
 }

@@ -79,6 +79,10 @@ static inline void hist_record(Hist *h, uint64_t v) {
 
 /* dst += src. */
 void hist_merge(Hist *dst, const Hist *src);
+/* The samples recorded into now since it was copied as then (bucket by
+ * bucket; min and max become the bounds of the outer non-empty buckets).
+ * -EINVAL if then is not an earlier copy of now (a count went down). */
+int hist_diff(Hist *ret, const Hist *now, const Hist *then);
 
 /* Sum of the recorded values as a double (exact up to 2^53) and the mean. */
 double hist_sum(const Hist *h);

@@ -245,6 +245,47 @@ static void test_idle_and_no_data(void **state) {
         assert_int_equal(d.verdict, AUTO_VERDICT_KEEP_NO_DATA);
 }
 
+/* The probes' read p99: when every epoch has one, the read-latency
+ * objective ranks by it (the tail), not by the mean await; an epoch without
+ * one (too few probes) sends the whole trial back to the mean await. */
+static void test_p99_objective(void **state) {
+        AutoTunePolicy p = policy();
+        AutoSeries s[3];
+        AutoSummary sum[3];
+        AutoDecision d;
+        /* candidate 1 has the lower mean, candidate 2 the lower tail */
+        double mean[] = { 10, 5, 9 }, wmb[] = { 150, 150, 150 }, p99[] = { 40, 60, 12 };
+
+        rng_state = 11;
+        fill(s, 3, 6, mean, wmb, 0.1, 0);
+        for (size_t c = 0; c < 3; c++)
+                for (size_t i = 0; i < s[c].n; i++)
+                        s[c].epochs[i].read_p99_ms = noisy(p99[c], 0.1);
+        assert_true(autotune_have_p99(s, 3));
+        autotune_decide(&p, s, 3, sum, &d);
+        assert_true(d.by_p99);
+        assert_int_equal(d.verdict, AUTO_VERDICT_CHANGE);
+        assert_int_equal(d.winner, 2);
+        assert_true(sum[2].read_p99_ms > 10 && sum[2].read_p99_ms < 14);
+        assert_true(fabs(sum[2].objective - sum[2].read_p99_ms) < 1e-9);
+
+        /* the throughput form bounds the p99, not the mean */
+        p.objective = AUTO_OBJECTIVE_THROUGHPUT;
+        p.read_target_usec = 20000;
+        autotune_decide(&p, s, 3, sum, &d);
+        assert_false(sum[0].admissible); /* mean 10 ms, p99 40 ms */
+        assert_true(sum[2].admissible);
+        p.objective = AUTO_OBJECTIVE_READ_LATENCY;
+
+        /* one epoch with too few probes: the mean await decides */
+        s[1].epochs[2].read_p99_ms = 0;
+        assert_false(autotune_have_p99(s, 3));
+        autotune_decide(&p, s, 3, sum, &d);
+        assert_false(d.by_p99);
+        assert_int_equal(d.winner, 1);
+        assert_true(sum[1].read_p99_ms == 0);
+}
+
 static void test_guard(void **state) {
         AutoTunePolicy p = policy();
         AutoSeries base = {};
@@ -500,6 +541,7 @@ int main(void) {
                 cmocka_unit_test(test_write_tolerance),
                 cmocka_unit_test(test_throughput_objective),
                 cmocka_unit_test(test_idle_and_no_data),
+                cmocka_unit_test(test_p99_objective),
                 cmocka_unit_test(test_guard),
                 cmocka_unit_test(test_candidates),
                 cmocka_unit_test(test_parse),

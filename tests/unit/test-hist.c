@@ -4,6 +4,7 @@
  * checked against a brute-force replay of every record. */
 
 #include <errno.h>
+#include <math.h>
 #include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -332,6 +333,35 @@ static void test_out_of_range(void **state) {
 }
 
 /* ---- merge, iteration, count_le, log2 ---- */
+
+/* hist_diff: what was recorded since a copy; a copy from the future (or of
+ * another histogram with more in a bucket) is refused. */
+static void test_diff(void **state) {
+        Hist h, then, d;
+        uint64_t v;
+
+        hist_init(&h);
+        for (uint64_t i = 1; i <= 100; i++)
+                hist_record(&h, i * 1000);
+        then = h;
+        for (uint64_t i = 0; i < 99; i++)
+                hist_record(&h, 5000000);
+        hist_record(&h, 90000000);
+        assert_int_equal(hist_diff(&d, &h, &then), 0);
+        assert_int_equal(d.count, 100);
+        assert_int_equal(hist_percentile(&d, 50, &v), 0);
+        assert_true(v >= 5000000 - 5000000 / HIST_REL_ERROR_DEN && v <= 5000000 + 5000000 / HIST_REL_ERROR_DEN);
+        assert_int_equal(hist_percentile(&d, 100, &v), 0);
+        assert_true(v >= 90000000 - 90000000 / HIST_REL_ERROR_DEN && v <= 90000000 + 90000000 / HIST_REL_ERROR_DEN);
+        assert_true(fabs(hist_mean(&d) - (99 * 5e6 + 9e7) / 100) < 1);
+        assert_true(d.min <= 5000000 && d.max >= 90000000);
+        /* nothing since: empty */
+        assert_int_equal(hist_diff(&d, &h, &h), 0);
+        assert_int_equal(d.count, 0);
+        assert_int_equal(hist_percentile(&d, 99, &v), -ENODATA);
+        /* backwards */
+        assert_int_equal(hist_diff(&d, &then, &h), -EINVAL);
+}
 
 static void test_merge(void **state) {
         _cleanup_free_ Hist *a = malloc(sizeof(Hist)), *b = malloc(sizeof(Hist)),
@@ -793,6 +823,7 @@ int main(void) {
                 cmocka_unit_test(test_percentile_accuracy),
                 cmocka_unit_test(test_percentile_errors),
                 cmocka_unit_test(test_out_of_range),
+                cmocka_unit_test(test_diff),
                 cmocka_unit_test(test_merge),
                 cmocka_unit_test(test_iterate),
                 cmocka_unit_test(test_count_le),
