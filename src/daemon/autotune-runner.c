@@ -78,6 +78,10 @@ struct AutoDevice {
         struct VarlinkCall **calls;
         size_t n_calls;
 
+        /* candidates that tripped the guard rail lately, left out */
+        AutoTripped tripped[AUTOTUNE_TRIPPED_MAX];
+        size_t n_tripped;
+
         /* workload-change detector */
         bool has_sig, sig_valid;
         AutoSignature sig;
@@ -455,6 +459,9 @@ static int on_epoch_end(sd_event_source *s, uint64_t usec, void *userdata) {
         if ((a->current != 0 || e.errors) && autotune_guard(&a->policy, &a->series[0], &e, why, sizeof why)) {
                 char msg[400];
                 snprintf(msg, sizeof msg, "guard rail: %s with %s", why, buf);
+                if (a->current != 0)
+                        autotune_tripped_add(a->tripped, &a->n_tripped, &a->cand[a->current],
+                                             now_usec(CLOCK_MONOTONIC));
                 abort_trial(a, "%s", msg);
                 return 0;
         }
@@ -633,6 +640,12 @@ int autotuner_start(AutoTuner *t, Device *d, bool forced, VarlinkCall *call, cha
         memset(a->summary, 0, sizeof a->summary);
         r = autotune_candidates(p, &cur, line, d->info->zoned && !streq(d->info->zoned, "none"),
                                 m->tune.kernel_version, 0, a->cand, &a->n_cand, a->note, sizeof a->note);
+        if (r >= 0) {
+                a->n_cand = autotune_drop_tripped(a->cand, a->n_cand, a->tripped, a->n_tripped,
+                                                  now_usec(CLOCK_MONOTONIC), a->note, sizeof a->note);
+                if (a->n_cand < 2)
+                        r = -EPERM;
+        }
         if (r < 0) {
                 snprintf(why, why_size, "nothing to compare: the bounds leave only the current setting%s%s",
                          a->note[0] ? "; " : "", a->note);
@@ -908,8 +921,10 @@ static int on_watch(sd_event_source *s, uint64_t usec, void *userdata) {
                                 }
                         } else
                                 a->changed_samples = 0;
-                        if (start)
+                        if (start) {
                                 a->sig = sig;
+                                a->n_tripped = 0; /* another workload: what tripped may do well now */
+                        }
                 }
                 a->watch_stat = st;
                 a->watch_mono = now;

@@ -432,6 +432,49 @@ done:
         return n > 1 ? 0 : -ENOENT;
 }
 
+bool autotune_candidate_equal(const AutoCandidate *a, const AutoCandidate *b) {
+        return streq(a->scheduler, b->scheduler) && a->nr_requests == b->nr_requests &&
+               a->wbt_lat_usec == b->wbt_lat_usec;
+}
+
+void autotune_tripped_add(AutoTripped *t, size_t *n, const AutoCandidate *c, uint64_t now_usec) {
+        for (size_t i = 0; i < *n; i++)
+                if (autotune_candidate_equal(&t[i].cand, c)) {
+                        t[i].usec = now_usec;
+                        return;
+                }
+        if (*n == AUTOTUNE_TRIPPED_MAX) {
+                size_t oldest = 0;
+                for (size_t i = 1; i < *n; i++)
+                        if (t[i].usec < t[oldest].usec)
+                                oldest = i;
+                t[oldest] = t[--*n];
+        }
+        t[(*n)++] = (AutoTripped) { .cand = *c, .usec = now_usec };
+}
+
+size_t autotune_drop_tripped(AutoCandidate *cand, size_t n, const AutoTripped *t, size_t n_t, uint64_t now_usec,
+                             char *note, size_t note_size) {
+        size_t k = n > 0 ? 1 : 0;
+
+        for (size_t i = 1; i < n; i++) {
+                bool drop = false;
+                for (size_t j = 0; j < n_t && !drop; j++)
+                        drop = autotune_candidate_equal(&t[j].cand, &cand[i]) &&
+                               now_usec - t[j].usec < AUTOTUNE_TRIPPED_USEC;
+                if (!drop) {
+                        cand[k++] = cand[i];
+                        continue;
+                }
+                char buf[96];
+                size_t len = strlen(note);
+                if (len < note_size)
+                        snprintf(note + len, note_size - len, "%s%s left out: it tripped the guard rail in the last hour",
+                                 len ? "; " : "", autotune_candidate_format(&cand[i], buf, sizeof buf));
+        }
+        return k;
+}
+
 int blockstat_parse(const char *text, BlockStat *ret) {
         BlockStat s = {};
         int n = sscanf(text, "%" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64

@@ -95,6 +95,27 @@ int autotune_candidates(const AutoTunePolicy *p, const AutoCandidate *current, c
                         bool zoned, unsigned kernel_version, unsigned max_nr_requests, AutoCandidate *ret,
                         size_t *ret_n, char *note, size_t note_size);
 
+/* A candidate one of whose epochs tripped the guard rail: left out of the
+ * device's next trials for AUTOTUNE_TRIPPED_USEC (or until its workload
+ * changes, which the caller forgets the list for), so that a trial from a
+ * good setting does not end early on a candidate known to be harmful. */
+typedef struct AutoTripped {
+        AutoCandidate cand;
+        uint64_t usec; /* CLOCK_MONOTONIC of the trip */
+} AutoTripped;
+
+#define AUTOTUNE_TRIPPED_MAX 8
+#define AUTOTUNE_TRIPPED_USEC (3600ULL * 1000000)
+
+bool autotune_candidate_equal(const AutoCandidate *a, const AutoCandidate *b);
+/* Records c (again: its time is renewed); the oldest entry makes room. */
+void autotune_tripped_add(AutoTripped *t, size_t *n, const AutoCandidate *c, uint64_t now_usec);
+/* Drops from cand[1..n) (the baseline stays) those that tripped within
+ * AUTOTUNE_TRIPPED_USEC before now_usec, and says so in note (appended).
+ * Returns how many are left. */
+size_t autotune_drop_tripped(AutoCandidate *cand, size_t n, const AutoTripped *t, size_t n_t, uint64_t now_usec,
+                             char *note, size_t note_size);
+
 /* The 11 fields of /sys/block/X/stat we use. */
 typedef struct BlockStat {
         uint64_t rd_ios, rd_merges, rd_sectors, rd_ticks;

@@ -286,6 +286,57 @@ static void test_p99_objective(void **state) {
         assert_true(sum[1].read_p99_ms == 0);
 }
 
+/* A candidate that tripped the guard rail is left out of the next trials
+ * for an hour; the baseline never is; the list keeps the newest. */
+static void test_tripped(void **state) {
+        AutoCandidate c[3] = {
+                { .scheduler = "mq-deadline", .nr_requests = 32, .wbt_lat_usec = AUTO_WBT_UNSET, .baseline = true },
+                { .scheduler = "mq-deadline", .nr_requests = 256, .wbt_lat_usec = AUTO_WBT_UNSET },
+                { .scheduler = "mq-deadline", .nr_requests = 4, .wbt_lat_usec = AUTO_WBT_UNSET },
+        };
+        AutoCandidate k[3];
+        AutoTripped t[AUTOTUNE_TRIPPED_MAX];
+        size_t n_t = 0, n;
+        char note[256] = "";
+        uint64_t now = 10 * AUTOTUNE_TRIPPED_USEC;
+
+        autotune_tripped_add(t, &n_t, &c[1], now);
+        autotune_tripped_add(t, &n_t, &c[1], now + 5); /* again: renewed, not added */
+        assert_int_equal(n_t, 1);
+        assert_int_equal(t[0].usec, now + 5);
+
+        memcpy(k, c, sizeof k);
+        n = autotune_drop_tripped(k, 3, t, n_t, now + 60000000, note, sizeof note);
+        assert_int_equal(n, 2);
+        assert_true(k[0].baseline && k[0].nr_requests == 32);
+        assert_int_equal(k[1].nr_requests, 4);
+        assert_non_null(strstr(note, "mq-deadline nr_requests=256 left out"));
+
+        /* an hour later it is tried again */
+        memcpy(k, c, sizeof k);
+        note[0] = 0;
+        n = autotune_drop_tripped(k, 3, t, n_t, now + 5 + AUTOTUNE_TRIPPED_USEC, note, sizeof note);
+        assert_int_equal(n, 3);
+        assert_string_equal(note, "");
+
+        /* the baseline stays even if it tripped once (as a candidate of an earlier trial) */
+        autotune_tripped_add(t, &n_t, &c[0], now);
+        memcpy(k, c, sizeof k);
+        n = autotune_drop_tripped(k, 3, t, n_t, now + 10, note, sizeof note);
+        assert_int_equal(n, 2);
+        assert_int_equal(k[0].nr_requests, 32);
+
+        /* full: the oldest goes */
+        n_t = 0;
+        for (unsigned i = 0; i < AUTOTUNE_TRIPPED_MAX + 1; i++) {
+                AutoCandidate x = { .scheduler = "kyber", .nr_requests = 8 + i, .wbt_lat_usec = AUTO_WBT_UNSET };
+                autotune_tripped_add(t, &n_t, &x, now + i);
+        }
+        assert_int_equal(n_t, AUTOTUNE_TRIPPED_MAX);
+        for (size_t i = 0; i < n_t; i++)
+                assert_int_not_equal(t[i].cand.nr_requests, 8);
+}
+
 static void test_guard(void **state) {
         AutoTunePolicy p = policy();
         AutoSeries base = {};
@@ -542,6 +593,7 @@ int main(void) {
                 cmocka_unit_test(test_throughput_objective),
                 cmocka_unit_test(test_idle_and_no_data),
                 cmocka_unit_test(test_p99_objective),
+                cmocka_unit_test(test_tripped),
                 cmocka_unit_test(test_guard),
                 cmocka_unit_test(test_candidates),
                 cmocka_unit_test(test_parse),
