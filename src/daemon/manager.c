@@ -346,14 +346,15 @@ static int device_restore(Device *d) {
         _cleanup_(tune_job_freep) TuneJob *j = NULL;
         int r;
 
-        if (d->n_originals == 0)
-                return 0;
         if (d->busy) {
-                /* The running job comes back first; the STOPPING path (or the
-                 * caller) will ask again. */
+                /* The running job comes back first (and may record the
+                 * first originals: checked after it); the STOPPING path (or
+                 * the caller) will ask again. */
                 d->dirty = true;
                 return 0;
         }
+        if (d->n_originals == 0)
+                return 0;
         r = tune_job_new(d->sysname, d->info->blockdir, &j);
         if (r < 0)
                 return log_oom();
@@ -449,8 +450,10 @@ static void manager_device_loaded(Manager *m, const char *sysname, int r, Device
                 log_debug("%s: new device %s", sysname, d->info->id);
                 manager_emit(m, MANAGER_EVENT_DEVICE_ADDED, d);
         } else {
-                if (!streq(d->info->id, info->id))
+                if (!streq(d->info->id, info->id)) {
                         log_info("%s: identity changed from %s to %s.", sysname, d->info->id, info->id);
+                        d->generation++;
+                }
                 manager_free_info(m, d->info);
                 d->info = TAKE_PTR(info);
         }
