@@ -78,6 +78,8 @@ struct AutoDevice {
         struct VarlinkCall **calls;
         size_t n_calls;
 
+        unsigned generation; /* of the disk the trials knew (Device.generation) */
+
         /* candidates that tripped the guard rail lately, left out */
         AutoTripped tripped[AUTOTUNE_TRIPPED_MAX];
         size_t n_tripped;
@@ -127,6 +129,7 @@ static AutoDevice *get(AutoTuner *t, Device *d) {
                 return NULL;
         a->tuner = t;
         a->device = d;
+        a->generation = d->generation;
         a->next = t->devices;
         t->devices = a;
         return a;
@@ -680,12 +683,60 @@ int autotuner_start(AutoTuner *t, Device *d, bool forced, VarlinkCall *call, cha
         return 0;
 }
 
-void autotuner_overlay(AutoTuner *t, Device *d, Resolved *r) {
+static int on_hotplug_timer(sd_event_source *s, uint64_t usec, void *userdata);
+
+static void arm_hotplug_trial(AutoDevice *a) {
+        if (a->hotplug_timer)
+                return;
+        (void) sd_event_add_time_relative(a->tuner->manager->event, &a->hotplug_timer, CLOCK_MONOTONIC,
+                                          HOTPLUG_DELAY_USEC, 100000, on_hotplug_timer, a);
+}
+
+/* Another disk appeared under d's name (a loop device attached to another
+ * file, a disk swapped into the slot): what the trials learned was of the
+ * old one. Its choice, the candidates that tripped, the workload signature
+ * go, a running trial ends, and a hotplug trial is due as for a new disk. */
+static void check_replaced(AutoTuner *t, Device *d) {
+        const AutoTunePolicy *p = device_policy(t, d);
         AutoDevice *a = find(t, d);
+
+        if (!a && (!p || !p->enabled || !p->on_hotplug || d->generation == 0))
+                return;
+        if (!a) {
+                a = get(t, d);
+                if (!a)
+                        return;
+                a->generation = d->generation - 1;
+        }
+        if (a->generation == d->generation)
+                return;
+        a->generation = d->generation;
+        log_info("%s: another disk (%s): what earlier trials found is dropped.", d->sysname, d->info->id);
+        if (running(a)) {
+                snprintf(a->abort_reason, sizeof a->abort_reason, "another disk appeared under the name");
+                a->aborted = true;
+                a->timer = sd_event_source_disable_unref(a->timer);
+                a->ended_usec = now_usec(CLOCK_REALTIME);
+                calls_finish(a, json_pack("{s:s, s:o}", "device", d->sysname, "trial", trial_json(a)));
+        }
+        a->phase = PHASE_IDLE;
+        a->has_choice = false;
+        a->n_tripped = 0;
+        a->has_sig = false;
+        a->watch_mono = 0;
+        a->changed_samples = 0;
+        if (p && p->enabled && p->on_hotplug)
+                arm_hotplug_trial(a);
+}
+
+void autotuner_overlay(AutoTuner *t, Device *d, Resolved *r) {
+        AutoDevice *a;
         const AutoCandidate *c = NULL;
         const char *section = "AutoTune";
         const char *origin;
 
+        check_replaced(t, d);
+        a = find(t, d);
         if (!a)
                 return;
         if (!device_policy(t, d)) {
@@ -871,10 +922,8 @@ void autotuner_event(AutoTuner *t, ManagerEventType type, Device *d) {
                 if (!d || !(p = device_policy(t, d)) || !p->enabled || !p->on_hotplug)
                         break;
                 a = get(t, d);
-                if (!a || a->hotplug_timer)
-                        break;
-                (void) sd_event_add_time_relative(t->manager->event, &a->hotplug_timer, CLOCK_MONOTONIC,
-                                                  HOTPLUG_DELAY_USEC, 100000, on_hotplug_timer, a);
+                if (a)
+                        arm_hotplug_trial(a);
                 break;
         }
         default:

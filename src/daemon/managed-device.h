@@ -39,6 +39,7 @@ typedef struct Device {
         bool removed;        /* gone; freed when the job is back */
         unsigned n_jobs;
         unsigned n_failed_jobs;
+        unsigned generation; /* bumped when another disk appears under the name (its identity changed) */
 } Device;
 
 
