@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Closed-loop tuning started by events, and cut short by the daemon's own
+life: on plain loop devices (fast, so short epochs do), with fio.
+
+1. AutoTrialOnHotplug=yes: a disk attached while blkmqd runs gets a trial
+   of its own once the hotplug delay (10 s) is over.
+2. AutoTrialOnWorkloadChange=yes: a disk whose I/O goes from 4 KiB random
+   reads to 256 KiB writes gets a trial after three changed watch samples
+   (10 s each); one whose workload stays gets none.
+3. A reload (SIGHUP) during a trial: the trial still ends with a decision
+   or an abort, the call gets its reply, and the daemon answers.
+4. Stopping the daemon during a trial puts the setting from before the
+   trial back (the scheduler and nr_requests the disk had).
+
+Needs root, loop devices, udevd, fio; $BLKMQD."""
+
+import os
+import shutil
+import subprocess
+import threading
+import time
+
+from blkmqtest import Env, Runner, main_guard, need_all, skip, udevd, varlink_call, wait_for, log
+
+TRIAL_KEYS = """\
+AutoTune=yes
+AutoScheduler=none mq-deadline
+AutoEpochSec=0.5
+AutoRounds=3
+AutoMinIOPS=1
+AutoMinDwellSec=0
+AutoTrialsPerHour=60
+"""
+
+
+def fio(dev, rw, bs, runtime=300):
+    return subprocess.Popen(["fio", "--filename=" + dev, "--direct=1", "--ioengine=libaio", f"--runtime={runtime}",
+                             "--time_based", "--name=w", f"--bs={bs}", f"--rw={rw}", "--iodepth=4",
+                             "--size=48M"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def stop(p):
+    if p and p.poll() is None:
+        p.terminate()
+        try:
+            p.wait(30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def autotune(addr, name):
+    rep = varlink_call(addr, "io.blkmqd.Manager.GetDevice", {"device": name})
+    return rep.get("parameters", {}).get("device", {}).get("autotune", {})
+
+
+def main():
+    need_all()
+    if not shutil.which("fio"):
+        skip("fio missing")
+    r = Runner("integration/autotune-events")
+    procs = []
+    with udevd(), Env("autotune-events") as env:
+        try:
+            steady = env.attach("steady")
+            change = env.attach("change")
+            addr = env.tmp + "/io.blkmqd"
+            cfg = env.config(f"""\
+[Daemon]
+ProbeIntervalSec=1
+AutoTrialsPerHour=60
+
+[Device hot]
+MatchBackingFile={env.tmp}/hot-*.img
+AutoTrialOnHotplug=yes
+{TRIAL_KEYS}
+[Device change]
+MatchBackingFile={change.backing_file()} {steady.backing_file()}
+AutoTrialOnWorkloadChange=yes
+{TRIAL_KEYS}""")
+            d = env.daemon(["--config", cfg, "--varlink-address", addr, "--log-level", "debug"])
+            d.start(timeout=15)
+            procs += [fio(steady.dev, "randread", "4k"), fio(change.dev, "randread", "4k")]
+
+            with r.case("a disk attached while blkmqd runs gets a trial (AutoTrialOnHotplug=)", env):
+                hot = env.attach("hot")
+                procs.append(fio(hot.dev, "randrw", "4k"))
+                ok = wait_for(lambda: autotune(addr, hot.name).get("trials", 0) >= 1, 40, interval=0.5)
+                r.ok(ok, f"{hot.name}: a trial started by itself", daemon=d)
+                ok = wait_for(lambda: autotune(addr, hot.name).get("trial", {}).get("state") in ("decided", "aborted"),
+                              30, interval=0.5)
+                t = autotune(addr, hot.name).get("trial", {})
+                log(f"# {hot.name}: {t.get('state')} {t.get('verdict')}: {t.get('reason')}")
+                r.ok(ok, f"{hot.name}: the trial came to an end ({t.get('state')})")
+                r.ok(any(f"{hot.name}: trial of 2 settings" in l and "(automatic" in l for l in d.log_text().splitlines()),
+                     "the log says the trial was automatic")
+
+            with r.case("a workload that changes gets a trial, one that stays gets none (AutoTrialOnWorkloadChange=)",
+                        env):
+                # Two watch samples of the read workload first: the second
+                # makes its signature.
+                time.sleep(22)
+                r.eq(autotune(addr, change.name).get("trials", 0), 0, f"{change.name}: no trial before the change")
+                stop(procs[1])
+                procs[1] = fio(change.dev, "write", "256k")
+                ok = wait_for(lambda: autotune(addr, change.name).get("trials", 0) >= 1, 60, interval=0.5)
+                r.ok(ok, f"{change.name}: a trial after its workload changed", daemon=d)
+                r.ok(f"{change.name}: trial started: workload changed" in d.log_text(),
+                     "the log says why", detail=[l for l in d.log_text().splitlines() if change.name in l][-5:])
+                r.eq(autotune(addr, steady.name).get("trials", 0), 0, f"{steady.name}: steady workload, no trial")
+                for p in procs:
+                    stop(p)
+                procs.clear()
+
+            def trial_in_background(name, out):
+                try:
+                    out.append(varlink_call(addr, "io.blkmqd.Manager.Trial", {"device": name}, timeout=120))
+                except Exception as e:  # noqa: BLE001 (reported below)
+                    out.append({"error": repr(e)})
+
+            with r.case("a reload during a trial: the call gets its reply, the daemon answers", env):
+                procs.append(fio(hot.dev, "randrw", "4k"))
+                out = []
+                th = threading.Thread(target=trial_in_background, args=(hot.name, out))
+                th.start()
+                r.ok(wait_for(lambda: autotune(addr, hot.name).get("trial", {}).get("state") == "running", 10),
+                     "the trial runs")
+                time.sleep(1)
+                d.reload()
+                th.join(120)
+                rep = out[0] if out else {}
+                t = rep.get("parameters", {}).get("trial", {})
+                log(f"# after the reload: {t.get('state')} {t.get('verdict')}: {t.get('reason')}")
+                r.ok("error" not in rep and t.get("state") in ("decided", "aborted"),
+                     "the trial's call got its reply", detail=str(rep)[:400])
+                r.ok(d.alive(), "the daemon runs on")
+                r.eq(varlink_call(addr, "io.blkmqd.Manager.GetStatus").get("error"), None, "and answers")
+
+            with r.case("stopping the daemon during a trial puts the setting from before it back", env):
+                # steady had no trial yet: nothing of it is recorded but what
+                # this trial changes.
+                procs.append(fio(steady.dev, "randrw", "4k"))
+                steady.set("scheduler", "mq-deadline")
+                steady.set("nr_requests", "48")
+                before = (steady.scheduler(), steady.attr("nr_requests"))
+                out = []
+                th = threading.Thread(target=trial_in_background, args=(steady.name, out))
+                th.start()
+                # Until the trial has the other candidate (none) in place.
+                moved = wait_for(lambda: steady.scheduler() == "none", 15)
+                r.ok(moved, "the trial applied its other candidate")
+                d.stop()
+                th.join(30)
+                after = (steady.scheduler(), steady.attr("nr_requests"))
+                r.eq(after, before, "scheduler and nr_requests are as before the trial")
+                log(f"# trial call at the stop: {str(out[0])[:200] if out else 'no reply'}")
+        finally:
+            for p in procs:
+                stop(p)
+    r.finish()
+
+
+if __name__ == "__main__":
+    main_guard(main)
