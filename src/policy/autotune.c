@@ -352,10 +352,6 @@ char *autotune_candidate_format(const AutoCandidate *c, char *buf, size_t size) 
         return buf;
 }
 
-static bool candidate_equal(const AutoCandidate *a, const AutoCandidate *b) {
-        return streq(a->scheduler, b->scheduler) && a->nr_requests == b->nr_requests &&
-               a->wbt_lat_usec == b->wbt_lat_usec;
-}
 
 static void note_add(char *note, size_t size, const char *fmt, const char *arg) {
         size_t n = strlen(note);
@@ -379,6 +375,16 @@ int autotune_candidates(const AutoTunePolicy *p, const AutoCandidate *current, c
         ret[n] = *current;
         ret[n].baseline = true;
         n++;
+        if (zoned_old && !streq(current->scheduler, "mq-deadline")) {
+                /* The baseline's epochs would have to write it back, which
+                 * the guard refuses: they would measure mq-deadline. */
+                note_add(note, note_size,
+                         "the current scheduler %s cannot be put back between epochs on a zoned disk before 6.10 "
+                         "(only mq-deadline is written there): set Scheduler=mq-deadline to tune it",
+                         current->scheduler);
+                *ret_n = n;
+                return -ENOENT;
+        }
 
         if (p->schedulers[0])
                 for (size_t i = 0; p->schedulers[i]; i++)
@@ -415,7 +421,7 @@ int autotune_candidates(const AutoTunePolicy *p, const AutoCandidate *current, c
                                         c.wbt_lat_usec = p->wbt_lat_usec[b];
                                 bool dup = false;
                                 for (size_t k = 0; k < n && !dup; k++)
-                                        dup = candidate_equal(&ret[k], &c);
+                                        dup = autotune_candidate_equal(&ret[k], &c);
                                 if (dup)
                                         continue;
                                 if (n >= AUTOTUNE_MAX_CANDIDATES) {

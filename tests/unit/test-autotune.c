@@ -399,6 +399,13 @@ static void test_candidates(void **state) {
         for (size_t i = 0; i < n; i++)
                 assert_string_equal(c[i].scheduler, "mq-deadline");
         assert_non_null(strstr(note, "none left out: a zoned disk before 6.10"));
+        /* ... and a current scheduler other than mq-deadline there could not
+         * be put back for the baseline's epochs: nothing to compare */
+        AutoCandidate cur_none = { .scheduler = "none", .wbt_lat_usec = AUTO_WBT_UNSET };
+        assert_int_equal(autotune_candidates(&p, &cur_none, "[none] mq-deadline kyber", true,
+                                             KERNEL_VERSION_CODE(6, 1), 0, c, &n, note, sizeof note), -ENOENT);
+        assert_int_equal(n, 1);
+        assert_non_null(strstr(note, "the current scheduler none cannot be put back"));
         /* from 6.10 all of them */
         assert_int_equal(autotune_candidates(&p, &cur, "none [mq-deadline] kyber", true, KERNEL_VERSION_CODE(6, 10),
                                              0, c, &n, note, sizeof note), 0);
