@@ -1,0 +1,118 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# Guest half of vm-autotune (--zns --conventional --udev): closed-loop
+# tuning on the emulated NVMe namespaces of a 6.1 kernel.
+#   conventional namespace, under a mixed direct-I/O workload (busybox dd:
+#   three 4 KiB random readers, one 128 KiB writer): blkmqctl trial compares
+#   none and mq-deadline, comes to a decision, and the scheduler in sysfs is
+#   the one it chose; SIGTERM puts the original back.
+#   ZNS namespace (6.1 gives it none): a trial is refused, since the
+#   baseline's none could not be written back between epochs (the guard
+#   writes only mq-deadline there); with mq-deadline set, the same bounds
+#   leave only mq-deadline (a zoned disk before 6.10): refused again, saying
+#   why. No none is ever written to it by a trial.
+. /vm/daemon-lib.sh
+
+echo "# kernel $(uname -r), uptime $(vm_uptime)s"
+C= Z=
+for d in /sys/block/nvme*; do
+        n=${d##*/}
+        case $(cat $d/queue/zoned) in
+        host-managed) Z=$n ;;
+        none) C=$n ;;
+        esac
+done
+echo "# conventional namespace: ${C:-none}, ZNS namespace: ${Z:-none}"
+check "a conventional NVMe namespace" [ -n "$C" ]
+check "a host-managed NVMe namespace" [ -n "$Z" ]
+[ -n "$C" ] && [ -n "$Z" ] || { vm_summary; exit 1; }
+C0=$(sched $C) Z0=$(sched $Z)
+echo "# before: $C $(qstate $C); $Z $(qstate $Z)"
+
+mkdir -p /etc/blkmqd
+cat > /tmp/autotune.conf <<EOF
+[Daemon]
+ProbeIntervalSec=1
+
+[Device conv]
+MatchKernel=$C
+AutoTune=yes
+AutoScheduler=none mq-deadline
+AutoEpochSec=1
+AutoRounds=3
+AutoMinIOPS=1
+
+[Device zns]
+MatchKernel=$Z
+AutoTune=yes
+AutoScheduler=none mq-deadline
+AutoEpochSec=1
+AutoRounds=3
+AutoMinIOPS=1
+EOF
+ADDR=/run/blkmqd.varlink
+daemon_start -c /tmp/autotune.conf --varlink-address $ADDR --log-level debug
+check "daemon started" [ -n "$DPID" ]
+check "daemon ready" vm_wait_for 30 log_has "; ready\."
+
+# The workload: 4 KiB direct reads at random offsets of the first 192 MiB,
+# 128 KiB direct writes in the last 64 MiB (the namespace is 256 MiB).
+# Offsets step by a prime through the range: scattered, no $RANDOM needed.
+WL=
+reader() {
+        i=$1
+        while :; do
+                i=$(( (i + 7919) % 49000 ))
+                dd if=/dev/$C of=/dev/null bs=4k count=16 skip=$i iflag=direct 2>/dev/null
+        done
+}
+writer() {
+        i=0
+        while :; do
+                i=$(( (i + 97) % 500 ))
+                dd if=/dev/zero of=/dev/$C bs=128k count=8 seek=$((1536 + i)) oflag=direct conv=notrunc 2>/dev/null
+        done
+}
+reader 1 & WL="$WL $!"
+reader 20000 & WL="$WL $!"
+reader 40000 & WL="$WL $!"
+writer & WL="$WL $!"
+sleep 2
+
+# --- 1. a trial on the conventional namespace ------------------------------
+blkmqctl --address $ADDR --json trial $C > /tmp/trial.json 2> /tmp/trial.err
+rc=$?
+kill $WL 2>/dev/null
+wait $WL 2>/dev/null
+sed 's/^/# trial stderr| /' /tmp/trial.err
+last=$(grep '^{' /tmp/trial.json | tail -n1)
+echo "# trial: $(echo "$last" | grep -o '"verdict": *"[^"]*"') $(echo "$last" | grep -o '"winner": *"[^"]*"') $(echo "$last" | grep -o '"reason": *"[^"]*"')"
+check_eq "blkmqctl trial $C exit code" 0 $rc
+check_match "the trial came to a decision" '*"state":*"decided"*' "$(echo "$last" | grep -o '"state": *"[^"]*"' | head -n1)"
+check_match "both candidates were measured" '*"epochs":*[1-9]*"epochs":*[1-9]*' "$(echo "$last" | grep -o '"epochs": *[0-9]*' | tr '\n' ' ')"
+W=$(echo "$last" | sed -n 's/.*"winner": *"\([^" ]*\).*/\1/p')
+check "the winner is a candidate (none or mq-deadline)" sh -c "[ '$W' = none ] || [ '$W' = mq-deadline ]"
+check_eq "$C scheduler in sysfs is the winner's" "$W" "$(sched $C)"
+check "progress came per epoch" sh -c "[ \$(grep -c '\"running\"' /tmp/trial.json) -ge 3 ]"
+
+# --- 2. the ZNS namespace: the kernel guard leaves nothing to compare ------
+blkmqctl --address $ADDR trial $Z > /tmp/ztrial.out 2>&1
+rc=$?
+sed 's/^/# zns trial| /' /tmp/ztrial.out
+check "blkmqctl trial $Z ($Z0) is refused (exit code $rc)" [ $rc -ne 0 ]
+check "the refusal says $Z0 cannot be put back" grep -q "the current scheduler $Z0 cannot be put back" /tmp/ztrial.out
+echo mq-deadline > /sys/block/$Z/queue/scheduler
+blkmqctl --address $ADDR trial $Z > /tmp/ztrial2.out 2>&1
+rc=$?
+sed 's/^/# zns trial 2| /' /tmp/ztrial2.out
+check "with mq-deadline, blkmqctl trial $Z is refused (exit code $rc)" [ $rc -ne 0 ]
+check "the refusal names the 6.10 guard" grep -q "none left out: a zoned disk before 6.10 needs mq-deadline" /tmp/ztrial2.out
+check_eq "$Z scheduler stays" mq-deadline "$(sched $Z)"
+check "the log: no write of none to $Z" sh -c "! grep -q '$Z: queue/scheduler .*→ none' $BLKMQD_LOG"
+
+# --- 3. stop: the original comes back ---------------------------------------
+rc=$(daemon_stop)
+check_eq "blkmqd exit code" 0 "$rc"
+check_eq "$C scheduler back to the original" "$C0" "$(sched $C)"
+check_eq "$Z scheduler as set before the trial (nothing of blkmqd's to restore)" mq-deadline "$(sched $Z)"
+log_has "trial" || log_show
+vm_summary
