@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The emulated zoned device's state decoder (meta_load() of src/zbd/zbd-emu.c:
+/* The emulated zoned device's state decoder (emu_meta_load() of src/zbd/zbd-emu-meta.c:
  * the header, the geometry checks, the two record slots per zone and their
  * choice). The file's static functions are compiled in here, so the real
  * code runs, unchanged. The first input byte says which CRCs the harness
@@ -8,7 +8,7 @@
  * without, it tests the CRC rejections themselves. Any input must load or
  * fail cleanly, in bounded memory and time, and what loads must be
  * consistent. */
-#include "../src/zbd/zbd-emu.c"
+#include "../src/zbd/zbd-emu-meta.c"
 
 #include <sys/mman.h>
 #include <sys/param.h>
@@ -50,7 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         free(img);
 
         e.meta_fd = fd;
-        r = meta_load(&e, &cfg, "fuzz.zones");
+        r = emu_meta_load(&e, &cfg, "fuzz.zones");
         if (r >= 0) {
                 /* What loaded is within its geometry. */
                 if (e.nr_zones == 0 || e.capacity == 0 || e.capacity > e.zone_size || e.nr_conv > e.nr_zones)
