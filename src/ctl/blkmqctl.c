@@ -212,17 +212,17 @@ static int parse_argv(int argc, char **argv) {
 
         opterr = 0; /* reported by option_error(), as "blkmqctl: …" */
         while ((c = getopt_long(argc, argv, ":ho:", long_options, NULL)) >= 0) {
-                const OptionFn *set = NULL;
+                OptionFn set = NULL;
                 int r;
 
                 if (c == ':' || c == '?')
                         return -option_error(c, argv);
                 for (size_t i = 0; i < ELEMENTSOF(options); i++)
                         if (option_value(i) == c)
-                                set = &options[i].set;
+                                set = options[i].set;
                 if (!set)
                         return -(fail(EXIT_USAGE, "unhandled option"));
-                r = (*set)(optarg);
+                r = set(optarg);
                 if (r == OPTION_DONE)
                         return 0;
                 if (r != EXIT_OK)
