@@ -66,7 +66,7 @@ static int parse_size(const char *s, uint64_t *ret) {
 /* A zoned device as a person types it: nvme0n1, /dev/nvme0n1, its ID, or
  * an emulation file by its path (emu:PATH, or just PATH, relative or not).
  * Paths become absolute here, where the working directory is the user's. */
-const char *device_arg(const char *in, char buf[static PATH_MAX + 8]) {
+static const char *device_arg(const char *in, char buf[static PATH_MAX + 8]) {
         const char *path = strncmp(in, "emu:", 4) == 0 ? in + 4 : in;
         char real[PATH_MAX];
 
@@ -138,7 +138,7 @@ static int show_zone(json_t *reply, void *lease) {
 }
 
 /* The reply of a call that returns {zone} (and maybe more): JSON or fields. */
-int print_zone_reply(json_t *reply, const char *lease) {
+static int print_zone_reply(json_t *reply, const char *lease) {
         return ctl_render(reply, show_zone, (char *) lease);
 }
 

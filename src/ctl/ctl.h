@@ -203,8 +203,6 @@ int zones_opt_size(const char *arg);
 int zones_opt_inline(const char *arg);
 int zones_opt_output(const char *arg);
 int zones_options_fit(const char *verb);
-const char *device_arg(const char *in, char buf[static PATH_MAX + 8]);
-int print_zone_reply(json_t *reply, const char *lease);
 /* method(params with "fd": 0) with "more", passing fd: the replies before
  * the last carry key (bytes so far), a progress bar named what on a
  * terminal; *ret is the last reply. */
