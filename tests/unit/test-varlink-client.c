@@ -22,6 +22,7 @@
 #include "blkmq/varlink.h"
 #include "log.h"
 #include "varlink.h"
+#include "varlink-peer.h"
 
 static const char test_idl[] =
         "interface io.blkmqd.ClientTest\n"
@@ -72,22 +73,10 @@ static int method_close(VarlinkCall *call, json_t *parameters, void *userdata) {
 }
 
 static int method_take_fds(VarlinkCall *call, json_t *parameters, void *userdata) {
-        json_t *contents = json_array(), *idx;
-        size_t i;
+        json_t *contents = peer_read_passed_fds(call, json_object_get(parameters, "fds"));
 
-        json_array_foreach(json_object_get(parameters, "fds"), i, idx) {
-                char buf[64] = {};
-                int fd = varlink_call_take_fd(call, (unsigned) json_integer_value(idx));
-
-                if (fd < 0) {
-                        json_decref(contents);
-                        return varlink_call_error_invalid_parameter(call, "fds");
-                }
-                if (read(fd, buf, sizeof buf - 1) < 0)
-                        buf[0] = 0;
-                close(fd);
-                json_array_append_new(contents, json_string(buf));
-        }
+        if (!contents)
+                return varlink_call_error_invalid_parameter(call, "fds");
         return varlink_call_reply(call, json_pack("{s:o}", "contents", contents));
 }
 

@@ -130,3 +130,29 @@ void peer_done(VarlinkPeer *p) {
         p->buf = NULL;
         p->size = 0;
 }
+
+json_t *peer_read_passed_fds(VarlinkCall *call, json_t *fds) {
+        json_t *contents = json_array(), *idx;
+        size_t i;
+
+        if (!contents)
+                return NULL;
+        json_array_foreach(fds, i, idx) {
+                char buf[64] = {};
+                int fd = varlink_call_take_fd(call, (unsigned) json_integer_value(idx));
+                ssize_t n;
+
+                if (fd < 0) {
+                        json_decref(contents);
+                        return NULL;
+                }
+                n = read(fd, buf, sizeof buf - 1);
+                close(fd);
+                if (n < 0) {
+                        json_decref(contents);
+                        return NULL;
+                }
+                json_array_append_new(contents, json_string(buf));
+        }
+        return contents;
+}

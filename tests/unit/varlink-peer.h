@@ -7,10 +7,13 @@
 #include <jansson.h>
 #include <systemd/sd-event.h>
 
+#include "varlink.h"
+
 /* The client end of a varlink connection in a unit test: one end of a
  * socketpair whose other end the server under test holds, and the server's
  * event loop, run while the peer waits. Shared by the tests that talk to a
- * VarlinkServer (test-varlink, test-api-metrics). Failures fail the test. */
+ * VarlinkServer (test-varlink, test-varlink-client, test-api-metrics).
+ * Failures fail the test. */
 typedef struct VarlinkPeer {
         sd_event *e; /* the server's loop; not owned */
         int fd;      /* the client's end */
@@ -33,3 +36,10 @@ void peer_send_with_fds(VarlinkPeer *p, const char *text, const int *fds, size_t
 void peer_close_fds(VarlinkPeer *p);
 /* Closes the fd and frees the buffer. */
 void peer_done(VarlinkPeer *p);
+
+/* The server side of a test method that is passed fds: takes each fd whose
+ * index the array fds holds, reads what it holds (up to 63 bytes) and
+ * closes it. Returns their contents, an array of strings, or NULL if an
+ * index names no fd (taken already, or out of range) or a read failed.
+ * Asserts nothing: a server thread may call it. */
+json_t *peer_read_passed_fds(VarlinkCall *call, json_t *fds);

@@ -1,0 +1,348 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* stage FILE: allocate a zone, append the file by fd while a thread hashes
+ * it, seal with its SHA-256; and what to do when blkmqd goes away halfway
+ * (settle the lease when it is back). Never leaves a lease behind without
+ * saying so. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ctl.h"
+#include "sha256.h" /* basic's SHA-256 (src/basic/sha256.c, over libcrypto): blkmqctl links basic and libblkmq */
+
+static uint64_t arg_settle_usec = 30ULL * 1000000ULL; /* how long to wait for blkmqd to come back */
+
+int stage_opt_settle_timeout(const char *arg) {
+        char *end;
+        unsigned long long sec;
+
+        errno = 0;
+        sec = strtoull(arg, &end, 10);
+        if (errno || end == arg || *end || *arg == '-' || sec > 24 * 3600)
+                return fail(EXIT_USAGE, "--settle-timeout=%s: not a number of seconds (0 to 86400)", arg);
+        arg_settle_usec = sec * 1000000ULL;
+        return EXIT_OK;
+}
+
+/* ---- hashing alongside the append ---- */
+
+typedef struct HashJob {
+        int fd;
+        Sha256 *sha;     /* set up by stage_open(); stage_done() frees it if hashing fails */
+        int error;       /* errno */
+        uint64_t length; /* bytes hashed */
+        char hex[SHA256_HEX_SIZE];
+} HashJob;
+
+/* pread(): the file offset, which the daemon's reads of the same open file
+ * advance, is left alone. */
+static void *hash_thread(void *userdata) {
+        HashJob *j = userdata;
+        _cleanup_free_ uint8_t *buf = malloc(INLINE_CHUNK);
+        uint8_t digest[SHA256_DIGEST_SIZE];
+
+        if (!buf) {
+                j->error = ENOMEM;
+                return NULL;
+        }
+        for (;;) {
+                ssize_t n = pread(j->fd, buf, INLINE_CHUNK, (off_t) j->length);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0) {
+                        j->error = errno;
+                        return NULL;
+                }
+                if (n == 0)
+                        break;
+                sha256_update(j->sha, buf, (size_t) n);
+                j->length += (uint64_t) n;
+        }
+        sha256_final(j->sha, digest);
+        sha256_hex(digest, j->hex);
+        return NULL;
+}
+
+/* ---- when something failed ---- */
+
+/* After a failed append or seal: give the zone back, best effort. */
+static void stage_release(Ctl *c, const char *lease) {
+        _cleanup_ctl_ Ctl fresh = CTL("stage");
+        _cleanup_(json_decrefp) json_t *params = json_pack("{s:s}", "lease", lease), *reply = NULL;
+        const char *error = NULL;
+        int r;
+
+        if (!params)
+                return;
+        r = ctl_call_raw(c, ZONES_INTERFACE ".Release", params, &reply, &error);
+        if (r < 0) {
+                /* The connection may be what failed: one more try on a new one. */
+                if (ctl_open(&fresh) < 0)
+                        goto gone;
+                r = ctl_call_raw(&fresh, ZONES_INTERFACE ".Release", params, &reply, &error);
+        }
+        if (r >= 0 && !error) {
+                fail(EXIT_OK, "stage: released lease %s", lease);
+                return;
+        }
+gone:
+        fail(EXIT_OK, "stage: could not release lease %s (%s); blkmqd reclaims it at its next start", lease,
+             r < 0 ? strerror(-r) : error);
+}
+
+static uint64_t monotonic_usec(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000ULL + (uint64_t) ts.tv_nsec / 1000;
+}
+
+/* What became of the lease, asked of a blkmqd that came back (Get's reply,
+ * or its error): sealed with our SHA-256 and size is a success
+ * (*ret_zone); anything else is released, and the stage failed. */
+static int stage_settled(Ctl *c, const char *lease, const char *hex, uint64_t size, json_t *reply, const char *error,
+                         json_t **ret_zone) {
+        json_t *z = json_object_get(reply, "zone");
+
+        if (error && streq(error, ZONES_INTERFACE ".LeaseNotFound"))
+                return fail(EXIT_UNREACHABLE,
+                            "stage: blkmqd restarted before lease %s was sealed; it reclaimed the zone, "
+                            "nothing is staged",
+                            lease);
+        if (error)
+                return varlink_error("stage", error, reply);
+        if (streq_ptr(jstr(z, "state"), "sealed") && streq_ptr(jstr(z, "sha256"), hex) &&
+            jint(z, "bytesWritten", -1) == (long long) size) {
+                fprintf(stderr, "stage: lease %s was sealed before blkmqd went away; staged.\n", lease);
+                *ret_zone = json_incref(z);
+                return EXIT_OK;
+        }
+        stage_release(c, lease);
+        return fail(EXIT_UNREACHABLE,
+                    "stage: blkmqd went away while staging; lease %s was %s, not sealed with the "
+                    "file, and is released",
+                    lease, jstr(z, "state") ?: "in an unknown state");
+}
+
+/* blkmqd went away in the middle of a stage (a crash, a restart): the
+ * zone may be sealed with our data, or reclaimed, or still leased. Wait
+ * for blkmqd to come back (systemd restarts it), ask what became of the
+ * lease, and settle it (stage_settled()). */
+static int stage_settle(const char *lease, const char *hex, uint64_t size, json_t **ret_zone) {
+        _cleanup_(json_decrefp) json_t *params = json_pack("{s:s}", "lease", lease);
+        uint64_t deadline = monotonic_usec() + arg_settle_usec;
+        bool said = false;
+
+        if (!params)
+                return fail(EXIT_PROTOCOL, "out of memory");
+        for (;;) {
+                _cleanup_ctl_ Ctl c = CTL("stage");
+                _cleanup_(json_decrefp) json_t *reply = NULL;
+                const char *error = NULL;
+                int r = ctl_call_raw(&c, ZONES_INTERFACE ".Get", params, &reply, &error);
+
+                if (r >= 0)
+                        return stage_settled(&c, lease, hex, size, reply, error, ret_zone);
+                if (monotonic_usec() >= deadline)
+                        return fail(EXIT_UNREACHABLE,
+                                    "stage: blkmqd went away and did not come back within %llu s; the outcome of "
+                                    "lease %s is unknown. When blkmqd is back: blkmqctl zones get %s; staged if it "
+                                    "is sealed with SHA-256 %s, otherwise: blkmqctl zones release %s",
+                                    (unsigned long long) (arg_settle_usec / 1000000ULL), lease, lease, hex, lease);
+                if (!said) {
+                        fprintf(stderr, "stage: lost blkmqd (%s); waiting up to %llu s for it to settle lease %s\n",
+                                strerror(-r), (unsigned long long) (arg_settle_usec / 1000000ULL), lease);
+                        said = true;
+                }
+                (void) usleep(100 * 1000);
+        }
+}
+
+/* ---- the stage ---- */
+
+typedef struct Stage {
+        Ctl ctl;
+        const char *path;
+        int fd;
+        uint64_t size;
+        char *lease;
+        Sha256 sha;
+        HashJob job;
+        json_t *zone; /* as sealed */
+        bool over;    /* settled after blkmqd went away during the append: nothing more to do */
+} Stage;
+
+static void stage_done(Stage *s) {
+        ctl_close(&s->ctl);
+        closep(&s->fd);
+        free(s->lease);
+        sha256_done(&s->sha);
+        json_decref(s->zone);
+}
+
+static int stage_open(Stage *s) {
+        struct stat st;
+        int r;
+
+        s->fd = open(s->path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (s->fd < 0)
+                return fail(EXIT_USAGE, "%s: %s", s->path, strerror(errno));
+        if (fstat(s->fd, &st) < 0)
+                return fail(EXIT_USAGE, "%s: %s", s->path, strerror(errno));
+        if (!S_ISREG(st.st_mode))
+                return fail(EXIT_USAGE, "%s: not a regular file (for pipes: zones alloc, zones append, zones seal)", s->path);
+        s->size = (uint64_t) st.st_size;
+
+        /* Before anything is allocated: a failure here leaves no lease behind. */
+        r = sha256_init(&s->sha);
+        if (r < 0)
+                return fail(EXIT_PROTOCOL, "stage: cannot set up SHA-256 (libcrypto): %s", strerror(-r));
+        return EXIT_OK;
+}
+
+static int stage_allocate(Stage *s) {
+        _cleanup_(json_decrefp) json_t *params = json_pack("{s:I}", "size", (json_int_t) s->size), *alloc = NULL;
+        json_t *z;
+        int r;
+
+        if (!params || (arg_device && json_object_set_new(params, "device", json_string(arg_device)) < 0) ||
+            (arg_label && json_object_set_new(params, "label", json_string(arg_label)) < 0))
+                return fail(EXIT_PROTOCOL, "out of memory");
+        r = ctl_connect(&s->ctl);
+        if (r != EXIT_OK)
+                return r;
+        r = ctl_call(&s->ctl, ZONES_INTERFACE ".Allocate", params, &alloc);
+        if (r == EXIT_UNREACHABLE)
+                return fail(r, "stage: blkmqd went away before it answered the allocation; nothing was written, "
+                               "and blkmqd reclaims a zone it did not hand out when it starts again");
+        if (r != EXIT_OK)
+                return r;
+        if (!jstr(alloc, "lease"))
+                return fail(EXIT_PROTOCOL, "stage: Allocate replied without a lease");
+        s->lease = strdup(jstr(alloc, "lease"));
+        if (!s->lease)
+                return fail(EXIT_PROTOCOL, "out of memory");
+        /* Said at once, so that whatever happens next the lease is known. */
+        z = json_object_get(alloc, "zone");
+        fprintf(stderr, "stage: lease %s: %s zone %lld\n", s->lease,
+                jstr(z, "device") ?: jstr(z, "deviceId") ?: "?", jint(z, "zoneIndex", -1));
+        return EXIT_OK;
+}
+
+/* Appends by fd while a thread hashes the file (the daemon reads and
+ * writes meanwhile); the file must not change. */
+static int stage_append(Stage *s) {
+        _cleanup_(json_decrefp) json_t *appended = NULL;
+        pthread_t thread;
+        bool hashing = false;
+        int r;
+
+        s->job.fd = s->fd;
+        s->job.sha = &s->sha;
+        if (pthread_create(&thread, NULL, hash_thread, &s->job) == 0)
+                hashing = true;
+        r = append_fd(&s->ctl, s->lease, s->fd, s->size, &appended);
+        if (hashing)
+                pthread_join(thread, NULL);
+        else
+                hash_thread(&s->job);
+        if (r == EXIT_UNREACHABLE) {
+                s->over = true;
+                return stage_settle(s->lease, s->job.error == 0 ? s->job.hex : "", s->size, &s->zone);
+        }
+        if (r != EXIT_OK) {
+                stage_release(&s->ctl, s->lease);
+                return r;
+        }
+        if (s->job.error != 0) {
+                stage_release(&s->ctl, s->lease);
+                return fail(EXIT_USAGE, "%s: %s", s->path, strerror(s->job.error));
+        }
+        if (s->job.length != s->size || (long long) s->job.length != jint(appended, "bytesWritten", -1)) {
+                stage_release(&s->ctl, s->lease);
+                return fail(EXIT_CHECKSUM, "%s: changed while staging (%lld bytes, hashed %llu, appended %lld)", s->path,
+                            (long long) s->size, (unsigned long long) s->job.length, jint(appended, "bytesWritten", -1));
+        }
+        return EXIT_OK;
+}
+
+static int stage_seal(Stage *s) {
+        _cleanup_(json_decrefp) json_t *params = json_pack("{s:s, s:s}", "lease", s->lease, "sha256", s->job.hex),
+                                       *sealed = NULL;
+        int r;
+
+        if (!params)
+                return fail(EXIT_PROTOCOL, "out of memory");
+        r = ctl_call(&s->ctl, ZONES_INTERFACE ".Seal", params, &sealed);
+        if (r == EXIT_UNREACHABLE)
+                return stage_settle(s->lease, s->job.hex, s->size, &s->zone);
+        if (r != EXIT_OK) {
+                /* A mismatch leaves the zone failed, for a look (zones get LEASE). */
+                if (r != EXIT_CHECKSUM)
+                        stage_release(&s->ctl, s->lease);
+                else
+                        fail(EXIT_OK, "stage: lease %s kept for inspection: blkmqctl zones get %s", s->lease, s->lease);
+                return r;
+        }
+        s->zone = json_incref(json_object_get(sealed, "zone"));
+        return EXIT_OK;
+}
+
+static int stage_fields(json_t *o, void *userdata) {
+        const Stage *s = userdata;
+        json_t *z = s->zone;
+        char buf[64];
+
+        field("Device", jstr(z, "device") ? jstr(z, "device") : jstr(z, "deviceId"));
+        snprintf(buf, sizeof buf, "%lld", jint(z, "zoneIndex", -1));
+        field("Zone", buf);
+        snprintf(buf, sizeof buf, "%lld", jint(z, "startLba", -1));
+        field("Start LBA", buf);
+        snprintf(buf, sizeof buf, "%lld", jint(z, "start", -1));
+        field("Start byte", buf);
+        format_bytes_exact(buf, sizeof buf, (long long) s->size);
+        field("Size", buf);
+        field("Lease", s->lease);
+        field("SHA256", s->job.hex);
+        return EXIT_OK;
+}
+
+/* Where the file is now: device, zone, start LBA, lease, SHA-256. */
+static int stage_print(Stage *s) {
+        json_t *z = s->zone;
+        _cleanup_(json_decrefp) json_t *o = json_pack(
+                "{s:s?, s:s?, s:I, s:I, s:s, s:s, s:I, s:O?}", "device", jstr(z, "device"), "deviceId",
+                jstr(z, "deviceId"), "zoneIndex", (json_int_t) jint(z, "zoneIndex", -1), "startLba",
+                (json_int_t) jint(z, "startLba", -1), "lease", s->lease, "sha256", s->job.hex, "size",
+                (json_int_t) s->size, "zone", z);
+
+        if (!o && arg_json)
+                return fail(EXIT_PROTOCOL, "out of memory");
+        return ctl_render(o, stage_fields, s);
+}
+
+int verb_stage(int argc, char **argv) {
+        _cleanup_(stage_done) Stage s = { .ctl = CTL("stage"), .path = argv[1], .fd = -EBADF };
+        int r;
+
+        r = stage_open(&s);
+        if (r != EXIT_OK)
+                return r;
+        r = stage_allocate(&s);
+        if (r != EXIT_OK)
+                return r;
+        r = stage_append(&s);
+        if (r != EXIT_OK || s.over)
+                return r;
+        r = stage_seal(&s);
+        if (r != EXIT_OK)
+                return r;
+        return stage_print(&s);
+}
