@@ -39,7 +39,7 @@ import statistics
 import subprocess
 import time
 
-from blkmqtest import Env, Loop, Runner, main_guard, need_all, skip, udevd, wait_for, log
+from blkmqtest import Env, Runner, main_guard, need_all, skip, udevd, wait_for, log
 
 CANDIDATES = [4, 32, 256]
 TOLERANCE = 0.20
@@ -113,16 +113,6 @@ class ModelDisk:
         subprocess.run(["umount", "-l", self.dir], stderr=subprocess.DEVNULL, check=False)
 
 
-def attach_dio(env, path):
-    p = subprocess.run(["losetup", "--find", "--show", "--direct-io=on", path], capture_output=True, text=True,
-                       check=True)
-    dev = p.stdout.strip()
-    loop = Loop(dev, path, env.pristine.get(os.path.basename(dev)))
-    env.pristine.setdefault(loop.name, loop.original)
-    env.loops.append(loop)
-    return loop
-
-
 def ctl(addr, *args, check=True):
     p = subprocess.run([os.environ["BLKMQCTL"], "--address", addr] + list(args), capture_output=True, text=True)
     if check and p.returncode != 0:
@@ -151,7 +141,7 @@ def main():
         md = ModelDisk(env, modeldisk)
         fio = None
         try:
-            loop = attach_dio(env, md.file)
+            loop = env.attach(path=md.file, direct_io=True)
             r.eq(open(f"/sys/block/{loop.name}/loop/dio").read().strip(), "1", "the loop device does direct I/O")
             original_nr = "256"
             loop.set("scheduler", "mq-deadline")

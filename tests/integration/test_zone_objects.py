@@ -28,10 +28,8 @@ import os
 import socket
 import subprocess
 import threading
-import time
 
-from blkmqtest import Env, Runner, main_guard, need_root, wait_for
-from test_zones import Ctl, ctl_path, read_img, sha, show
+from blkmqtest import Ctl, Env, Runner, ctl_path, main_guard, need_root, read_img, sha, show, wait_for
 
 MIB = 1 << 20
 
