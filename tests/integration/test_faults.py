@@ -191,22 +191,17 @@ Database={database}
         with r.case("no log target: stderr closed, no journal", env):
             cfg = env.config("[Daemon]\nProbeIntervalSec=0\n", name="nolog.conf")
             sock = os.path.join(env.tmp, "nolog.sock")
-            e = dict(os.environ)
-            e.pop("JOURNAL_STREAM", None)
-            p = subprocess.Popen([env.blkmqd, "--config", cfg, "--varlink-address", sock], stdin=subprocess.DEVNULL,
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=e, close_fds=True,
-                                 preexec_fn=lambda: os.close(2))
-            try:
-                def answers():
-                    try:
-                        return "error" not in varlink_call(sock, "io.blkmqd.Manager.GetStatus", {})
-                    except OSError:
-                        return False
-                ok = wait_for(answers, 10)
-                r.ok(ok and p.poll() is None, "blkmqd starts and answers with nowhere to log")
-            finally:
-                p.terminate()
-                r.eq(p.wait(15), 0, "and stops cleanly")
+            d = env.daemon(["--config", cfg, "--varlink-address", sock], name="nolog", close_stderr=True)
+            d.start(wait_ready=False)
+
+            def answers():
+                try:
+                    return "error" not in varlink_call(sock, "io.blkmqd.Manager.GetStatus", {})
+                except OSError:
+                    return False
+            ok = wait_for(answers, 10)
+            r.ok(ok and d.alive(), "blkmqd starts and answers with nowhere to log")
+            r.eq(d.stop(timeout=15), 0, "and stops cleanly")
     r.finish()
 
 

@@ -595,8 +595,11 @@ class DaemonError(Exception):
 class Daemon:
     """blkmqd started with a NOTIFY_SOCKET we own; stderr goes to a log file."""
 
-    def __init__(self, env, args, name="blkmqd", valgrind=False, binary=None, as_unit=False):
+    def __init__(self, env, args, name="blkmqd", valgrind=False, binary=None, as_unit=False,
+                 close_stderr=False):
         self.env = env
+        # Started with fd 2 closed (and no journal): a daemon with nowhere to log.
+        self.close_stderr = close_stderr
         # as blkmqd.service runs it: its own session (so its own autogroup),
         # with the unit's Nice= and CPUSchedulingPolicy=/CPUSchedulingPriority=.
         self.as_unit = as_unit
@@ -645,8 +648,10 @@ class Daemon:
         self._log = open(self.logpath, "ab")
         self._out = open(self.outpath, "ab")
         self.proc = subprocess.Popen(self.cmdline(), stdin=subprocess.DEVNULL,
-                                     stdout=self._out, stderr=self._log, env=env,
-                                     close_fds=True, start_new_session=self.as_unit)
+                                     stdout=self._out,
+                                     stderr=subprocess.DEVNULL if self.close_stderr else self._log,
+                                     preexec_fn=(lambda: os.close(2)) if self.close_stderr else None,
+                                     env=env, close_fds=True, start_new_session=self.as_unit)
         self.env.daemons.append(self)
         if wait_ready:
             self.wait_ready(timeout)
