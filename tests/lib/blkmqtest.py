@@ -967,6 +967,31 @@ def _glob_sys(pattern):
     return sorted(glob.glob(pattern))
 
 
+def loop_nodes():
+    """The names of the loop device nodes now ({"loop0", ...})."""
+    return {os.path.basename(p) for p in _glob_sys("/sys/block/loop*")}
+
+
+def remove_loop_nodes(names):
+    """LOOP_CTL_REMOVE of every node in NAMES that nothing is attached to
+    (a bench removes the nodes its attaches created); returns how many went."""
+    removed = 0
+    for name in sorted(names):
+        if not sysfs_read(f"/sys/block/{name}/loop/backing_file", "") and loop_ctl_remove(name) == 0:
+            removed += 1
+    return removed
+
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid):
+    """utime + stime of process PID, in seconds (/proc/PID/stat fields 14, 15)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()    # fields[0] is field 3 (state)
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
 def loop_ctl_add(name):
     """Create loop device node N again (LOOP_CTL_ADD). Returns 0 or -errno."""
     fd = os.open("/dev/loop-control", os.O_RDWR | os.O_CLOEXEC)
