@@ -33,14 +33,13 @@ import hashlib
 import json
 import os
 import re
-import socket
 import subprocess
 import threading
 import time
 import uuid
 
 from blkmqtest import (Ctl, Env, Runner, VarlinkError, ctl_path, diag, ensure_venv, log, main_guard, need_all,
-                       show, skip, timeout_scale, udevd, varlink_ok, wait_for)
+                       show, skip, timeout_scale, udevd, VarlinkStream, varlink_ok, wait_for)
 
 BLKIO = "/sys/fs/cgroup/blkio"
 METRICS = "io.blkmqd.Metrics."
@@ -78,61 +77,6 @@ def need_blkio_throttle():
     for f in ("cgroup.procs", "blkio.throttle.read_iops_device"):
         if not os.path.exists(os.path.join(BLKIO, f)):
             skip(f"no cgroup v1 blkio throttling: {BLKIO}/{f} missing")
-
-
-class MonitorStream:
-    """io.blkmqd.Metrics.Monitor with "more": events collected by a thread."""
-
-    def __init__(self, sock):
-        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
-        self.s.connect(sock)
-        self.s.sendall(json.dumps({"method": METRICS + "Monitor", "more": True}).encode() + b"\0")
-        self.events = []          # [(monotonic time, reply)]
-        self.cond = threading.Condition()
-        self.eof = False
-        self.t = threading.Thread(target=self._run, daemon=True, name="monitor")
-        self.t.start()
-
-    def _run(self):
-        buf = b""
-        while True:
-            try:
-                d = self.s.recv(1 << 16)
-            except OSError:
-                d = b""
-            if not d:
-                with self.cond:
-                    self.eof = True
-                    self.cond.notify_all()
-                return
-            buf += d
-            while b"\0" in buf:
-                msg, buf = buf.split(b"\0", 1)
-                with self.cond:
-                    self.events.append((time.monotonic(), json.loads(msg)))
-                    self.cond.notify_all()
-
-    def wait(self, pred, timeout, since=0):
-        """Index of the first event at >= since whose parameters match pred."""
-        deadline = time.monotonic() + timeout * timeout_scale()
-        with self.cond:
-            while True:
-                for i in range(since, len(self.events)):
-                    if pred(self.events[i][1].get("parameters", {})):
-                        return i
-                left = deadline - time.monotonic()
-                if left <= 0 or self.eof:
-                    return None
-                self.cond.wait(left)
-
-    def params(self, i):
-        return self.events[i][1].get("parameters", {})
-
-    def close(self):
-        with contextlib.suppress(OSError):
-            self.s.shutdown(socket.SHUT_RDWR)
-        self.s.close()
-        self.t.join(2)
 
 
 # --------------------------------------------------------------------------
@@ -433,7 +377,7 @@ ProbeIntervalSec={SLOW_INTERVAL}
         poller = threading.Thread(target=poll_slow, daemon=True, name="poll-slow")
         poller.start()
         watcher = TextfileWatcher(prom, parse)
-        mon = MonitorStream(sock)
+        mon = VarlinkStream(sock, METRICS + "Monitor")
 
         with r.case("probes run (io.blkmqd.Metrics.Get)", env):
             devs = get()

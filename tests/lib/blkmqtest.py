@@ -248,6 +248,66 @@ def varlink_call(address, method, params=None, timeout=30, fds=()):
     return varlink_replies(address, method, params, timeout=timeout, fds=fds)[-1]
 
 
+class VarlinkStream:
+    """METHOD with "more" on ADDRESS (io.blkmqd.Metrics.Monitor, say): every
+    reply as it comes, collected by a thread of its own."""
+
+    def __init__(self, address, method, params=None):
+        m = {"method": method, "more": True}
+        if params is not None:
+            m["parameters"] = params
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+        self.s.connect(address)
+        self.s.sendall(json.dumps(m).encode() + b"\0")
+        self.events = []          # [(monotonic time, reply)]
+        self.cond = threading.Condition()
+        self.eof = False
+        self.t = threading.Thread(target=self._run, daemon=True, name="monitor")
+        self.t.start()
+
+    def _run(self):
+        buf = b""
+        while True:
+            try:
+                d = self.s.recv(1 << 16)
+            except OSError:
+                d = b""
+            if not d:
+                with self.cond:
+                    self.eof = True
+                    self.cond.notify_all()
+                return
+            buf += d
+            while b"\0" in buf:
+                msg, buf = buf.split(b"\0", 1)
+                with self.cond:
+                    self.events.append((time.monotonic(), json.loads(msg)))
+                    self.cond.notify_all()
+
+    def wait(self, pred, timeout, since=0):
+        """Index of the first event at >= since whose parameters match pred."""
+        deadline = time.monotonic() + timeout * timeout_scale()
+        with self.cond:
+            while True:
+                for i in range(since, len(self.events)):
+                    if pred(self.events[i][1].get("parameters", {})):
+                        return i
+                left = deadline - time.monotonic()
+                if left <= 0 or self.eof:
+                    return None
+                self.cond.wait(left)
+
+    def params(self, i):
+        """The parameters of reply I."""
+        return self.events[i][1].get("parameters", {})
+
+    def close(self):
+        with contextlib.suppress(OSError):
+            self.s.shutdown(socket.SHUT_RDWR)
+        self.s.close()
+        self.t.join(2)
+
+
 class VarlinkError(Exception):
     def __init__(self, reply):
         super().__init__(f"{reply.get('error')} {reply.get('parameters')}")
@@ -294,12 +354,12 @@ class Ctl:
 
     def __call__(self, *args, uid=None, data=None, env=None, timeout=30):
         """One run: uid runs it as that uid (and gid, no groups), data (bytes)
-        is its stdin (else /dev/null)."""
+        is its stdin (else /dev/null); timeout None: no limit (a trial)."""
         p = subprocess.run([self.binary] + [str(a) for a in args],
                            input=data, stdin=subprocess.DEVNULL if data is None else None,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env(env),
                            preexec_fn=_as_user(uid) if uid is not None else None,
-                           timeout=timeout * timeout_scale())
+                           timeout=None if timeout is None else timeout * timeout_scale())
         p.stdout = p.stdout.decode(errors="replace")
         p.stderr = p.stderr.decode(errors="replace")
         return p
@@ -313,9 +373,11 @@ class Ctl:
             doc = None
         return p, doc
 
-    def popen(self, *args):
-        return subprocess.Popen([self.binary] + [str(a) for a in args], stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env())
+    def popen(self, *args, **kw):
+        """blkmqctl ARGS in the background, stdout and stderr piped (bytes,
+        unless KW says otherwise: KW goes to subprocess.Popen)."""
+        kw = dict(dict(stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE), **kw)
+        return subprocess.Popen([self.binary] + [str(a) for a in args], env=self.env(), **kw)
 
 
 def show(p):
