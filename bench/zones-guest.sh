@@ -20,6 +20,9 @@
 # Every figure is a "BZ ..." line on the console and in results.txt; the fio
 # JSON files and results.txt are tarred to $VM_DATA_DEV for the host.
 # Timing: bz-tool now (CLOCK_MONOTONIC; busybox date has no %N).
+# blkmqd is started, reloaded and stopped through /vm/daemon-lib.sh
+# (tests/vm/guest/daemon-lib.sh, shipped by bench/zones).
+. /vm/daemon-lib.sh
 
 SIZE_MIB=${BZ_SIZE_MIB:-48}
 BS_LIST=${BZ_BS:-128k 512k}
@@ -43,8 +46,8 @@ res() { echo "BZ $*" | tee -a $OUT/results.txt; }
 die() { not_ok "$*"; finish; exit 1; }
 finish() {
         if [ -n "$DPID" ]; then
-                kill -TERM $DPID 2>/dev/null && vm_wait_for 30 test -s /tmp/blkmqd.rc
-                cat /tmp/blkmqd.log >> $OUT/blkmqd.log
+                daemon_stop > /dev/null
+                cat $BLKMQD_LOG >> $OUT/blkmqd.log
         fi
         [ -s $OUT/stderr.txt ] && tail -n 20 $OUT/stderr.txt | sed 's/^/# stderr| /'
         if [ -n "$VM_DATA_DEV" ]; then
@@ -79,48 +82,26 @@ mkdir -p /mnt/db
 mke2fs -q /dev/$C > /dev/null 2>&1 || mke2fs /dev/$C > /dev/null || die "mke2fs /dev/$C"
 mount -t ext2 /dev/$C /mnt/db || die "mount /dev/$C"
 
-DPID=
-# write_conf DB [APPEND-KEYS]: the daemon's configuration
-write_conf() {
-        cat > /tmp/zones.conf <<EOF
-[Device zns]
-MatchZoned=host-managed
-ZoneAllocator=yes
-Scheduler=mq-deadline
-
-[Zones]
-Database=$1
-$2
-EOF
-}
+# write_conf DB [ZONES-KEYS]: the daemon's configuration
+write_conf() { zones_conf /tmp/zones.conf "$1" Scheduler=mq-deadline "${2:-}"; }
 start_daemon() {
         write_conf "$1"
-        rm -f /tmp/blkmqd.rc
-        : > /tmp/blkmqd.log
-        ( blkmqd -c /tmp/zones.conf --varlink-address $SOCK --log-level debug >> /tmp/blkmqd.log 2>&1
-          echo $? > /tmp/blkmqd.rc ) &
-        vm_wait_for 5 pidof blkmqd > /dev/null
-        DPID=$(pidof blkmqd)
-        vm_wait_for 30 sh -c "blkmqctl --no-legend zones 2>/dev/null | grep -q '^$Z '" ||
-                die "blkmqd offers $Z for leases"
+        daemon_start -c /tmp/zones.conf --varlink-address $SOCK --log-level debug
+        vm_wait_for 30 zone_listed || die "blkmqd offers $Z for leases"
         res "daemon db=$1 backend=$(blkmqctl --no-legend zones | awk -v z=$Z '$1 == z { print $3 }')"
 }
 stop_daemon() {
-        kill -TERM $DPID
-        vm_wait_for 30 test -s /tmp/blkmqd.rc || die "blkmqd stops"
-        cat /tmp/blkmqd.log >> $OUT/blkmqd.log
+        [ "$(daemon_stop)" != hung ] || die "blkmqd stops"
+        cat $BLKMQD_LOG >> $OUT/blkmqd.log
         DPID=
 }
 # reconf KB DEPTH VERIFY: AppendChunkKB=, AppendDepth=, VerifyWhileWriting=
 # by a reload (SIGHUP)
 reconf() {
-        _n=$(grep -c 'Configuration reloaded' /tmp/blkmqd.log)
         write_conf /mnt/db/zones.db "AppendChunkKB=$1
 AppendDepth=$2
 VerifyWhileWriting=$3"
-        kill -HUP $DPID
-        vm_wait_for 10 sh -c "[ \$(grep -c 'Configuration reloaded' /tmp/blkmqd.log) -gt $_n ]" ||
-                die "blkmqd reloads"
+        daemon_reload || die "blkmqd reloads"
 }
 # dticks: the daemon's utime+stime, clock ticks (USER_HZ, 100 a second)
 dticks() { awk '{ print $14 + $15 }' /proc/$DPID/stat; }
@@ -196,10 +177,8 @@ grep -o 'appending from [a-z ()]*, writes of [0-9]* KiB, up to [0-9]* in flight'
 
 # --- 2. blkmqctl stage, the defaults ------------------------------------------
 # As a person runs it: one process, the client hashes the file meanwhile.
-_n=$(grep -c 'Configuration reloaded' /tmp/blkmqd.log)
 write_conf /mnt/db/zones.db
-kill -HUP $DPID
-vm_wait_for 10 sh -c "[ \$(grep -c 'Configuration reloaded' /tmp/blkmqd.log) -gt $_n ]" || die "blkmqd reloads"
+daemon_reload || die "blkmqd reloads"
 i=0
 while [ $i -lt $STAGES ]; do
         i=$((i + 1))

@@ -39,7 +39,7 @@ import statistics
 import subprocess
 import time
 
-from blkmqtest import Env, Loop, Runner, main_guard, need_all, skip, udevd, wait_for, log
+from blkmqtest import Ctl, Env, Runner, ctl_path, main_guard, need_all, skip, udevd, wait_for, log
 
 CANDIDATES = [4, 32, 256]
 TOLERANCE = 0.20
@@ -113,23 +113,6 @@ class ModelDisk:
         subprocess.run(["umount", "-l", self.dir], stderr=subprocess.DEVNULL, check=False)
 
 
-def attach_dio(env, path):
-    p = subprocess.run(["losetup", "--find", "--show", "--direct-io=on", path], capture_output=True, text=True,
-                       check=True)
-    dev = p.stdout.strip()
-    loop = Loop(dev, path, env.pristine.get(os.path.basename(dev)))
-    env.pristine.setdefault(loop.name, loop.original)
-    env.loops.append(loop)
-    return loop
-
-
-def ctl(addr, *args, check=True):
-    p = subprocess.run([os.environ["BLKMQCTL"], "--address", addr] + list(args), capture_output=True, text=True)
-    if check and p.returncode != 0:
-        raise RuntimeError(f"blkmqctl {' '.join(args)}: {p.returncode}: {p.stderr}")
-    return p
-
-
 def last_json(text):
     lines = [l for l in text.splitlines() if l.strip().startswith("{")]
     return json.loads(lines[-1]) if lines else None
@@ -151,7 +134,7 @@ def main():
         md = ModelDisk(env, modeldisk)
         fio = None
         try:
-            loop = attach_dio(env, md.file)
+            loop = env.attach(path=md.file, direct_io=True)
             r.eq(open(f"/sys/block/{loop.name}/loop/dio").read().strip(), "1", "the loop device does direct I/O")
             original_nr = "256"
             loop.set("scheduler", "mq-deadline")
@@ -179,6 +162,7 @@ def main():
             loop.set("nr_requests", original_nr)
 
             addr = env.tmp + "/io.blkmqd"
+            ctl = Ctl(ctl_path(), addr)
             cfg = env.config(f"""\
 [Daemon]
 ProbeIntervalSec=1
@@ -195,13 +179,12 @@ AutoRounds=4
 """)
             d = env.daemon(["--config", cfg, "--varlink-address", addr, "--log-level", "debug"])
             d.start(timeout=15)
-            mon = subprocess.Popen([os.environ["BLKMQCTL"], "--address", addr, "--json", "monitor"],
-                                   stdout=subprocess.PIPE, text=True)
+            mon = ctl.popen("--json", "monitor", stderr=None, text=True)
             fio = subprocess.Popen(fio_cmd(loop.dev, 300, output_json=False), stdout=subprocess.DEVNULL)
             time.sleep(2)
 
             with r.case("blkmqctl trial picks the sweep's best and sets it", env):
-                p = ctl(addr, "--json", "trial", loop.name)
+                p = ctl("--json", "trial", loop.name, timeout=None)
                 final = last_json(p.stdout)
                 t = final["trial"]
                 for c in t["candidates"]:
@@ -217,7 +200,7 @@ AutoRounds=4
                 r.ok(len(progress) >= 3, f"progress came per epoch ({len(progress)} replies)")
 
             with r.case("a second trial on the same workload keeps the setting (no flapping)", env):
-                t2 = last_json(ctl(addr, "--json", "trial", loop.name).stdout)["trial"]
+                t2 = last_json(ctl("--json", "trial", loop.name, timeout=None).stdout)["trial"]
                 log(f"# second trial: {t2['verdict']} {t2['winner']}: {t2['reason']}")
                 r.ok(t2["verdict"] != "change", f"no change ({t2['verdict']})")
                 r.eq(loop.attr("nr_requests"), str(best), f"nr_requests still {best}")
@@ -228,7 +211,7 @@ AutoRounds=4
                     # changes), so it does not end that one early too.
                     tripped = t2["abortReason"].rsplit(" with ", 1)[1]
                     n_trials = 3
-                    t3 = last_json(ctl(addr, "--json", "trial", loop.name).stdout)["trial"]
+                    t3 = last_json(ctl("--json", "trial", loop.name, timeout=None).stdout)["trial"]
                     log(f"# third trial: {t3['verdict']} {t3['winner']}: {t3.get('note')}")
                     r.ok(f"{tripped} left out" in t3.get("note", ""), f"a third trial leaves out {tripped}",
                          detail=str(t3.get("note")))
@@ -236,13 +219,13 @@ AutoRounds=4
                     r.eq(loop.attr("nr_requests"), str(best), f"nr_requests still {best}")
 
             with r.case("GetDevice, Explain and Monitor say so", env):
-                show = json.loads(ctl(addr, "--json", "show", loop.name).stdout)
+                show = json.loads(ctl("--json", "show", loop.name).stdout)
                 dev = show.get("device", show)
                 at = dev.get("autotune", {})
                 r.eq(at.get("chosen"), f"mq-deadline nr_requests={best}", "GetDevice: autotune.chosen")
                 r.eq(at.get("changes"), 1, f"GetDevice: one change in {n_trials} trials")
                 r.eq(at.get("trials"), n_trials, f"GetDevice: {n_trials} trials")
-                ex = ctl(addr, "explain", loop.name).stdout
+                ex = ctl("explain", loop.name).stdout
                 r.ok("chosen by trial at" in ex and f"nr_requests={best}" in ex, "explain names the trial",
                      detail=ex)
                 r.ok(any("AutoTune" in l and "NrRequests" in l for l in ex.splitlines()),
@@ -262,8 +245,7 @@ AutoRounds=4
             with r.case("a device vanishing mid-trial ends the trial; the daemon runs on", env):
                 d2 = env.daemon(["--config", cfg, "--varlink-address", addr, "--log-level", "debug"], name="blkmqd2")
                 d2.start(timeout=15)
-                tp = subprocess.Popen([os.environ["BLKMQCTL"], "--address", addr, "--json", "trial", loop.name],
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                tp = ctl.popen("--json", "trial", loop.name, text=True)
                 wait_for(lambda: "trial of" in d2.log_text(), 10)
                 time.sleep(3)
                 fio.send_signal(signal.SIGTERM)
@@ -279,7 +261,7 @@ AutoRounds=4
                 log(f"# after the removal: {t.get('state')}: {t.get('abortReason')}")
                 r.eq(t.get("state"), "aborted", "the trial ended early", daemon=d2)
                 r.ok(d2.alive(), "the daemon runs on")
-                r.eq(ctl(addr, "status", check=False).returncode, 0, "and answers")
+                r.eq(ctl("status").returncode, 0, "and answers")
                 d2.stop()
 
             with r.case("on a fast disk the trial ranks reads by the probes' p99", env):
@@ -305,7 +287,7 @@ AutoMinIOPS=1
                                         "--runtime=120", "--time_based", "--name=r", "--bs=4k", "--rw=randread",
                                         "--iodepth=4", "--size=32M"], stdout=subprocess.DEVNULL)
                 time.sleep(1)
-                t3 = last_json(ctl(addr, "--json", "trial", fast.name).stdout)["trial"]
+                t3 = last_json(ctl("--json", "trial", fast.name, timeout=None).stdout)["trial"]
                 log(f"# fast disk: {t3.get('verdict')} by {t3.get('readLatency')}: {t3.get('reason')}")
                 for c in t3["candidates"]:
                     log(f"# fast disk: {c['setting']}: read p99 {c.get('readP99Ms', 0):.3f} ms, "

@@ -14,60 +14,12 @@ import re
 import select
 import signal
 import subprocess
-import sys
 import time
 
-from blkmqtest import (Env, Runner, need_all, udevd, main_guard, wait_for, diag, skip,
+from blkmqtest import (Ctl, Env, Runner, ctl_path, need_all, udevd, main_guard, show, wait_for, diag,
                        timeout_scale)
 
 NOBODY = 65534
-
-
-def ctl_path():
-    p = os.environ.get("BLKMQCTL") or (sys.argv[2] if len(sys.argv) > 2 else None)
-    if not p:
-        skip("set BLKMQCTL=/path/to/blkmqctl (or pass it as the second argument)")
-    if not os.access(p, os.X_OK):
-        skip(f"blkmqctl not executable: {p}")
-    return os.path.abspath(p)
-
-
-def as_nobody():
-    os.setgroups([])
-    os.setgid(NOBODY)
-    os.setuid(NOBODY)
-
-
-class Ctl:
-    """Runs blkmqctl with BLKMQD_ADDRESS set to the test daemon's socket."""
-
-    def __init__(self, binary, address):
-        self.binary = binary
-        self.address = address
-
-    def env(self, extra=None):
-        e = dict(os.environ)
-        e["BLKMQD_ADDRESS"] = self.address
-        e["COLUMNS"] = "200"       # no truncation unless a case asks for it
-        e["LC_ALL"] = "C"
-        e.update(extra or {})
-        return e
-
-    def __call__(self, *args, nobody=False, env=None, timeout=30):
-        return subprocess.run([self.binary] + list(args), stdin=subprocess.DEVNULL,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env=self.env(env), preexec_fn=as_nobody if nobody else None,
-                              timeout=timeout * timeout_scale())
-
-    def popen(self, *args):
-        return subprocess.Popen([self.binary] + list(args), stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                env=self.env())
-
-
-def show(p):
-    return (f"exit {p.returncode}\n--- stdout:\n{p.stdout or '(empty)'}"
-            f"\n--- stderr:\n{p.stderr or '(empty)'}")
 
 
 def parse_json(r, p, name):
@@ -347,23 +299,23 @@ NrRequests=32
                  == "io.blkmqd.Manager.NoSuchDevice", "show --json: the error as JSON too", show(p))
 
         with r.case("as uid 65534", env):
-            p = ctl("--version", nobody=True)
+            p = ctl("--version", uid=NOBODY)
             if p.returncode != 0:
                 r.ok(False, f"blkmqctl runs as uid {NOBODY} (check the path's permissions)", show(p))
             else:
-                p = ctl("status", nobody=True)
+                p = ctl("status", uid=NOBODY)
                 r.ok(p.returncode == 0 and "running" in p.stdout, "status as uid 65534: exit 0", show(p))
-                p = ctl("devices", "--json", nobody=True)
+                p = ctl("devices", "--json", uid=NOBODY)
                 r.ok(p.returncode == 0 and a.name in p.stdout, "devices as uid 65534: exit 0", show(p))
                 a.set("nr_requests", "100")
-                p = ctl("apply", a.name, nobody=True)
+                p = ctl("apply", a.name, uid=NOBODY)
                 r.ok(p.returncode == 4 and p.stderr ==
                      "blkmqctl: permission denied: apply needs root or the AdminGroup\n",
                      "apply as uid 65534: exit 4, 'permission denied'", show(p))
                 r.eq(a.attr("nr_requests"), "100", "apply as uid 65534: nothing written")
                 for args in (["restore"], ["reload"], ["profile", "night"], ["profile", "--clear"],
                              ["log-level", "debug"]):
-                    p = ctl(*args, nobody=True)
+                    p = ctl(*args, uid=NOBODY)
                     r.eq(p.returncode, 4, f"{' '.join(args)} as uid 65534: exit 4")
                 ctl("apply", a.name)
 

@@ -19,10 +19,8 @@ Needs root (a tmpfs for the full disk), $BLKMQD and $BLKMQCTL."""
 import hashlib
 import os
 import subprocess
-import time
 
-from blkmqtest import Env, Runner, main_guard, need_root, wait_for
-from test_zones import Ctl, ctl_path, raw_call, show
+from blkmqtest import Ctl, Env, Runner, ctl_path, main_guard, need_root, show, varlink_call, wait_for
 
 MIB = 1 << 20
 
@@ -147,29 +145,29 @@ Database={database}
                         pass
                 failed = None
                 for i in range(200):        # until the WAL needs a page it cannot get
-                    rep = raw_call(sock, "io.blkmqd.Zones.Allocate", {"size": 4096, "label": f"full-{i}"})
+                    rep = varlink_call(sock, "io.blkmqd.Zones.Allocate", {"size": 4096, "label": f"full-{i}"})
                     if "error" in rep:
                         failed = rep
                         break
-                    raw_call(sock, "io.blkmqd.Zones.Release", {"lease": rep["parameters"]["lease"]})
+                    varlink_call(sock, "io.blkmqd.Zones.Release", {"lease": rep["parameters"]["lease"]})
                 r.ok(failed is not None and failed["error"] == "io.blkmqd.Zones.IOError" and
                      "durable" in failed["parameters"].get("message", ""),
                      "with the disk full an Allocate is answered IOError: the record could not be made durable",
                      failed)
-                zs = raw_call(sock, "io.blkmqd.Zones.ListZones", {"device": "emu:" + os.path.join(env.tmp, "full.img")})
+                zs = varlink_call(sock, "io.blkmqd.Zones.ListZones", {"device": "emu:" + os.path.join(env.tmp, "full.img")})
                 held = [z for z in zs["parameters"]["zones"] if z["state"] == "allocated"]
                 r.eq(held, [], "the refused allocation is undone: no zone left allocated under a lease nobody got")
                 os.unlink(filler)
-                ok = wait_for(lambda: "error" not in raw_call(sock, "io.blkmqd.Zones.Allocate",
+                ok = wait_for(lambda: "error" not in varlink_call(sock, "io.blkmqd.Zones.Allocate",
                                                               {"size": 4096, "label": "after"}), 5)
                 r.ok(ok, "with room again, Allocate works")
-                rep = raw_call(sock, "io.blkmqd.Zones.Get", {"lease": kept})
+                rep = varlink_call(sock, "io.blkmqd.Zones.Get", {"lease": kept})
                 r.ok(rep.get("parameters", {}).get("zone", {}).get("state") == "sealed",
                      "the object sealed before is still sealed", rep)
                 d.stop()
                 d2 = env.daemon(["--config", cfg, "--varlink-address", sock], name="full-2")
                 d2.start(timeout=15)
-                rep = raw_call(sock, "io.blkmqd.Zones.Get", {"lease": kept})
+                rep = varlink_call(sock, "io.blkmqd.Zones.Get", {"lease": kept})
                 r.ok(rep.get("parameters", {}).get("zone", {}).get("state") == "sealed", "and after a restart", rep)
                 d2.stop()
             finally:
@@ -193,22 +191,17 @@ Database={database}
         with r.case("no log target: stderr closed, no journal", env):
             cfg = env.config("[Daemon]\nProbeIntervalSec=0\n", name="nolog.conf")
             sock = os.path.join(env.tmp, "nolog.sock")
-            e = dict(os.environ)
-            e.pop("JOURNAL_STREAM", None)
-            p = subprocess.Popen([env.blkmqd, "--config", cfg, "--varlink-address", sock], stdin=subprocess.DEVNULL,
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=e, close_fds=True,
-                                 preexec_fn=lambda: os.close(2))
-            try:
-                def answers():
-                    try:
-                        return "error" not in raw_call(sock, "io.blkmqd.Manager.GetStatus", {})
-                    except OSError:
-                        return False
-                ok = wait_for(answers, 10)
-                r.ok(ok and p.poll() is None, "blkmqd starts and answers with nowhere to log")
-            finally:
-                p.terminate()
-                r.eq(p.wait(15), 0, "and stops cleanly")
+            d = env.daemon(["--config", cfg, "--varlink-address", sock], name="nolog", close_stderr=True)
+            d.start(wait_ready=False)
+
+            def answers():
+                try:
+                    return "error" not in varlink_call(sock, "io.blkmqd.Manager.GetStatus", {})
+                except OSError:
+                    return False
+            ok = wait_for(answers, 10)
+            r.ok(ok and d.alive(), "blkmqd starts and answers with nowhere to log")
+            r.eq(d.stop(timeout=15), 0, "and stops cleanly")
     r.finish()
 
 

@@ -33,18 +33,14 @@ import hashlib
 import json
 import os
 import re
-import socket
 import subprocess
-import sys
 import threading
 import time
 import uuid
 
-from blkmqtest import (Env, Runner, diag, log, main_guard, need_all, skip, timeout_scale, varlink_call,
-                       udevd, wait_for)
+from blkmqtest import (Ctl, Env, Runner, VarlinkError, ctl_path, diag, ensure_venv, log, main_guard, need_all,
+                       show, skip, timeout_scale, udevd, VarlinkStream, varlink_ok, wait_for)
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-INTEROP = os.path.join(HERE, "..", "interop")
 BLKIO = "/sys/fs/cgroup/blkio"
 METRICS = "io.blkmqd.Metrics."
 
@@ -77,111 +73,10 @@ LE_SECONDS = [1e-05, 2.5e-05, 5e-05, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.0
               0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, float("inf")]
 
 
-def ensure_venv():
-    """Returns only when running inside the venv with prometheus_client."""
-    if os.environ.get("BLKMQD_PROBES_IN_VENV") == "1":
-        return
-    venv = os.environ.get("BLKMQD_INTEROP_VENV") or "/tmp/blkmqd-interop-venv"
-    p = subprocess.run([os.path.join(INTEROP, "setup-venv.sh"), venv],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    for line in p.stdout.splitlines():
-        log("# " + line)
-    if p.returncode == 77:
-        skip(f"no venv with prometheus_client (see above): {venv}")
-    if p.returncode != 0:
-        log(f"not ok - setup-venv.sh {venv} failed ({p.returncode})")
-        sys.exit(1)
-    py = os.path.join(venv, "bin", "python")
-    env = dict(os.environ, BLKMQD_PROBES_IN_VENV="1", BLKMQD_INTEROP_VENV=venv)
-    sys.stdout.flush()
-    os.execve(py, [py, os.path.abspath(__file__)] + sys.argv[1:], env)
-
-
-def ctl_path():
-    p = os.environ.get("BLKMQCTL") or (sys.argv[2] if len(sys.argv) > 2 else None)
-    if not p:
-        skip("set BLKMQCTL=/path/to/blkmqctl (or pass it as the second argument)")
-    if not os.access(p, os.X_OK):
-        skip(f"blkmqctl not executable: {p}")
-    return os.path.abspath(p)
-
-
 def need_blkio_throttle():
     for f in ("cgroup.procs", "blkio.throttle.read_iops_device"):
         if not os.path.exists(os.path.join(BLKIO, f)):
             skip(f"no cgroup v1 blkio throttling: {BLKIO}/{f} missing")
-
-
-# --------------------------------------------------------------------------
-# varlink
-
-class VarlinkError(Exception):
-    def __init__(self, reply):
-        super().__init__(f"{reply.get('error')} {reply.get('parameters')}")
-        self.name = reply.get("error")
-        self.parameters = reply.get("parameters") or {}
-
-
-def call(sock, method, params=None, timeout=10):
-    """One call; the reply's parameters, or VarlinkError."""
-    reply = varlink_call(sock, method, params or {}, timeout=timeout * timeout_scale())
-    if "error" in reply:
-        raise VarlinkError(reply)
-    return reply.get("parameters", {})
-
-class MonitorStream:
-    """io.blkmqd.Metrics.Monitor with "more": events collected by a thread."""
-
-    def __init__(self, sock):
-        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
-        self.s.connect(sock)
-        self.s.sendall(json.dumps({"method": METRICS + "Monitor", "more": True}).encode() + b"\0")
-        self.events = []          # [(monotonic time, reply)]
-        self.cond = threading.Condition()
-        self.eof = False
-        self.t = threading.Thread(target=self._run, daemon=True, name="monitor")
-        self.t.start()
-
-    def _run(self):
-        buf = b""
-        while True:
-            try:
-                d = self.s.recv(1 << 16)
-            except OSError:
-                d = b""
-            if not d:
-                with self.cond:
-                    self.eof = True
-                    self.cond.notify_all()
-                return
-            buf += d
-            while b"\0" in buf:
-                msg, buf = buf.split(b"\0", 1)
-                with self.cond:
-                    self.events.append((time.monotonic(), json.loads(msg)))
-                    self.cond.notify_all()
-
-    def wait(self, pred, timeout, since=0):
-        """Index of the first event at >= since whose parameters match pred."""
-        deadline = time.monotonic() + timeout * timeout_scale()
-        with self.cond:
-            while True:
-                for i in range(since, len(self.events)):
-                    if pred(self.events[i][1].get("parameters", {})):
-                        return i
-                left = deadline - time.monotonic()
-                if left <= 0 or self.eof:
-                    return None
-                self.cond.wait(left)
-
-    def params(self, i):
-        return self.events[i][1].get("parameters", {})
-
-    def close(self):
-        with contextlib.suppress(OSError):
-            self.s.shutdown(socket.SHUT_RDWR)
-        self.s.close()
-        self.t.join(2)
 
 
 # --------------------------------------------------------------------------
@@ -396,23 +291,6 @@ def fill_image(path, data=8 << 20):
         os.fsync(f.fileno())
 
 
-class Ctl:
-    def __init__(self, binary, address):
-        self.binary = binary
-        self.address = address
-
-    def __call__(self, *args, timeout=30):
-        env = dict(os.environ, BLKMQD_ADDRESS=self.address, COLUMNS="200", LC_ALL="C")
-        return subprocess.run([self.binary] + list(args), stdin=subprocess.DEVNULL,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env=env, timeout=timeout * timeout_scale())
-
-
-def show(p):
-    return (f"exit {p.returncode}\n--- stdout:\n{p.stdout or '(empty)'}"
-            f"\n--- stderr:\n{p.stderr or '(empty)'}")
-
-
 def window_ok(w):
     """Problems with one Window of Get: ordered percentiles when count > 0,
     none of them when count is 0."""
@@ -432,7 +310,7 @@ def main():
     need_all()
     need_blkio_throttle()
     ctl_bin = ctl_path()
-    ensure_venv()
+    ensure_venv("prometheus_client")
     from prometheus_client.parser import text_string_to_metric_families as parse
     import prometheus_client
 
@@ -479,7 +357,7 @@ ProbeIntervalSec={SLOW_INTERVAL}
         slow_seen = []            # (probes, errors, has stats) of c, whenever Get() ran
 
         def get(device=None):
-            p = call(sock, METRICS + "Get", {"device": device} if device else {})
+            p = varlink_ok(sock, METRICS + "Get", {"device": device} if device else {})
             devs = {x["device"]: x for x in p["devices"]}
             if c.name in devs:
                 x = devs[c.name]
@@ -499,7 +377,7 @@ ProbeIntervalSec={SLOW_INTERVAL}
         poller = threading.Thread(target=poll_slow, daemon=True, name="poll-slow")
         poller.start()
         watcher = TextfileWatcher(prom, parse)
-        mon = MonitorStream(sock)
+        mon = VarlinkStream(sock, METRICS + "Monitor")
 
         with r.case("probes run (io.blkmqd.Metrics.Get)", env):
             devs = get()
@@ -534,7 +412,7 @@ ProbeIntervalSec={SLOW_INTERVAL}
                      f"{lp.name}: read alert configured at {ALERT_USEC} µs, inactive; write alert not configured",
                      al)
             try:
-                call(sock, METRICS + "Get", {"device": "nosuchdev0"})
+                varlink_ok(sock, METRICS + "Get", {"device": "nosuchdev0"})
                 r.ok(False, "Get(nosuchdev0): NoSuchDevice")
             except VarlinkError as e:
                 r.ok(e.name == METRICS + "NoSuchDevice" and e.parameters == {"device": "nosuchdev0"},
@@ -543,7 +421,7 @@ ProbeIntervalSec={SLOW_INTERVAL}
             r.eq(list(x), [a.name], "Get(/dev path) answers for that device only")
 
         with r.case("Histogram agrees with Get", env):
-            h = call(sock, METRICS + "Histogram", {"device": a.name, "window": "total"})
+            h = varlink_ok(sock, METRICS + "Histogram", {"device": a.name, "window": "total"})
             bsum = sum(bk["count"] for bk in h["buckets"])
             r.ok(h["count"] > 0 and bsum == h["count"] and sum(h["log2Usec"]) == h["count"],
                  "Histogram: buckets and log2Usec each add up to count",
@@ -556,7 +434,7 @@ ProbeIntervalSec={SLOW_INTERVAL}
             r.ok(isinstance(h.get("sumNs"), int) and h["count"] * 1000 <= h["sumNs"] <= h["count"] * 10**9,
                  "Histogram: sumNs present, 1 µs..1 s per probe on average", h.get("sumNs"))
             try:
-                call(sock, METRICS + "Histogram", {"device": a.name, "window": "5m"})
+                varlink_ok(sock, METRICS + "Histogram", {"device": a.name, "window": "5m"})
                 r.ok(False, "Histogram(window 5m): InvalidParameter")
             except VarlinkError as e:
                 r.ok(e.name == "org.varlink.service.InvalidParameter" and e.parameters == {"parameter": "window"},

@@ -45,12 +45,11 @@ import signal
 import socket
 import sqlite3
 import subprocess
-import sys
 import threading
 import time
 
-from blkmqtest import DaemonError, Env, Runner, log, main_guard, need_root, timeout_scale, wait_for
-from test_zones import Ctl, ctl_path, raw_call, read_img, sha, show
+from blkmqtest import (Ctl, DaemonError, Env, Runner, ctl_path, log, main_guard, need_root, read_img, sha, show,
+                       timeout_scale, varlink_call, wait_for)
 
 ZONES = "io.blkmqd.Zones"
 MIB = 1 << 20
@@ -133,7 +132,7 @@ Database={self.db}
         return True
 
     def call(self, method, params, fds=()):
-        return raw_call(self.sock, f"{ZONES}.{method}", params, fds)
+        return varlink_call(self.sock, f"{ZONES}.{method}", params, fds=fds)
 
     def zones(self):
         rep = self.call("ListZones", {"device": self.dev})

@@ -27,11 +27,8 @@ import json
 import os
 import socket
 import subprocess
-import threading
-import time
 
-from blkmqtest import Env, Runner, main_guard, need_root, wait_for
-from test_zones import Ctl, ctl_path, read_img, sha, show
+from blkmqtest import Ctl, Env, Runner, VarlinkStream, ctl_path, main_guard, need_root, read_img, sha, show, wait_for
 
 MIB = 1 << 20
 
@@ -61,35 +58,6 @@ def read_into_closed_pipe(sock, label):
                 break
             buf += chunk
     return json.loads(buf.rstrip(b"\0")) if buf else None
-
-
-class Monitor:
-    """io.blkmqd.Metrics.Monitor read on a thread of its own: the events."""
-
-    def __init__(self, sock):
-        self.events = []
-        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.s.connect(sock)
-        self.s.sendall(json.dumps({"method": "io.blkmqd.Metrics.Monitor", "more": True}).encode() + b"\0")
-        self.t = threading.Thread(target=self.run, daemon=True)
-        self.t.start()
-
-    def run(self):
-        buf = b""
-        while True:
-            try:
-                chunk = self.s.recv(65536)
-            except OSError:
-                return
-            if not chunk:
-                return
-            buf += chunk
-            *msgs, buf = buf.split(b"\0")
-            for m in msgs:
-                self.events.append(json.loads(m).get("parameters", {}))
-
-    def close(self):
-        self.s.close()
 
 
 def main():
@@ -194,8 +162,8 @@ Database={db}
             ctl("zones", "release", o["lease"])
 
         with r.case("a corrupted object: never handed out, never repaired, reported", env):
-            mon = Monitor(sock)
-            wait_for(lambda: any(e.get("event") == "subscribed" for e in mon.events), 10)
+            mon = VarlinkStream(sock, "io.blkmqd.Metrics.Monitor")
+            mon.wait(lambda e: e.get("event") == "subscribed", 10)
             p, o = ctl.json("stage", fw, "--label", "bad")
             start = o["zone"]["start"]
             corrupt(img, start + MIB + 7)
@@ -223,10 +191,11 @@ Database={db}
             r.eq([x.get("damaged") for x in devs], [1], "zones --json: damaged 1")
             errs = [l for l in d.error_lines() if "no longer matches its SHA-256" in l]
             r.eq(len(errs), 1, "logged at error level once, though found three times")
-            wait_for(lambda: any(e.get("event") == "objectDamaged" for e in mon.events), 10)
-            alerts = [e for e in mon.events if e.get("event") == "objectDamaged"]
+            mon.wait(lambda e: e.get("event") == "objectDamaged", 10)
+            events = [mon.params(i) for i in range(len(mon.events))]
+            alerts = [e for e in events if e.get("event") == "objectDamaged"]
             r.ok(len(alerts) == 1 and alerts[0].get("device") == dev and o["lease"] in alerts[0].get("detail", ""),
-                 "an objectDamaged alert on io.blkmqd.Metrics.Monitor, once, naming device and lease", mon.events)
+                 "an objectDamaged alert on io.blkmqd.Metrics.Monitor, once, naming device and lease", events)
             mon.close()
 
         with r.case("the background scrub finds a corruption by itself", env):

@@ -31,20 +31,16 @@ $BLKMQCTL (or argv[1], argv[2]). Exit 0 pass, 1 fail, 77 skip (a skip fails
 under CI=true)."""
 
 import base64
-import hashlib
 import json
 import os
 import re
 import subprocess
-import sys
 import threading
 import time
 
-from blkmqtest import (CI, Env, Runner, daemon_path, diag, log, main_guard, need_root, skip,
-                       timeout_scale, varlink_call, wait_for)
+from blkmqtest import (CI, Ctl, Env, Runner, ctl_path, daemon_path, ensure_venv, log, main_guard,
+                       need_root, read_img, sha, show, timeout_scale, varlink_call, wait_for)
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-INTEROP = os.path.join(HERE, "..", "interop")
 ZONES = "io.blkmqd.Zones"
 NOBODY = 65534          # in nogroup (65534) = AdminGroup=: may allocate
 OUTSIDER = 65533        # in no admin group: may only read
@@ -56,104 +52,8 @@ ZONE_COUNT = 8
 MAX_ACTIVE = 3
 
 
-def ensure_venv():
-    """Re-executes in the interop venv; returns in it, or (no venv: setup
-    skipped) in this interpreter with BLKMQD_ZONES_NO_VENV set."""
-    if os.environ.get("BLKMQD_ZONES_IN_VENV") == "1" or os.environ.get("BLKMQD_ZONES_NO_VENV"):
-        return
-    venv = os.environ.get("BLKMQD_INTEROP_VENV") or "/tmp/blkmqd-interop-venv"
-    p = subprocess.run([os.path.join(INTEROP, "setup-venv.sh"), venv],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    for line in p.stdout.splitlines():
-        log("# " + line)
-    if p.returncode == 77:
-        os.environ["BLKMQD_ZONES_NO_VENV"] = f"no venv with varlink at {venv} (see above)"
-        return
-    if p.returncode != 0:
-        log(f"not ok - setup-venv.sh {venv} failed ({p.returncode})")
-        sys.exit(1)
-    py = os.path.join(venv, "bin", "python")
-    env = dict(os.environ, BLKMQD_ZONES_IN_VENV="1", BLKMQD_INTEROP_VENV=venv)
-    sys.stdout.flush()
-    os.execve(py, [py, os.path.abspath(__file__)] + sys.argv[1:], env)
-
-
-def ctl_path():
-    p = os.environ.get("BLKMQCTL") or (sys.argv[2] if len(sys.argv) > 2 else None)
-    if not p:
-        skip("set BLKMQCTL=/path/to/blkmqctl (or pass it as the second argument)")
-    if not os.access(p, os.X_OK):
-        skip(f"blkmqctl not executable: {p}")
-    return os.path.abspath(p)
-
-
-def as_user(uid, gid):
-    def f():
-        os.setgroups([])
-        os.setgid(gid)
-        os.setuid(uid)
-    return f
-
-
-class Ctl:
-    """blkmqctl against the test daemon; stdout/stderr as text."""
-
-    def __init__(self, binary, address):
-        self.binary = binary
-        self.address = address
-
-    def env(self):
-        e = dict(os.environ)
-        e["BLKMQD_ADDRESS"] = self.address
-        e["COLUMNS"] = "250"
-        e["LC_ALL"] = "C"
-        return e
-
-    def __call__(self, *args, uid=None, data=None, timeout=30):
-        p = subprocess.run([self.binary] + [str(a) for a in args],
-                           input=data if data is not None else b"",
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env(),
-                           preexec_fn=as_user(uid, uid) if uid is not None else None,
-                           timeout=timeout * timeout_scale())
-        p.stdout = p.stdout.decode(errors="replace")
-        p.stderr = p.stderr.decode(errors="replace")
-        return p
-
-    def json(self, *args, **kw):
-        p = self(*args, "--json", **kw)
-        try:
-            doc = json.loads(p.stdout) if p.stdout.strip() else None
-        except ValueError:
-            doc = None
-        return p, doc
-
-    def popen(self, *args):
-        return subprocess.Popen([self.binary] + [str(a) for a in args], stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env())
-
-
-def show(p):
-    return (f"$ blkmqctl {' '.join(map(str, p.args[1:]))}\nexit {p.returncode}\n"
-            f"--- stdout:\n{p.stdout or '(empty)'}\n--- stderr:\n{p.stderr or '(empty)'}")
-
-
-def sha(b):
-    return hashlib.sha256(b).hexdigest()
-
-
-def read_img(img, offset, length):
-    with open(img, "rb") as f:
-        f.seek(offset)
-        return f.read(length)
-
-
-def raw_call(sock_path, method, params, fds=()):
-    """One varlink call over a fresh connection, fds passed with SCM_RIGHTS;
-    returns the reply."""
-    return varlink_call(sock_path, method, params, timeout=30 * timeout_scale(), fds=fds)
-
 def main():
-    ensure_venv()
+    no_venv = ensure_venv("varlink", optional=True)
     need_root()
     blkmqd = daemon_path()
     ctl_bin = ctl_path()
@@ -384,8 +284,8 @@ Database={db}
             r.eq(sha(read_img(img, o["start"], len(data))), sha(data), "read back: the same bytes")
 
         with r.case("PyPI varlink client: Allocate + inline base64 Append + Seal", env):
-            if os.environ.get("BLKMQD_ZONES_NO_VENV"):
-                why = os.environ["BLKMQD_ZONES_NO_VENV"]
+            if no_venv:
+                why = no_venv
                 if CI:
                     r.ok(False, f"PyPI varlink client: would skip, but CI=true: {why}")
                 else:
@@ -578,7 +478,7 @@ Database={db}
                 return o["lease"], o["zone"]
 
             def append_fd(lease, fd):
-                return raw_call(sock3, ZONES + ".Append", {"lease": lease, "fd": 0}, [fd])
+                return varlink_call(sock3, ZONES + ".Append", {"lease": lease, "fd": 0}, fds=[fd])
 
             # 1. A regular file at offset 0: mapped, verified while written.
             big = os.urandom(10 * MIB + 100)

@@ -11,64 +11,17 @@ CI=true, see blkmqtest)."""
 import json
 import os
 import queue
-import socket
 import subprocess
 import sys
 import threading
 import time
 
-from blkmqtest import (Env, Runner, main_guard, need_all, skip, udevd, wait_for, log)
+from blkmqtest import (Env, Runner, ensure_venv, main_guard, need_all, udevd, varlink_replies, wait_for,
+                       log)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC_IDL = os.path.join(HERE, "..", "..", "src", "varlink", "io.blkmqd.Manager.varlink")
 MANAGER = "io.blkmqd.Manager"
-
-
-def ensure_venv():
-    """Returns only when running inside the venv with varlink installed."""
-    if os.environ.get("BLKMQD_INTEROP_IN_VENV") == "1":
-        return
-    venv = os.environ.get("BLKMQD_INTEROP_VENV") or os.path.join(
-        "/tmp", "blkmqd-interop-venv")
-    p = subprocess.run([os.path.join(HERE, "setup-venv.sh"), venv],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    for line in p.stdout.splitlines():
-        log("# " + line)
-    if p.returncode == 77:
-        skip(f"no venv with varlink (see above): {venv}")
-    if p.returncode != 0:
-        log(f"not ok - setup-venv.sh {venv} failed ({p.returncode})")
-        sys.exit(1)
-    py = os.path.join(venv, "bin", "python")
-    env = dict(os.environ, BLKMQD_INTEROP_IN_VENV="1", BLKMQD_INTEROP_VENV=venv)
-    sys.stdout.flush()
-    os.execve(py, [py, os.path.abspath(__file__)] + sys.argv[1:], env)
-
-
-def raw_call(path, method, params=None, more=False):
-    """Our own minimal client: the raw reply dicts of one call."""
-    m = {"method": method}
-    if params is not None:
-        m["parameters"] = params
-    if more:
-        m["more"] = True
-    out = []
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(10)
-        s.connect(path)
-        s.sendall(json.dumps(m).encode() + b"\0")
-        buf = b""
-        while True:
-            while b"\0" in buf:
-                msg, buf = buf.split(b"\0", 1)
-                r = json.loads(msg)
-                out.append(r)
-                if not r.get("continues"):
-                    return out
-            d = s.recv(65536)
-            if not d:
-                raise RuntimeError(f"{method}: EOF after {out}")
-            buf += d
 
 
 def drop_nulls(v):
@@ -85,7 +38,7 @@ def cli(venv_py, *args, timeout=30):
 
 
 def main():
-    ensure_venv()
+    ensure_venv("varlink")
     import varlink  # noqa: E402  (only inside the venv)
     from importlib.metadata import version as pkg_version
 
@@ -160,7 +113,7 @@ ReadAheadKB=384
                 r.eq(st.get("state"), "running", "GetStatus: state running")
                 r.ok(st.get("managed", 0) >= 2 and st.get("devices", 0) >= 2,
                      "GetStatus: devices/managed count our two loop devices", st)
-                raw = raw_call(sock, MANAGER + ".GetStatus")
+                raw = varlink_replies(sock, MANAGER + ".GetStatus")
                 good, why = conforms("GetStatus", raw[0]["parameters"])
                 r.ok(good, "GetStatus reply passes the package's IDL filter unchanged "
                      "(no undeclared field, no wrong type)", why)
@@ -175,7 +128,7 @@ ReadAheadKB=384
                      "GetDevice: knob read_ahead_kb wanted=current=384", dev.get("knobs"))
                 dev2 = mgr.GetDevice(a.dev)["device"]
                 r.eq(dev2.get("device"), a.name, "GetDevice by /dev path")
-                raw = raw_call(sock, MANAGER + ".GetDevice", {"device": a.name})
+                raw = varlink_replies(sock, MANAGER + ".GetDevice", {"device": a.name})
                 good, why = conforms("GetDevice", raw[0]["parameters"])
                 r.ok(good, "GetDevice reply passes the package's IDL filter unchanged", why)
                 ex = mgr.Explain(b.name)
@@ -189,7 +142,7 @@ ReadAheadKB=384
                 r.ok(len(items) >= 2 and {a.name, b.name} <= set(names),
                      f"ListDevices stream: {len(items)} replies incl. {a.name}, {b.name}", names)
                 r.eq(len(names), len(set(names)), "ListDevices: every device once")
-                raw = raw_call(sock, MANAGER + ".ListDevices", more=True)
+                raw = varlink_replies(sock, MANAGER + ".ListDevices", more=True)
                 r.ok(all(m.get("continues") is True for m in raw[:-1]) and "continues" not in raw[-1],
                      "raw stream: continues on all but the last reply", raw[-2:])
                 bad = [m for m in raw if not conforms("ListDevices", m["parameters"])[0]]

@@ -21,8 +21,8 @@ on SIGTERM (meson's timeout) and on SIGINT.
 """
 
 import contextlib
-import errno
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -115,6 +115,51 @@ def need_all():
     return daemon_path()
 
 
+def ctl_path():
+    """The blkmqctl under test: $BLKMQCTL, else argv[2]."""
+    p = os.environ.get("BLKMQCTL") or (sys.argv[2] if len(sys.argv) > 2 else None)
+    if not p:
+        skip("set BLKMQCTL=/path/to/blkmqctl (or pass it as the second argument)")
+    if not os.access(p, os.X_OK):
+        skip(f"blkmqctl not executable: {p}")
+    return os.path.abspath(p)
+
+
+INTEROP_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "interop")
+
+
+def ensure_venv(what, optional=False):
+    """Run the calling test program in the venv of tests/interop/setup-venv.sh
+    (the PyPI varlink package and prometheus_client): re-executes the program
+    with the venv's interpreter and returns there with None. WHAT names
+    what the program needs the venv for, for the skip message. Without the
+    venv (setup-venv.sh exit 77: no python3 venv or no PyPI) the program
+    skips, or, if OPTIONAL, returns the reason in this interpreter (the
+    cases that need the venv skip one by one)."""
+    if os.environ.get("BLKMQD_TEST_IN_VENV") == "1":
+        return None
+    if os.environ.get("BLKMQD_TEST_NO_VENV"):
+        return os.environ["BLKMQD_TEST_NO_VENV"]
+    venv = os.environ.get("BLKMQD_INTEROP_VENV") or "/tmp/blkmqd-interop-venv"
+    p = subprocess.run([os.path.join(INTEROP_DIR, "setup-venv.sh"), venv],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    for line in p.stdout.splitlines():
+        log("# " + line)
+    if p.returncode == 77:
+        why = f"no venv with {what} (see above): {venv}"
+        if not optional:
+            skip(why)
+        os.environ["BLKMQD_TEST_NO_VENV"] = why
+        return why
+    if p.returncode != 0:
+        log(f"not ok - setup-venv.sh {venv} failed ({p.returncode})")
+        sys.exit(1)
+    py = os.path.join(venv, "bin", "python")
+    env = dict(os.environ, BLKMQD_TEST_IN_VENV="1", BLKMQD_INTEROP_VENV=venv)
+    sys.stdout.flush()
+    os.execve(py, [py, os.path.abspath(sys.argv[0])] + sys.argv[1:], env)
+
+
 class Terminated(BaseException):
     """Raised by the SIGTERM/SIGHUP handler so that every finally/with runs."""
 
@@ -163,54 +208,182 @@ def run(cmd, check=True, **kw):
 # varlink, the plain way (one connection per call; the tests that need the
 # PyPI client use it through tests/interop's venv instead)
 
-def varlink_call(address, method, params=None, timeout=30, fds=()):
-    """The last reply of METHOD on the unix socket ADDRESS, as a dict
-    (its "error" key set for an error reply). ConnectionError if blkmqd
-    closed the connection before a complete reply. FDS go with the call
+def varlink_replies(address, method, params=None, more=False, timeout=30, fds=()):
+    """Every reply of METHOD on the unix socket ADDRESS, as dicts (an error
+    reply has its "error" key set), up to the first without "continues".
+    MORE asks for a stream. TIMEOUT (seconds, scaled by
+    BLKMQD_TEST_TIMEOUT_SCALE) bounds each receive. ConnectionError if
+    blkmqd closed the connection before that. FDS go with the call
     (SCM_RIGHTS), which the PyPI client cannot do."""
+    m = {"method": method}
+    if params is not None:
+        m["parameters"] = params
+    if more:
+        m["more"] = True
+    out = []
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC) as s:
-        s.settimeout(timeout)
+        s.settimeout(timeout * timeout_scale())
         s.connect(address)
-        m = {"method": method}
-        if params is not None:
-            m["parameters"] = params
         data = json.dumps(m).encode() + b"\0"
         if fds:
             socket.send_fds(s, [data], list(fds))
         else:
             s.sendall(data)
         buf = b""
-        while not buf.endswith(b"\0"):
+        while True:
+            while b"\0" in buf:
+                one, buf = buf.split(b"\0", 1)
+                r = json.loads(one)
+                out.append(r)
+                if not r.get("continues"):
+                    return out
             chunk = s.recv(1 << 20)
             if not chunk:
-                raise ConnectionError(f"{method}: blkmqd closed the connection")
+                raise ConnectionError(f"{method}: blkmqd closed the connection after {len(out)} replies")
             buf += chunk
-    return json.loads(buf[:-1].split(b"\0")[-1])
 
 
-def recorded_originals(address, sysname):
-    """{attribute: original} that blkmqd recorded for SYSNAME before its
-    first write (GetDevice's knobs), for queue/ attributes."""
-    rep = varlink_call(address, "io.blkmqd.Manager.GetDevice", {"device": sysname})
-    knobs = rep.get("parameters", {}).get("device", {}).get("knobs") or []
-    return {k["attribute"]: k["original"] for k in knobs
-            if k.get("original") is not None and k["attribute"].startswith("queue/")}
+def varlink_call(address, method, params=None, timeout=30, fds=()):
+    """The last reply of one call (see varlink_replies)."""
+    return varlink_replies(address, method, params, timeout=timeout, fds=fds)[-1]
 
 
-def originals_missed(originals):
-    """[(sysname, attribute, recorded original, value now)] of every
-    {(sysname, attribute): original} that sysfs does not show back."""
-    missed = []
-    for (n, attr), want in sorted(originals.items()):
+class VarlinkStream:
+    """METHOD with "more" on ADDRESS (io.blkmqd.Metrics.Monitor, say): every
+    reply as it comes, collected by a thread of its own."""
+
+    def __init__(self, address, method, params=None):
+        m = {"method": method, "more": True}
+        if params is not None:
+            m["parameters"] = params
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+        self.s.connect(address)
+        self.s.sendall(json.dumps(m).encode() + b"\0")
+        self.events = []          # [(monotonic time, reply)]
+        self.cond = threading.Condition()
+        self.eof = False
+        self.t = threading.Thread(target=self._run, daemon=True, name="monitor")
+        self.t.start()
+
+    def _run(self):
+        buf = b""
+        while True:
+            try:
+                d = self.s.recv(1 << 16)
+            except OSError:
+                d = b""
+            if not d:
+                with self.cond:
+                    self.eof = True
+                    self.cond.notify_all()
+                return
+            buf += d
+            while b"\0" in buf:
+                msg, buf = buf.split(b"\0", 1)
+                with self.cond:
+                    self.events.append((time.monotonic(), json.loads(msg)))
+                    self.cond.notify_all()
+
+    def wait(self, pred, timeout, since=0):
+        """Index of the first event at >= since whose parameters match pred."""
+        deadline = time.monotonic() + timeout * timeout_scale()
+        with self.cond:
+            while True:
+                for i in range(since, len(self.events)):
+                    if pred(self.events[i][1].get("parameters", {})):
+                        return i
+                left = deadline - time.monotonic()
+                if left <= 0 or self.eof:
+                    return None
+                self.cond.wait(left)
+
+    def params(self, i):
+        """The parameters of reply I."""
+        return self.events[i][1].get("parameters", {})
+
+    def close(self):
+        with contextlib.suppress(OSError):
+            self.s.shutdown(socket.SHUT_RDWR)
+        self.s.close()
+        self.t.join(2)
+
+
+class VarlinkError(Exception):
+    def __init__(self, reply):
+        super().__init__(f"{reply.get('error')} {reply.get('parameters')}")
+        self.name = reply.get("error")
+        self.parameters = reply.get("parameters") or {}
+
+
+def varlink_ok(address, method, params=None, timeout=30, fds=()):
+    """The parameters of the reply of one call; VarlinkError for an error
+    reply."""
+    reply = varlink_call(address, method, params or {}, timeout=timeout, fds=fds)
+    if "error" in reply:
+        raise VarlinkError(reply)
+    return reply.get("parameters", {})
+
+
+# --------------------------------------------------------------------------
+# blkmqctl
+
+def _as_user(uid):
+    def f():
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+    return f
+
+
+class Ctl:
+    """Runs blkmqctl with BLKMQD_ADDRESS set to the test daemon's socket,
+    COLUMNS=250 (no truncation unless a case sets COLUMNS in env) and
+    LC_ALL=C. Output as text (undecodable bytes replaced)."""
+
+    def __init__(self, binary, address):
+        self.binary = binary
+        self.address = address
+
+    def env(self, extra=None):
+        e = dict(os.environ)
+        e["BLKMQD_ADDRESS"] = self.address
+        e["COLUMNS"] = "250"
+        e["LC_ALL"] = "C"
+        e.update(extra or {})
+        return e
+
+    def __call__(self, *args, uid=None, data=None, env=None, timeout=30):
+        """One run: uid runs it as that uid (and gid, no groups), data (bytes)
+        is its stdin (else /dev/null); timeout None: no limit (a trial)."""
+        p = subprocess.run([self.binary] + [str(a) for a in args],
+                           input=data, stdin=subprocess.DEVNULL if data is None else None,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env(env),
+                           preexec_fn=_as_user(uid) if uid is not None else None,
+                           timeout=None if timeout is None else timeout * timeout_scale())
+        p.stdout = p.stdout.decode(errors="replace")
+        p.stderr = p.stderr.decode(errors="replace")
+        return p
+
+    def json(self, *args, **kw):
+        """(CompletedProcess, the parsed stdout or None) of ARGS --json."""
+        p = self(*args, "--json", **kw)
         try:
-            have = sysfs_read(f"/sys/block/{n}/{attr}")
-        except OSError as e:
-            have = f"({e.strerror})"
-        if attr.endswith("scheduler"):
-            have = parse_scheduler(have) or have
-        if have != want:
-            missed.append((n, attr, want, have))
-    return missed
+            doc = json.loads(p.stdout) if p.stdout.strip() else None
+        except ValueError:
+            doc = None
+        return p, doc
+
+    def popen(self, *args, **kw):
+        """blkmqctl ARGS in the background, stdout and stderr piped (bytes,
+        unless KW says otherwise: KW goes to subprocess.Popen)."""
+        kw = dict(dict(stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE), **kw)
+        return subprocess.Popen([self.binary] + [str(a) for a in args], env=self.env(), **kw)
+
+
+def show(p):
+    """A finished blkmqctl run, for a failed check's diagnostics."""
+    return (f"$ blkmqctl {' '.join(map(str, p.args[1:]))}\nexit {p.returncode}\n"
+            f"--- stdout:\n{p.stdout or '(empty)'}\n--- stderr:\n{p.stderr or '(empty)'}")
 
 
 # --------------------------------------------------------------------------
@@ -305,6 +478,19 @@ def restore_queue(sysname, snap):
             except OSError as e:
                 failed.append(f"{k}: {e}")
     return failed
+
+
+def sha(b):
+    """The SHA-256 of bytes B, in hex."""
+    return hashlib.sha256(b).hexdigest()
+
+
+def read_img(img, offset, length):
+    """LENGTH bytes of the file IMG at OFFSET (a zone read back from an
+    emulation file, say)."""
+    with open(img, "rb") as f:
+        f.seek(offset)
+        return f.read(length)
 
 
 # --------------------------------------------------------------------------
@@ -471,8 +657,11 @@ class DaemonError(Exception):
 class Daemon:
     """blkmqd started with a NOTIFY_SOCKET we own; stderr goes to a log file."""
 
-    def __init__(self, env, args, name="blkmqd", valgrind=False, binary=None, as_unit=False):
+    def __init__(self, env, args, name="blkmqd", valgrind=False, binary=None, as_unit=False,
+                 close_stderr=False):
         self.env = env
+        # Started with fd 2 closed (and no journal): a daemon with nowhere to log.
+        self.close_stderr = close_stderr
         # as blkmqd.service runs it: its own session (so its own autogroup),
         # with the unit's Nice= and CPUSchedulingPolicy=/CPUSchedulingPriority=.
         self.as_unit = as_unit
@@ -521,8 +710,10 @@ class Daemon:
         self._log = open(self.logpath, "ab")
         self._out = open(self.outpath, "ab")
         self.proc = subprocess.Popen(self.cmdline(), stdin=subprocess.DEVNULL,
-                                     stdout=self._out, stderr=self._log, env=env,
-                                     close_fds=True, start_new_session=self.as_unit)
+                                     stdout=self._out,
+                                     stderr=subprocess.DEVNULL if self.close_stderr else self._log,
+                                     preexec_fn=(lambda: os.close(2)) if self.close_stderr else None,
+                                     env=env, close_fds=True, start_new_session=self.as_unit)
         self.env.daemons.append(self)
         if wait_ready:
             self.wait_ready(timeout)
@@ -750,12 +941,18 @@ class Env:
         return self.write(os.path.basename(main) + ".d/" + name, text)
 
     # -- loop devices
-    def attach(self, prefix="dev", size=64 << 20):
-        self._n += 1
-        img = os.path.join(self.tmp, f"{prefix}-{self._n}.img")
-        with open(img, "wb") as f:
-            f.truncate(size)
-        p = run(["losetup", "--find", "--show", img])
+    def attach(self, prefix="dev", size=64 << 20, path=None, direct_io=False):
+        """A loop device over a new sparse file of SIZE bytes in the test's
+        temp dir (PREFIX-N.img), or over the existing file PATH; DIRECT_IO:
+        losetup --direct-io=on (reads go past the page cache to the file)."""
+        if path is None:
+            self._n += 1
+            img = os.path.join(self.tmp, f"{prefix}-{self._n}.img")
+            with open(img, "wb") as f:
+                f.truncate(size)
+        else:
+            img = path
+        p = run(["losetup", "--find", "--show"] + (["--direct-io=on"] if direct_io else []) + [img])
         dev = p.stdout.strip()
         name = os.path.basename(dev)
         # A loop queue outlives its attachment: a node that someone else
@@ -830,6 +1027,31 @@ class Env:
 def _glob_sys(pattern):
     import glob
     return sorted(glob.glob(pattern))
+
+
+def loop_nodes():
+    """The names of the loop device nodes now ({"loop0", ...})."""
+    return {os.path.basename(p) for p in _glob_sys("/sys/block/loop*")}
+
+
+def remove_loop_nodes(names):
+    """LOOP_CTL_REMOVE of every node in NAMES that nothing is attached to
+    (a bench removes the nodes its attaches created); returns how many went."""
+    removed = 0
+    for name in sorted(names):
+        if not sysfs_read(f"/sys/block/{name}/loop/backing_file", "") and loop_ctl_remove(name) == 0:
+            removed += 1
+    return removed
+
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid):
+    """utime + stime of process PID, in seconds (/proc/PID/stat fields 14, 15)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()    # fields[0] is field 3 (state)
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
 def loop_ctl_add(name):

@@ -510,6 +510,25 @@ static void expect_error(Fixture *f, const char *name, const char *key, const ch
         json_decref(m);
 }
 
+/* The next Monitor reply, of event EVENT: its parameters (the caller
+ * json_decref()s them). */
+static json_t *expect_event(Fixture *f, const char *event) {
+        json_t *p = expect_reply(f, "Monitor", true);
+
+        assert_string_equal(json_string_value(json_object_get(p, "event")), event);
+        return p;
+}
+
+/* Metrics.Monitor with "more": its first reply is "subscribed", alone. */
+static void monitor_subscribe(Fixture *f) {
+        json_t *p;
+
+        send_msg(f, "{\"method\":\"io.blkmqd.Metrics.Monitor\",\"more\":true}");
+        p = expect_event(f, "subscribed");
+        assert_int_equal(json_object_size(p), 1);
+        json_decref(p);
+}
+
 static void test_get(Fixture *f) {
         json_t *p, *d;
 
@@ -606,17 +625,12 @@ static void test_monitor(void **state) {
         target_record(nvme, now, 55555);
         api_metrics_probe_event(f->prober, PROBE_EVENT_SAMPLE, nvme, NULL, f->api);
 
-        send_msg(f, "{\"method\":\"io.blkmqd.Metrics.Monitor\",\"more\":true}");
-        p = expect_reply(f, "Monitor", true);
-        assert_string_equal(json_string_value(json_object_get(p, "event")), "subscribed");
-        assert_int_equal(json_object_size(p), 1);
-        json_decref(p);
+        monitor_subscribe(f);
 
         /* The latency of exactly the probe that completed. */
         target_record(nvme, now, 77777);
         api_metrics_probe_event(f->prober, PROBE_EVENT_SAMPLE, nvme, NULL, f->api);
-        p = expect_reply(f, "Monitor", true);
-        assert_string_equal(json_string_value(json_object_get(p, "event")), "sample");
+        p = expect_event(f, "sample");
         assert_string_equal(json_string_value(json_object_get(p, "device")), "nvme0n1");
         assert_int_equal(jint(p, "latencyNs"), 77777);
         assert_null(json_object_get(p, "detail"));
@@ -628,8 +642,7 @@ static void test_monitor(void **state) {
         api_metrics_probe_event(f->prober, PROBE_EVENT_SAMPLE, nvme, NULL, f->api);
         target_record(sda, now, 4242);
         api_metrics_probe_event(f->prober, PROBE_EVENT_SAMPLE, sda, NULL, f->api);
-        p = expect_reply(f, "Monitor", true);
-        assert_string_equal(json_string_value(json_object_get(p, "event")), "sample");
+        p = expect_event(f, "sample");
         assert_string_equal(json_string_value(json_object_get(p, "device")), "sda");
         assert_int_equal(jint(p, "latencyNs"), 4242);
         json_decref(p);
@@ -640,15 +653,13 @@ static void test_monitor(void **state) {
         for (unsigned i = 0; i < 3; i++)
                 alert_update(&nvme->read_alert, 88.888, now + i);
         api_metrics_probe_event(f->prober, PROBE_EVENT_ALERT_RAISED, nvme, "read", f->api);
-        p = expect_reply(f, "Monitor", true);
-        assert_string_equal(json_string_value(json_object_get(p, "event")), "alertRaised");
+        p = expect_event(f, "alertRaised");
         assert_string_equal(json_string_value(json_object_get(p, "device")), "nvme0n1");
         assert_string_equal(json_string_value(json_object_get(p, "detail")), "read");
         assert_int_equal(jint(p, "latencyNs"), 88888); /* the value evaluated */
         json_decref(p);
         api_metrics_probe_event(f->prober, PROBE_EVENT_ALERT_CLEARED, nvme, "write", f->api);
-        p = expect_reply(f, "Monitor", true);
-        assert_string_equal(json_string_value(json_object_get(p, "event")), "alertCleared");
+        p = expect_event(f, "alertCleared");
         assert_string_equal(json_string_value(json_object_get(p, "detail")), "write");
         assert_null(json_object_get(p, "latencyNs")); /* the write alert never evaluated */
         json_decref(p);
@@ -666,8 +677,7 @@ static void test_monitor(void **state) {
         nvme->n_errors++;
         nvme->last_error = -EIO;
         api_metrics_probe_event(f->prober, PROBE_EVENT_SAMPLE, nvme, NULL, f->api);
-        p = expect_reply(f, "Monitor", true);
-        assert_string_equal(json_string_value(json_object_get(p, "event")), "sample");
+        p = expect_event(f, "sample");
         assert_null(json_object_get(p, "latencyNs"));
         assert_string_equal(json_string_value(json_object_get(p, "detail")), strerror(EIO));
         json_decref(p);
@@ -691,24 +701,17 @@ static void test_monitor(void **state) {
 
         /* A new client gets a fresh stream. */
         connect_client(f);
-        send_msg(f, "{\"method\":\"io.blkmqd.Metrics.Monitor\",\"more\":true}");
-        p = expect_reply(f, "Monitor", true);
-        assert_string_equal(json_string_value(json_object_get(p, "event")), "subscribed");
-        json_decref(p);
+        monitor_subscribe(f);
         api_metrics_probe_event(f->prober, PROBE_EVENT_ALERT_CLEARED, nvme, "read", f->api);
-        p = expect_reply(f, "Monitor", true);
-        assert_string_equal(json_string_value(json_object_get(p, "event")), "alertCleared");
+        p = expect_event(f, "alertCleared");
         json_decref(p);
 }
 
 /* Two monitors, one freed with the interface while still open. */
 static void test_monitor_free(void **state) {
         Fixture *f = *state;
-        json_t *p;
 
-        send_msg(f, "{\"method\":\"io.blkmqd.Metrics.Monitor\",\"more\":true}");
-        p = expect_reply(f, "Monitor", true);
-        json_decref(p);
+        monitor_subscribe(f);
         f->api = api_metrics_free(f->api);
         pump(f);
         /* The connection stays (its call is simply never answered again). */

@@ -205,6 +205,12 @@ static void expect_error(Fixture *f, const char *name, const char *key, const ch
         json_decref(m);
 }
 
+/* Sends TEXT and expects the error reply NAME (see expect_error). */
+static void expect_refused(Fixture *f, const char *text, const char *name, const char *key, const char *value) {
+        send_msg(f, text);
+        expect_error(f, name, key, value);
+}
+
 static void expect_eof(Fixture *f) {
         json_t *m = next_message(f);
 
@@ -300,8 +306,9 @@ static void test_get_interface_description(void **state) {
                     "\"parameters\": {\"interface\": \"io.nope\"}}");
         expect_error(f, VARLINK_ERROR_INTERFACE_NOT_FOUND, "interface", "io.nope");
 
-        send_msg(f, "{\"method\": \"org.varlink.service.GetInterfaceDescription\"}");
-        expect_error(f, VARLINK_ERROR_INVALID_PARAMETER, "parameter", "interface");
+        expect_refused(f, "{\"method\": \"org.varlink.service.GetInterfaceDescription\"}",
+
+                       VARLINK_ERROR_INVALID_PARAMETER, "parameter", "interface");
 }
 
 static void test_framing_byte_by_byte(void **state) {
@@ -395,27 +402,25 @@ static void test_protocol_violations(void **state) {
 static void test_errors(void **state) {
         Fixture *f = *state;
 
-        send_msg(f, "{\"method\": \"io.nope.Ping\"}");
-        expect_error(f, VARLINK_ERROR_INTERFACE_NOT_FOUND, "interface", "io.nope");
-        send_msg(f, "{\"method\": \"io.blkmqd.Test.Nope\"}");
-        expect_error(f, VARLINK_ERROR_METHOD_NOT_FOUND, "method", "io.blkmqd.Test.Nope");
-        send_msg(f, "{\"method\": \"Ping\"}");
-        expect_error(f, VARLINK_ERROR_METHOD_NOT_FOUND, "method", "Ping");
-        send_msg(f, "{\"method\": \"io.blkmqd.Test.\"}");
-        expect_error(f, VARLINK_ERROR_METHOD_NOT_FOUND, "method", "io.blkmqd.Test.");
+        expect_refused(f, "{\"method\": \"io.nope.Ping\"}", VARLINK_ERROR_INTERFACE_NOT_FOUND, "interface", "io.nope");
+        expect_refused(f, "{\"method\": \"io.blkmqd.Test.Nope\"}",
+                       VARLINK_ERROR_METHOD_NOT_FOUND, "method", "io.blkmqd.Test.Nope");
+        expect_refused(f, "{\"method\": \"Ping\"}", VARLINK_ERROR_METHOD_NOT_FOUND, "method", "Ping");
+        expect_refused(f, "{\"method\": \"io.blkmqd.Test.\"}",
+                       VARLINK_ERROR_METHOD_NOT_FOUND, "method", "io.blkmqd.Test.");
         /* An IDL type is not a method. */
-        send_msg(f, "{\"method\": \"io.blkmqd.Test.Point\"}");
-        expect_error(f, VARLINK_ERROR_METHOD_NOT_FOUND, "method", "io.blkmqd.Test.Point");
-        send_msg(f, "{\"method\": \"io.blkmqd.Test.Unimplemented\"}");
-        expect_error(f, VARLINK_ERROR_METHOD_NOT_IMPLEMENTED, "method", "io.blkmqd.Test.Unimplemented");
+        expect_refused(f, "{\"method\": \"io.blkmqd.Test.Point\"}",
+                       VARLINK_ERROR_METHOD_NOT_FOUND, "method", "io.blkmqd.Test.Point");
+        expect_refused(f, "{\"method\": \"io.blkmqd.Test.Unimplemented\"}",
+                       VARLINK_ERROR_METHOD_NOT_IMPLEMENTED, "method", "io.blkmqd.Test.Unimplemented");
         /* upgrade is refused, and the connection goes on. */
-        send_msg(f, "{\"method\": \"io.blkmqd.Test.Ping\", \"upgrade\": true}");
-        expect_error(f, VARLINK_ERROR_METHOD_NOT_IMPLEMENTED, "method", "io.blkmqd.Test.Ping");
+        expect_refused(f, "{\"method\": \"io.blkmqd.Test.Ping\", \"upgrade\": true}",
+                       VARLINK_ERROR_METHOD_NOT_IMPLEMENTED, "method", "io.blkmqd.Test.Ping");
         /* "parameters": null is taken as {}; unknown top-level keys are ignored. */
         send_msg(f, "{\"method\": \"io.blkmqd.Test.Ping\", \"parameters\": null, \"future\": 1}");
         json_decref(expect_reply(f));
-        send_msg(f, "{\"method\": \"io.blkmqd.Test.Ping\", \"parameters\": [1]}");
-        expect_error(f, VARLINK_ERROR_INVALID_PARAMETER, "parameter", "parameters");
+        expect_refused(f, "{\"method\": \"io.blkmqd.Test.Ping\", \"parameters\": [1]}",
+                       VARLINK_ERROR_INVALID_PARAMETER, "parameter", "parameters");
         send_msg(f, "{\"method\": \"io.blkmqd.Test.Ping\", \"parameters\": {\"text\": \"still here\"}}");
         expect_ping(f, "still here");
         assert_int_equal(varlink_server_n_connections(f->s), 1);
@@ -453,8 +458,8 @@ static void test_validation(void **state) {
         }
 
         /* Missing non-nullable field. */
-        send_msg(f, "{\"method\": \"io.blkmqd.Test.Stream\", \"more\": true, \"parameters\": {}}");
-        expect_error(f, VARLINK_ERROR_INVALID_PARAMETER, "parameter", "count");
+        expect_refused(f, "{\"method\": \"io.blkmqd.Test.Stream\", \"more\": true, \"parameters\": {}}",
+                       VARLINK_ERROR_INVALID_PARAMETER, "parameter", "count");
 
         send_msg(f, "{\"method\": \"io.blkmqd.Test.Echo\", \"parameters\": {\"b\": true, \"i\": -3, \"f\": 2, "
                     "\"s\": \"s\", \"color\": \"blue\", \"point\": {\"x\": 1, \"y\": 2}, \"list\": [], "
@@ -483,8 +488,8 @@ static void test_more(void **state) {
         }
 
         /* Required, but not given. */
-        send_msg(f, "{\"method\": \"io.blkmqd.Test.Stream\", \"parameters\": {\"count\": 3}}");
-        expect_error(f, VARLINK_ERROR_EXPECTED_MORE, NULL, NULL);
+        expect_refused(f, "{\"method\": \"io.blkmqd.Test.Stream\", \"parameters\": {\"count\": 3}}",
+                       VARLINK_ERROR_EXPECTED_MORE, NULL, NULL);
 
         /* Given, but the method replies once: no "continues" either way. */
         send_msg(f, "{\"method\": \"io.blkmqd.Test.Ping\", \"more\": true, \"parameters\": {\"text\": \"m\"}}");
@@ -675,8 +680,8 @@ static void test_fd_passing(void **state) {
         expect_error(f, VARLINK_ERROR_INVALID_PARAMETER, "parameter", "fileDescriptors");
 
         /* No fds sent, but an index used. */
-        send_msg(f, "{\"method\": \"io.blkmqd.Test.TakeFds\", \"parameters\": {\"fds\": [0]}}");
-        expect_error(f, VARLINK_ERROR_INVALID_PARAMETER, "parameter", "fds");
+        expect_refused(f, "{\"method\": \"io.blkmqd.Test.TakeFds\", \"parameters\": {\"fds\": [0]}}",
+                       VARLINK_ERROR_INVALID_PARAMETER, "parameter", "fds");
 
         /* fds go with the message they arrive with, not the one before. */
         send_msg(f, "{\"method\": \"io.blkmqd.Test.Async\", \"parameters\": {\"tag\": \"t\"}}");
@@ -1063,8 +1068,9 @@ static void test_add_interface(void **state) {
         log_set_max_level(level);
         assert_int_equal(varlink_server_add_interface(f->s, "interface io.other\nmethod A() -> ()", NULL, 0, NULL), 0);
 
-        send_msg(f, "{\"method\": \"io.other.A\"}");
-        expect_error(f, VARLINK_ERROR_METHOD_NOT_IMPLEMENTED, "method", "io.other.A");
+        expect_refused(f, "{\"method\": \"io.other.A\"}",
+
+                       VARLINK_ERROR_METHOD_NOT_IMPLEMENTED, "method", "io.other.A");
 }
 
 static void test_listen_address(void **state) {

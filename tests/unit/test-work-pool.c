@@ -81,105 +81,103 @@ static Item *items_new(Log *log, unsigned n) {
         return it;
 }
 
+/* A pool of one thread whose first item (id 0) waits on log->gate, and
+ * N items for it. */
+typedef struct Held {
+        sd_event *e;
+        WorkPool *p;
+        Log *log;
+        Item *it;
+} Held;
+
+static void held_new(Held *h, unsigned n) {
+        h->log = calloc(1, sizeof *h->log);
+        assert_non_null(h->log);
+        h->it = items_new(h->log, n);
+        assert_int_equal(sem_init(&h->log->gate, 0, 0), 0);
+        assert_int_equal(sem_init(&h->log->entered, 0, 0), 0);
+        h->log->gated = true;
+        assert_int_equal(sd_event_new(&h->e), 0);
+        assert_int_equal(work_pool_new(&h->p, h->e, 1), 0);
+}
+
+/* Frees what held_new made (the pool unless the test freed it already and
+ * set h->p to NULL). */
+static void held_free(Held *h) {
+        if (h->p)
+                work_pool_free(h->p);
+        sd_event_unref(h->e);
+        sem_destroy(&h->log->gate);
+        sem_destroy(&h->log->entered);
+        free(h->it);
+        free(h->log);
+}
+
 /* One thread, held in its first item: what is queued behind it starts in
  * order, the urgent ones first (in order among themselves). */
 static void test_order_urgent_first(void **state) {
-        sd_event *e = NULL;
-        WorkPool *p = NULL;
-        Log *log = calloc(1, sizeof *log);
-        Item *it = items_new(log, 6);
+        Held h = {};
 
         (void) state;
-        assert_non_null(log);
-        assert_int_equal(sem_init(&log->gate, 0, 0), 0);
-        assert_int_equal(sem_init(&log->entered, 0, 0), 0);
-        log->gated = true;
-        assert_int_equal(sd_event_new(&e), 0);
-        assert_int_equal(work_pool_new(&p, e, 1), 0);
-        assert_int_equal(work_pool_submit(p, item_run, item_done, &it[0], log), 0);
-        while (sem_wait(&log->entered) < 0) /* the thread is in item 0 */
+        held_new(&h, 6);
+        assert_int_equal(work_pool_submit(h.p, item_run, item_done, &h.it[0], h.log), 0);
+        while (sem_wait(&h.log->entered) < 0) /* the thread is in item 0 */
                 ;
-        assert_int_equal(work_pool_submit(p, item_run, item_done, &it[1], log), 0);
-        assert_int_equal(work_pool_submit(p, item_run, item_done, &it[2], log), 0);
-        assert_int_equal(work_pool_submit_first(p, item_run, item_done, &it[3], log), 0);
-        assert_int_equal(work_pool_submit_first(p, item_run, item_done, &it[4], log), 0);
-        assert_int_equal(work_pool_submit(p, item_run, item_done, &it[5], log), 0);
-        assert_int_equal(work_pool_pending(p), 6);
-        sem_post(&log->gate);
-        run_until(e, log, 6);
-        assert_int_equal(work_pool_pending(p), 0);
+        assert_int_equal(work_pool_submit(h.p, item_run, item_done, &h.it[1], h.log), 0);
+        assert_int_equal(work_pool_submit(h.p, item_run, item_done, &h.it[2], h.log), 0);
+        assert_int_equal(work_pool_submit_first(h.p, item_run, item_done, &h.it[3], h.log), 0);
+        assert_int_equal(work_pool_submit_first(h.p, item_run, item_done, &h.it[4], h.log), 0);
+        assert_int_equal(work_pool_submit(h.p, item_run, item_done, &h.it[5], h.log), 0);
+        assert_int_equal(work_pool_pending(h.p), 6);
+        sem_post(&h.log->gate);
+        run_until(h.e, h.log, 6);
+        assert_int_equal(work_pool_pending(h.p), 0);
         unsigned want[] = { 0, 3, 4, 1, 2, 5 };
         for (unsigned i = 0; i < 6; i++) {
-                assert_int_equal(log->started[i], want[i]);
-                assert_int_equal(log->done[i], want[i]); /* one thread: done in the order run */
+                assert_int_equal(h.log->started[i], want[i]);
+                assert_int_equal(h.log->done[i], want[i]); /* one thread: done in the order run */
         }
-        work_pool_free(p);
-        sd_event_unref(e);
-        sem_destroy(&log->gate);
-        free(it);
-        free(log);
+        held_free(&h);
 }
 
 /* More items than the ring holds, queued while the only thread is held:
  * the rest wait in the loop's own list and all run, in order, each done
  * once. */
 static void test_more_than_the_ring(void **state) {
-        sd_event *e = NULL;
-        WorkPool *p = NULL;
-        Log *log = calloc(1, sizeof *log);
-        Item *it = items_new(log, MANY);
+        Held h = {};
 
         (void) state;
-        assert_non_null(log);
-        assert_int_equal(sem_init(&log->gate, 0, 0), 0);
-        assert_int_equal(sem_init(&log->entered, 0, 0), 0);
-        log->gated = true;
-        assert_int_equal(sd_event_new(&e), 0);
-        assert_int_equal(work_pool_new(&p, e, 1), 0);
+        held_new(&h, MANY);
         for (unsigned i = 0; i < MANY; i++)
-                assert_int_equal(work_pool_submit(p, item_run, item_done, &it[i], log), 0);
-        sem_post(&log->gate);
-        run_until(e, log, MANY);
+                assert_int_equal(work_pool_submit(h.p, item_run, item_done, &h.it[i], h.log), 0);
+        sem_post(&h.log->gate);
+        run_until(h.e, h.log, MANY);
         for (unsigned i = 0; i < MANY; i++) {
-                assert_int_equal(log->started[i], i);
-                assert_int_equal(log->done[i], i);
+                assert_int_equal(h.log->started[i], i);
+                assert_int_equal(h.log->done[i], i);
         }
-        assert_int_equal(work_pool_pending(p), 0);
-        work_pool_free(p);
-        sd_event_unref(e);
-        sem_destroy(&log->gate);
-        free(it);
-        free(log);
+        assert_int_equal(work_pool_pending(h.p), 0);
+        held_free(&h);
 }
 
 /* Freed with items queued behind a held one : every done
  * callback runs once; those never started did not run. */
 static void test_free_hands_back(void **state) {
-        sd_event *e = NULL;
-        WorkPool *p = NULL;
-        Log *log = calloc(1, sizeof *log);
-        Item *it = items_new(log, 2000);
+        Held h = {};
 
         (void) state;
-        assert_non_null(log);
-        assert_int_equal(sem_init(&log->gate, 0, 0), 0);
-        assert_int_equal(sem_init(&log->entered, 0, 0), 0);
-        log->gated = true;
-        assert_int_equal(sd_event_new(&e), 0);
-        assert_int_equal(work_pool_new(&p, e, 1), 0);
+        held_new(&h, 2000);
         for (unsigned i = 0; i < 2000; i++)
-                assert_int_equal(work_pool_submit(p, item_run, item_done, &it[i], log), 0);
-        sem_post(&log->gate); /* the free races the first items */
-        work_pool_free(p);
-        assert_int_equal(log->n_done, 2000);
+                assert_int_equal(work_pool_submit(h.p, item_run, item_done, &h.it[i], h.log), 0);
+        sem_post(&h.log->gate); /* the free races the first items */
+        work_pool_free(h.p);
+        h.p = NULL;
+        assert_int_equal(h.log->n_done, 2000);
         unsigned ran = 0;
         for (unsigned i = 0; i < 2000; i++)
-                ran += it[i].ran;
-        assert_int_equal(ran, atomic_load(&log->n_started));
-        sd_event_unref(e);
-        sem_destroy(&log->gate);
-        free(it);
-        free(log);
+                ran += h.it[i].ran;
+        assert_int_equal(ran, atomic_load(&h.log->n_started));
+        held_free(&h);
 }
 
 static void check_workers(int want_nice) {

@@ -1,6 +1,10 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # Host-side shell helpers for tests/vm. Source it: . "$(dirname "$0")/lib.sh"
+# A test script: vm_binaries "$@" (if the guest runs blkmqd), vm_prepare,
+# then one vm_boot per boot, then vm_finish (or exit with vm_boot's status).
 VM_DIR=${VM_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")" && pwd)}
+VM_GUEST=$VM_DIR/guest
+VM_RESULTS=()
 
 # vm_skip REASON...: the project's skip policy (exit 77, or 1 when CI=true),
 # implemented once in skip.sh (run-guest.py calls it too).
@@ -11,7 +15,9 @@ vm_skip() {
 
 # vm_binaries [BLKMQD [BLKMQCTL]]: sets BLKMQD and BLKMQCTL to absolute paths
 # (run-guest.py --bin needs them so): the arguments, else $BLKMQD/$BLKMQCTL,
-# else build/src/. A missing binary fails the test, it is not a skip.
+# else build/src/. A missing binary fails the test, it is not a skip. Sets
+# VM_DAEMON_ARGS, the run-guest.py arguments of a guest that runs blkmqd:
+# both binaries and guest/daemon-lib.sh as /vm/daemon-lib.sh.
 vm_binaries() {
         local src
         src=$(cd "$VM_DIR/../.." && pwd)
@@ -21,4 +27,50 @@ vm_binaries() {
         [ -x "$BLKMQCTL" ] || { echo "FAIL: blkmqctl binary not found: $BLKMQCTL (pass it as the second argument)"; exit 1; }
         BLKMQD=$(cd "$(dirname "$BLKMQD")" && pwd)/$(basename "$BLKMQD")
         BLKMQCTL=$(cd "$(dirname "$BLKMQCTL")" && pwd)/$(basename "$BLKMQCTL")
+        VM_DAEMON_ARGS=(--bin "$BLKMQD" --bin "$BLKMQCTL" --file "$VM_GUEST/daemon-lib.sh:/vm/daemon-lib.sh")
+}
+
+# vm_prepare: python3, and the guest kernel and QEMU (prepare.sh fetches and
+# verifies the cache once, up front, and applies the skip policy itself);
+# exports VM_LOG_DIR (the console logs), default meson's build dir.
+vm_prepare() {
+        command -v python3 >/dev/null || vm_skip "vm: python3 not found"
+        "$VM_DIR/prepare.sh" || exit $?
+        export VM_LOG_DIR=${VM_LOG_DIR:-${MESON_BUILD_ROOT:-$PWD}}
+}
+
+# vm_boot NAME TIMEOUT RUN-GUEST-ARGS...: one guest boot (run-guest.py
+# --timeout TIMEOUT, console log $VM_LOG_DIR/NAME.console.log); prints
+# "=== NAME: rc=RC (SECONDS s)", adds NAME=RC to VM_RESULTS, returns RC
+# (0 pass, 1 fail, 77 skip).
+vm_boot() {
+        local name=$1 timeout=$2 s e rc
+        shift 2
+        s=$(date +%s.%N)
+        echo "=== $name: run-guest.py $*"
+        python3 "$VM_DIR/run-guest.py" --timeout "$timeout" --log "$VM_LOG_DIR/$name.console.log" "$@"
+        rc=$?
+        e=$(date +%s.%N)
+        echo "=== $name: rc=$rc ($(awk -v a="$s" -v b="$e" 'BEGIN { printf "%.2f", b-a }')s)"
+        VM_RESULTS+=("$name=$rc")
+        return $rc
+}
+
+# vm_finish TEST: the verdict over every vm_boot so far ("TEST: N passed, N
+# failed, N skipped"): exit 1 if a boot failed, the skip policy if every
+# boot skipped, else 0.
+vm_finish() {
+        local r pass=0 fail=0 skipped=0
+        echo "=== results: ${VM_RESULTS[*]}"
+        for r in "${VM_RESULTS[@]}"; do
+                case ${r##*=} in
+                0) pass=$((pass + 1)) ;;
+                77) skipped=$((skipped + 1)) ;;
+                *) fail=$((fail + 1)) ;;
+                esac
+        done
+        echo "$1: $pass passed, $fail failed, $skipped skipped"
+        [ $fail -eq 0 ] || exit 1
+        [ $pass -gt 0 ] || vm_skip "vm: every boot skipped"
+        exit 0
 }

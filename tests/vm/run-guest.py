@@ -337,6 +337,64 @@ vm_zoned_disks() {
         _d=${_q%/queue/zoned}; echo "${_d##*/}"
     done
 }
+# vm_need_zoned: Z, DEV and Q (its queue/ dir) of the first host-managed
+# disk, a check; without one the script ends there, failed.
+vm_need_zoned() {
+    Z=$(vm_zoned_disks | head -n1)
+    check "a host-managed NVMe namespace" [ -n "$Z" ]
+    [ -n "$Z" ] || { vm_summary; exit 1; }
+    DEV=/dev/$Z
+    Q=/sys/block/$Z/queue
+}
+# zoned_head: the first host-managed NVMe multipath head (nvmeXnY), or fail.
+zoned_head() {
+    for _d in /sys/block/nvme*n*; do
+        _n=${_d##*/}
+        case $_n in *c*) continue ;; esac
+        [ "$(cat $_d/queue/zoned 2>/dev/null)" = host-managed ] && echo $_n && return 0
+    done
+    return 1
+}
+have_zoned_head() { zoned_head >/dev/null; }
+# zoned_path: the first host-managed hidden path (nvmeXcYnZ), or fail.
+zoned_path() {
+    for _d in /sys/block/nvme*c*n*; do
+        [ "$(cat $_d/queue/zoned 2>/dev/null)" = host-managed ] && echo ${_d##*/} && return 0
+    done
+    return 1
+}
+# path_ctrl PATH: the controller (nvmeY) behind hidden path nvmeXcYnZ.
+path_ctrl() { _c=${1#nvme*c}; echo nvme${_c%%n*}; }
+# vm_zbd_agrees WHEN WHO NZONES OURS "EMPTY IMP_OPEN EXP_OPEN CLOSED FULL" [ZBD ARGS]:
+# checks that every zone of $DEV as zbd report (zbd-utils on libzbd: code
+# that is not ours) shows it, one "start wp cond" line each with the
+# conditions named as the fifth argument says, is the file OURS (WHO's
+# report, in that form), and that there are NZONES. A full zone's write
+# pointer is "-": the kernel reports an NVMe full zone at start + zone
+# size, our code at start + capacity (nothing left to write).
+vm_zbd_agrees() {
+    _when=$1 _who=$2 _nz=$3 _ours=$4 _names=$5
+    shift 5
+    zbd report -csv "$@" $DEV 2> /tmp/zbd.err | awk -F', *' -v names="$_names" '
+        BEGIN { split(names, nm, " ") }
+        NR > 1 {
+            c = $7
+            n = "cond" c
+            if (c == "0x1") n = nm[1]
+            if (c == "0x2") n = nm[2]
+            if (c == "0x3") n = nm[3]
+            if (c == "0x4") n = nm[4]
+            if (c == "0xe") n = nm[5]
+            # %014llu: leading zeros, which busybox awk would read as octal
+            o = $3; w = $6; sub(/^0+/, "", o); sub(/^0+/, "", w)
+            print o + 0, (n == nm[5] ? "-" : w + 0), n }' > /tmp/zbd.view
+    check_eq "zbd report ($_when): one line per zone" "$_nz" "$(wc -l < /tmp/zbd.view)"
+    check "zbd report ($_when): zone starts, write pointers and conditions as $_who" \
+        cmp -s /tmp/zbd.view $_ours
+    cmp -s /tmp/zbd.view $_ours || diff /tmp/zbd.view $_ours | sed 's/^/# zbd vs ours| /'
+    sed 's/^/# zbd| /' /tmp/zbd.err
+    grep -v " ${_names%% *}$" /tmp/zbd.view | sed "s/^/# zbd ($_when), not empty| /"
+}
 """
 
 

@@ -12,19 +12,9 @@ set -uo pipefail
 VM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$VM_DIR/lib.sh"
 vm_binaries "$@"
-command -v python3 >/dev/null || vm_skip "vm: python3 not found"
+vm_prepare
 
-"$VM_DIR/prepare.sh" || exit $?
-
-export VM_LOG_DIR=${VM_LOG_DIR:-${MESON_BUILD_ROOT:-$PWD}}
 rounds=${CRASH_ROUNDS:-10}
-s=$(date +%s.%N)
-python3 "$VM_DIR/run-guest.py" --timeout $((120 + rounds * 30)) --zns --udev \
-        --bin "$BLKMQD" --bin "$BLKMQCTL" --env "CRASH_ROUNDS=$rounds" \
-        --file "$VM_DIR/guest/daemon-lib.sh:/vm/daemon-lib.sh" \
-        --log "$VM_LOG_DIR/vm-zones-crash.console.log" \
-        --script "$VM_DIR/guest/zones-crash.sh"
-rc=$?
-e=$(date +%s.%N)
-echo "=== vm-zones-crash: rc=$rc, $rounds rounds ($(awk -v a="$s" -v b="$e" 'BEGIN { printf "%.2f", b-a }')s)"
-exit $rc
+echo "# $rounds rounds"
+vm_boot vm-zones-crash $((120 + rounds * 30)) --zns --udev "${VM_DAEMON_ARGS[@]}" --env "CRASH_ROUNDS=$rounds" \
+        --script "$VM_GUEST/zones-crash.sh"

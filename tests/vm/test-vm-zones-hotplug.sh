@@ -16,21 +16,7 @@ set -uo pipefail
 VM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$VM_DIR/lib.sh"
 vm_binaries "$@"
-command -v python3 >/dev/null || vm_skip "vm: python3 not found"
+vm_prepare
 
-"$VM_DIR/prepare.sh" || exit $?
-
-export VM_LOG_DIR=${VM_LOG_DIR:-${MESON_BUILD_ROOT:-$PWD}}
-G=$VM_DIR/guest
-
-s=$(date +%s.%N)
-python3 "$VM_DIR/run-guest.py" --timeout 85 --subsys --udev \
-        --bin "$BLKMQD" --bin "$BLKMQCTL" \
-        --file "$G/daemon-lib.sh:/vm/daemon-lib.sh" \
-        --hotplug-script "$G/zones-hotplug.actions" \
-        --log "$VM_LOG_DIR/vm-zones-hotplug.console.log" \
-        --script "$G/zones-hotplug.sh"
-rc=$?
-e=$(date +%s.%N)
-echo "=== vm-zones-hotplug: rc=$rc ($(awk -v a="$s" -v b="$e" 'BEGIN { printf "%.2f", b-a }')s)"
-exit $rc
+vm_boot vm-zones-hotplug 85 --subsys --udev "${VM_DAEMON_ARGS[@]}" \
+        --hotplug-script "$VM_GUEST/zones-hotplug.actions" --script "$VM_GUEST/zones-hotplug.sh"

@@ -15,12 +15,8 @@ set -uo pipefail
 VM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$VM_DIR/lib.sh"
 vm_binaries "$@"
-command -v python3 >/dev/null || vm_skip "vm: python3 not found"
+vm_prepare
 
-"$VM_DIR/prepare.sh" || exit $?
-
-export VM_LOG_DIR=${VM_LOG_DIR:-${MESON_BUILD_ROOT:-$PWD}}
-G=$VM_DIR/guest
 extra=()
 BLKZONE=$(command -v blkzone || true)
 [ -n "$BLKZONE" ] && extra+=(--bin "$BLKZONE")
@@ -28,13 +24,5 @@ ZBD=$(command -v zbd || true)
 [ -n "$ZBD" ] || vm_skip "vm: zbd (zbd-utils) missing: tools/install-deps installs it"
 extra+=(--bin "$ZBD")
 
-s=$(date +%s.%N)
-python3 "$VM_DIR/run-guest.py" --timeout 150 --zns --udev --max-active 4 \
-        --bin "$BLKMQD" --bin "$BLKMQCTL" "${extra[@]}" \
-        --file "$G/daemon-lib.sh:/vm/daemon-lib.sh" \
-        --log "$VM_LOG_DIR/vm-zones.console.log" \
-        --script "$G/zones-kernel.sh"
-rc=$?
-e=$(date +%s.%N)
-echo "=== vm-zones: rc=$rc ($(awk -v a="$s" -v b="$e" 'BEGIN { printf "%.2f", b-a }')s)"
-exit $rc
+vm_boot vm-zones 150 --zns --udev --max-active 4 "${VM_DAEMON_ARGS[@]}" "${extra[@]}" \
+        --script "$VM_GUEST/zones-kernel.sh"

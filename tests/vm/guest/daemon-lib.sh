@@ -59,24 +59,33 @@ daemon_stop() {
 # same_snap DEV FILE: qsnap DEV equals FILE
 same_snap() { qsnap $1 | cmp -s - $2; }
 
-# zoned_head: the first host-managed NVMe namespace head (nvmeXnY), or fail.
-zoned_head() {
-        for d in /sys/block/nvme*n*; do
-                n=${d##*/}
-                case $n in *c*) continue ;; esac
-                [ "$(cat $d/queue/zoned 2>/dev/null)" = host-managed ] && echo $n && return 0
-        done
-        return 1
-}
-have_zoned_head() { zoned_head >/dev/null; }
-# zoned_path: the first host-managed hidden path (nvmeXcYnZ), or fail.
-zoned_path() {
-        for d in /sys/block/nvme*c*n*; do
-                [ "$(cat $d/queue/zoned 2>/dev/null)" = host-managed ] && echo ${d##*/} && return 0
-        done
-        return 1
-}
+# zoned_head, zoned_path, path_ctrl, vm_need_zoned: in /vm/lib.sh (every guest).
 # gone DEV: its /sys/block entry is gone.
 gone() { ! test -e /sys/block/$1; }
 # fld FILE NAME: the value of "NAME: value" in blkmqctl's field output.
 fld() { sed -n "s/^ *$2: //p" "$1" | head -n1; }
+
+# zones_conf FILE DATABASE [DEVICE LINES [ZONES LINES]]: a config at FILE that
+# gives every host-managed disk to the zone allocator, its records in
+# DATABASE; the optional lines (newline-separated) go into [Device zns] and
+# [Zones].
+zones_conf() {
+        printf '[Device zns]\nMatchZoned=host-managed\nZoneAllocator=yes\n%s\n\n[Zones]\nDatabase=%s\n%s\n' \
+                "${3:-}" "$2" "${4:-}" > $1
+}
+# zone_listed [DEV]: blkmqctl zones lists DEV (default $Z) for leases.
+zone_listed() { blkmqctl --no-legend zones 2>/dev/null | grep -q "^${1:-$Z} "; }
+
+# replug_zoned: the host's [replug] (device_add of the ZNS controller under
+# another id on another root port), then the zoned head back; sets H2, P2,
+# C2, A2 and checks that A2 is another PCI function than A1 (the caller's,
+# from before the unplug: C1=$(path_ctrl $P); A1=.../nvme/$C1/address).
+replug_zoned() {
+        check "host: device_add under nvmeB on rp2" vm_hotplug replug
+        check "zoned head back" vm_wait_for 20 have_zoned_head
+        H2=$(zoned_head); P2=$(zoned_path)
+        C2=$(path_ctrl $P2)
+        A2=$(cat /sys/class/nvme/$C2/address 2>/dev/null)
+        echo "# after replug: head ${H2:-none}, path ${P2:-none}, controller $C1 at $A1 -> $C2 at $A2"
+        check "replugged behind another PCI function" [ -n "$A2" -a "$A1" != "$A2" ]
+}

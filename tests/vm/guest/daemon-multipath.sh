@@ -42,7 +42,7 @@ check "log: path $P scheduler → mq-deadline" log_has "$P: queue/scheduler none
 echo "# tuned: $H $(qstate $H); $P $(qstate $P)"
 
 # Unplug the controller, plug it back under another id and root port.
-c=${P#nvme*c}; C1=nvme${c%%n*}
+C1=$(path_ctrl $P)
 A1=$(cat /sys/class/nvme/$C1/address 2>/dev/null)
 L1=$(wc -l < $BLKMQD_LOG)
 t0=$(vm_uptime)
@@ -53,13 +53,7 @@ check "log: $H removed" vm_wait_for 10 log_has "$H: removed"
 check "log: path $P removed (no uevent of its own)" vm_wait_for 10 log_has "$P: removed"
 check "daemon alive after unplug" daemon_alive
 t1=$(vm_uptime)
-check "host: device_add under nvmeB on rp2" vm_hotplug replug
-check "zoned head back" vm_wait_for 20 have_zoned_head
-H2=$(zoned_head); P2=$(zoned_path)
-c=${P2#nvme*c}; C2=nvme${c%%n*}
-A2=$(cat /sys/class/nvme/$C2/address 2>/dev/null)
-echo "# after replug: head ${H2:-none}, path ${P2:-none}, controller $C1 at $A1 -> $C2 at $A2"
-check "replugged behind another PCI function" [ -n "$A2" -a "$A1" != "$A2" ]
+replug_zoned
 check "path $P2 nr_requests back to 64" vm_wait_for 20 attr_is $P2 nr_requests 64
 t2=$(vm_uptime)
 echo "# unplug handled in $(awk -v a=$t0 -v b=$t1 'BEGIN{printf "%.2f", b-a}')s, replug to path tuned $(awk -v a=$t1 -v b=$t2 'BEGIN{printf "%.2f", b-a}')s"

@@ -3,22 +3,9 @@
 # --hotplug-script smoke-hotplug.actions): unplug the ZNS controller and plug
 # it back under another controller id on another root port.
 
-# The zoned multipath head: a host-managed nvmeXnY (no "c" in the name).
-zoned_head() {
-        for d in /sys/block/nvme*n*; do
-                n=${d##*/}
-                case $n in *c*) continue ;; esac
-                [ "$(cat $d/queue/zoned 2>/dev/null)" = host-managed ] && echo $n && return 0
-        done
-        return 1
-}
-have_zoned_head() { zoned_head >/dev/null; }
-# Its hidden path(s): nvmeXcYnZ.
-zoned_paths() { for d in /sys/block/nvme*c*n*; do [ -e "$d" ] && echo ${d##*/}; done; }
-# The PCI address of the controller behind path nvmeXcYnZ.
-path_ctrl() { c=${1#nvme*c}; echo nvme${c%%n*}; }
+# zoned_head, zoned_path, path_ctrl: /vm/lib.sh.
 
-H=$(zoned_head); P=$(zoned_paths | head -n1)
+H=$(zoned_head); P=$(zoned_path)
 echo "# before: head ${H:-none}, path ${P:-none}"
 check "zoned multipath head nvmeXnY present" [ -n "$H" ]
 check "hidden path nvmeXcYnZ present" [ -n "$P" ]
@@ -45,7 +32,7 @@ t1=$(vm_uptime)
 check "host: device_add under controller nvmeB on rp2" vm_hotplug replug
 check "zoned head back after replug" vm_wait_for 20 have_zoned_head
 t2=$(vm_uptime)
-H2=$(zoned_head); P2=$(zoned_paths | head -n1)
+H2=$(zoned_head); P2=$(zoned_path)
 echo "# after: head ${H2:-none}, path ${P2:-none}"
 check_eq "head after replug queue/zoned" host-managed "$(cat /sys/block/$H2/queue/zoned 2>/dev/null)"
 check_eq "head after replug nr_zones" "$VM_ZONES" "$(cat /sys/block/$H2/queue/nr_zones 2>/dev/null)"

@@ -13,14 +13,7 @@
 t_start=$(vm_uptime)
 echo "# kernel $(uname -r), zbd-tool $(command -v zbd-tool), uptime ${t_start}s"
 
-Z=
-for d in /sys/block/nvme*; do
-        [ "$(cat "$d/queue/zoned" 2>/dev/null)" = host-managed ] && Z=${d##*/}
-done
-check "a host-managed NVMe namespace" [ -n "$Z" ]
-[ -n "$Z" ] || { vm_summary; exit 1; }
-Q=/sys/block/$Z/queue
-DEV=/dev/$Z
+vm_need_zoned
 
 # 6.1 has no zone write plugging: writes need mq-deadline (RECIPE.md).
 echo mq-deadline > $Q/scheduler
@@ -42,32 +35,13 @@ zone_field() {
         zbd-tool $DEV report "$1" 1 2>&1 | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n1
 }
 
-# zbd_agrees WHEN: every zone's start, write pointer and condition as
-# zbd report shows them (zbd-utils on libzbd: code that is not ours) is what
-# zbd-tool's report (src/zbd/zbd-kernel.c) says. A full zone's write pointer is
-# left out: the kernel reports an NVMe full zone at start + zone size,
-# zbd-kernel.c at start + capacity (nothing left to write).
+# zbd_agrees WHEN: every zone as zbd report shows it is what zbd-tool's
+# report (src/zbd/zbd-kernel.c) says (vm_zbd_agrees).
 zbd_agrees() {
-        zbd report -csv $DEV 2> /tmp/zbd.err | awk -F', *' 'NR > 1 {
-                c = $7
-                n = "cond" c
-                if (c == "0x1") n = "EMPTY"
-                if (c == "0x2") n = "IMP_OPEN"
-                if (c == "0x3") n = "EXP_OPEN"
-                if (c == "0x4") n = "CLOSED"
-                if (c == "0xe") n = "FULL"
-                # %014llu: leading zeros, which busybox awk would read as octal
-                o = $3; w = $6; sub(/^0+/, "", o); sub(/^0+/, "", w)
-                print o + 0, (n == "FULL" ? "-" : w + 0), n }' > /tmp/zbd.view
         zbd-tool $DEV report 2>&1 | tr ' ' '\n' | awk -F= '
                 $1 == "start" { s = $2 } $1 == "wp" { w = $2 }
                 $1 == "cond" { print s, ($2 == "FULL" ? "-" : w), $2 }' > /tmp/ours.view
-        check_eq "zbd report ($1): one line per zone" "$VM_ZONES" "$(wc -l < /tmp/zbd.view)"
-        check "zbd report ($1): zone starts, write pointers and conditions as zbd-kernel.c reports them" \
-                cmp -s /tmp/zbd.view /tmp/ours.view
-        cmp -s /tmp/zbd.view /tmp/ours.view || diff /tmp/zbd.view /tmp/ours.view | sed 's/^/# zbd vs ours| /'
-        sed 's/^/# zbd| /' /tmp/zbd.err
-        grep -v " EMPTY$" /tmp/zbd.view | sed "s/^/# zbd ($1), not empty| /"
+        vm_zbd_agrees "$1" "zbd-kernel.c reports them" "$VM_ZONES" /tmp/ours.view "EMPTY IMP_OPEN EXP_OPEN CLOSED FULL"
 }
 check "zbd (zbd-utils) is bundled" command -v zbd
 

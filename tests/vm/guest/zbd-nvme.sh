@@ -18,14 +18,7 @@
 t_start=$(vm_uptime)
 echo "# kernel $(uname -r), zbd-tool $(command -v zbd-tool), uptime ${t_start}s"
 
-Z=
-for d in /sys/block/nvme*; do
-        [ "$(cat "$d/queue/zoned" 2>/dev/null)" = host-managed ] && Z=${d##*/}
-done
-check "a host-managed NVMe namespace" [ -n "$Z" ]
-[ -n "$Z" ] || { vm_summary; exit 1; }
-Q=/sys/block/$Z/queue
-DEV=/dev/$Z
+vm_need_zoned
 NG=/dev/$(echo "$Z" | sed 's/^nvme/ng/')
 check "generic char device $NG" [ -c "$NG" ]
 check "$NG in /sys/class/nvme-generic" [ -e "/sys/class/nvme-generic/${NG#/dev/}/dev" ]

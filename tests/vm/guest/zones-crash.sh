@@ -20,25 +20,10 @@ ROUNDS=${CRASH_ROUNDS:-10}
 STAGERS=2
 POINTS="durable:io.blkmqd.Zones.Release reset-done durable:io.blkmqd.Zones.Seal durable:io.blkmqd.Zones.Allocate"
 
-Z=$(vm_zoned_disks | head -n1)
-check "a host-managed NVMe namespace" [ -n "$Z" ]
-[ -n "$Z" ] || { vm_summary; exit 1; }
-DEV=/dev/$Z
+vm_need_zoned
 NZ=$(cat /sys/block/$Z/queue/nr_zones)
 
-zone_listed() { blkmqctl --no-legend zones 2>/dev/null | grep -q "^$Z "; }
-conf() {
-        cat > $CONF <<EOF
-[Device zns]
-MatchZoned=host-managed
-ZoneAllocator=yes
-Scheduler=mq-deadline
-
-[Zones]
-Database=/tmp/crash.db
-$1
-EOF
-}
+conf() { zones_conf $CONF /tmp/crash.db Scheduler=mq-deadline "$1"; }
 listed_or_dead() { zone_listed || [ -s $BLKMQD_RC ]; }
 start() {
         daemon_start -c $CONF --varlink-address /tmp/blkmqd.sock --log-level debug

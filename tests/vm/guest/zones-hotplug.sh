@@ -32,7 +32,6 @@ zline() { blkmqctl --json zones "$ID" 2>/dev/null | tr '{}' '\n\n' | grep "\"zon
 zstate() { zline $1 | js state; }
 zstate_is() { [ "$(zstate $1)" = "$2" ]; }
 attached() { devline "$ID" | grep -q "\"device\": *\"$1\""; }
-zone_listed() { blkmqctl --no-legend zones 2>/dev/null | grep -q "^$1 "; }
 # readback DEV LBA SIZE: sha256 of SIZE bytes from LBA, plain dd (4 KiB blocks)
 readback() {
         sync
@@ -49,16 +48,8 @@ check "hidden zoned path present" [ -n "$P" ]
 echo "# $H: wwid $(cat /sys/block/$H/wwid 2>/dev/null), $(cat /sys/block/$H/queue/nr_zones) zones," \
         "max_active $(cat /sys/block/$H/queue/max_active_zones); nodes: $(ls /dev | grep -E '^(nvme|ng)' | tr '\n' ' ')"
 
-cat > $CONF <<EOF
-[Device zns]
-MatchZoned=host-managed
-ZoneAllocator=yes
-Scheduler=mq-deadline
-NrRequests=64
-
-[Zones]
-Database=/tmp/zones.db
-EOF
+zones_conf $CONF /tmp/zones.db "Scheduler=mq-deadline
+NrRequests=64"
 
 t0=$(vm_uptime)
 daemon_start -c $CONF --varlink-address /tmp/blkmqd.sock --log-level debug
@@ -101,7 +92,7 @@ sed 's/^/# before: /' /tmp/devs.before
 D0=$(devline $ID)
 
 # --- unplug -------------------------------------------------------------------
-c=${P#nvme*c}; C1=nvme${c%%n*}
+C1=$(path_ctrl $P)
 A1=$(cat /sys/class/nvme/$C1/address 2>/dev/null)
 L1=$(wc -l < $BLKMQD_LOG)
 t0=$(vm_uptime)
@@ -138,13 +129,7 @@ check "daemon alive after calls on the gone device" daemon_alive
 
 # --- replug -------------------------------------------------------------------
 t1=$(vm_uptime)
-check "host: device_add under nvmeB on rp2" vm_hotplug replug
-check "zoned head back" vm_wait_for 20 have_zoned_head
-H2=$(zoned_head); P2=$(zoned_path)
-c=${P2#nvme*c}; C2=nvme${c%%n*}
-A2=$(cat /sys/class/nvme/$C2/address 2>/dev/null)
-echo "# after replug: head ${H2:-none}, path ${P2:-none}, controller $C1 at $A1 -> $C2 at $A2"
-check "replugged behind another PCI function" [ -n "$A2" -a "$A1" != "$A2" ]
+replug_zoned
 check "$ID attached again as $H2 (by identity)" vm_wait_for 20 attached $H2
 t2=$(vm_uptime)
 echo "# replug: device_add to $ID attached $(el $t1) s"

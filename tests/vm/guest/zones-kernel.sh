@@ -20,28 +20,15 @@ export BLKMQD_ADDRESS=/tmp/blkmqd.sock
 CONF=/tmp/zones.conf
 MIB=1048576
 
-Z=$(vm_zoned_disks | head -n1)
-check "a host-managed NVMe namespace" [ -n "$Z" ]
-[ -n "$Z" ] || { vm_summary; exit 1; }
-DEV=/dev/$Z
-Q=/sys/block/$Z/queue
+vm_need_zoned
 echo "# $Z: $(cat $Q/nr_zones) zones of $(cat $Q/chunk_sectors) sectors, max_active $(cat $Q/max_active_zones)," \
         "max_open $(cat $Q/max_open_zones), logical block $(cat $Q/logical_block_size)"
 BLKZONE=
 command -v blkzone >/dev/null && BLKZONE=1
 echo "# blkzone: ${BLKZONE:+bundled}${BLKZONE:-not bundled, using blkmqctl zones}"
 
-cat > $CONF <<EOF
-[Device zns]
-MatchZoned=host-managed
-ZoneAllocator=yes
-Scheduler=mq-deadline
+zones_conf $CONF /tmp/zones.db Scheduler=mq-deadline
 
-[Zones]
-Database=/tmp/zones.db
-EOF
-
-zone_listed() { blkmqctl --no-legend zones 2>/dev/null | grep -q "^$Z "; }
 running() { blkmqctl status 2>/dev/null | grep -q "State: running"; }
 start() {
         daemon_start -c $CONF --varlink-address /tmp/blkmqd.sock --log-level debug
@@ -66,31 +53,12 @@ dev_view() {
                 echo "$c $(($3 - $2))"
         fi
 }
-# zbd_agrees WHEN: every zone's start, write pointer and condition as
-# zbd report shows them (zbd-utils on libzbd: code that is not blkmqd's) is
-# what blkmqctl zones says; the zone count is the namespace's. A full
-# zone's write pointer is left out: the kernel reports an NVMe full zone at
-# start + zone size, blkmqd at start + capacity (nothing left to write).
+# zbd_agrees WHEN: every zone as zbd report shows it is what blkmqctl
+# zones says, and the zone count is the namespace's (vm_zbd_agrees).
 zbd_agrees() {
-        zbd report -csv -u 512 $DEV 2> /tmp/zbd.err | awk -F', *' 'NR > 1 {
-                c = $7
-                n = "cond" c
-                if (c == "0x1") n = "empty"
-                if (c == "0x2") n = "implicitOpen"
-                if (c == "0x3") n = "explicitOpen"
-                if (c == "0x4") n = "closed"
-                if (c == "0xe") n = "full"
-                # %014llu: leading zeros, which busybox awk would read as octal
-                o = $3; w = $6; sub(/^0+/, "", o); sub(/^0+/, "", w)
-                print o + 0, (n == "full" ? "-" : w + 0), n }' > /tmp/zbd.view
         blkmqctl --no-legend zones $Z | awk '{ print $2, ($4 == "full" ? "-" : $3), $4 }' > /tmp/blkmqd.view
-        check_eq "zbd report ($1): one line per zone" "$(cat $Q/nr_zones)" "$(wc -l < /tmp/zbd.view)"
-        check "zbd report ($1): zone starts, write pointers and conditions as blkmqctl zones says" \
-                cmp -s /tmp/zbd.view /tmp/blkmqd.view
-        cmp -s /tmp/zbd.view /tmp/blkmqd.view ||
-                diff /tmp/zbd.view /tmp/blkmqd.view | sed 's/^/# zbd vs blkmqd| /'
-        sed 's/^/# zbd| /' /tmp/zbd.err
-        grep -v " empty$" /tmp/zbd.view | sed "s/^/# zbd ($1), not empty| /"
+        vm_zbd_agrees "$1" "blkmqctl zones says" "$(cat $Q/nr_zones)" /tmp/blkmqd.view \
+                "empty implicitOpen explicitOpen closed full" -u 512
 }
 # readback LBA SIZE: sha256 of SIZE bytes from LBA with plain dd, past any cache
 readback() {

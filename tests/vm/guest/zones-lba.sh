@@ -12,27 +12,15 @@
 export BLKMQD_ADDRESS=/tmp/blkmqd.sock
 CONF=/tmp/zones.conf
 
-Z=$(vm_zoned_disks | head -n1)
-check "a host-managed NVMe namespace" [ -n "$Z" ]
-[ -n "$Z" ] || { vm_summary; exit 1; }
-DEV=/dev/$Z
+vm_need_zoned
 LBS=$(cat /sys/block/$Z/queue/logical_block_size)
 check_eq "the namespace's logical block size" 4096 "$LBS"
 check "nvme-cli is bundled" command -v nvme
 [ "$LBS" = 4096 ] && command -v nvme >/dev/null || { vm_summary; exit 1; }
 K=$((LBS / 512))                # 512-byte sectors per namespace block
 
-cat > $CONF <<EOF2
-[Device zns]
-MatchZoned=host-managed
-ZoneAllocator=yes
+zones_conf $CONF /tmp/zones.db
 
-[Zones]
-Database=/tmp/zones.db
-EOF2
-
-fld() { sed -n "s/^ *$2: //p" "$1" | head -n1; }
-zone_listed() { blkmqctl --no-legend zones 2>/dev/null | grep -q "^$Z "; }
 daemon_start -c $CONF --varlink-address /tmp/blkmqd.sock
 check "blkmqd offers $Z for leases" vm_wait_for 30 zone_listed
 
