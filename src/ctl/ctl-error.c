@@ -63,6 +63,9 @@ static int manager_error(const char *verb, const char *name, json_t *p) {
                 return fail(EXIT_SETTING_FAILED, "%s: %s is still being tuned after %lld s (CallTimeoutSec=); "
                             "blkmqd goes on, see blkmqctl show", verb, dash(jstr(p, "device")),
                             jint(p, "seconds", 0));
+        if (streq(name, "TrialRefused"))
+                return fail(EXIT_SETTING_FAILED, "%s: %s: no trial: %s", verb, dash(jstr(p, "device")),
+                            dash(jstr(p, "reason")));
         if (streq(name, "ConfigInvalid")) {
                 long long line = jint(p, "line", 0);
                 if (line > 0)

@@ -66,15 +66,19 @@ static void print_trial_table(json_t *t) {
         json_t *c;
         size_t i;
 
-        printf("  %-34s %6s %12s %11s %10s %9s %s\n", "SETTING", "EPOCHS", "READ AWAIT", "WRITE MB/s", "READ MB/s",
-               "IN FLIGHT", "");
+        printf("  %-34s %6s %12s %12s %11s %10s %9s %s\n", "SETTING", "EPOCHS", "READ AWAIT", "READ P99", "WRITE MB/s",
+               "READ MB/s", "IN FLIGHT", "");
         json_array_foreach(json_object_get(t, "candidates"), i, c) {
                 const char *mark = json_is_true(json_object_get(c, "refused"))              ? "refused by the kernel"
                                    : json_is_false(json_object_get(c, "admissible"))         ? "outside the bound"
                                    : json_is_true(json_object_get(c, "baseline"))            ? "(before the trial)"
                                                                                              : "";
-                printf("  %-34s %6lld %9.2f ms %11.1f %10.1f %9.1f %s\n", dash(jstr(c, "setting")), jint(c, "epochs", 0),
-                       jreal(c, "readAwaitMs"), jreal(c, "writeMBps"), jreal(c, "readMBps"), jreal(c, "inFlight"), mark);
+                char p99[16] = "-";
+                if (jreal(c, "readP99Ms") > 0)
+                        snprintf(p99, sizeof p99, "%.2f ms", jreal(c, "readP99Ms"));
+                printf("  %-34s %6lld %9.2f ms %12s %11.1f %10.1f %9.1f %s\n", dash(jstr(c, "setting")),
+                       jint(c, "epochs", 0), jreal(c, "readAwaitMs"), p99, jreal(c, "writeMBps"), jreal(c, "readMBps"),
+                       jreal(c, "inFlight"), mark);
         }
 }
 
@@ -98,6 +102,11 @@ static int print_trial_result(json_t *p, void *userdata) {
                 printf("Ended early: %s\n", jstr(t, "abortReason"));
         printf("Decision: %s %s: %s (confidence %.1f %%)\n", dash(jstr(t, "verdict")),
                dash(jstr(t, "winner")), dash(jstr(t, "reason")), jreal(t, "confidence") * 100);
+        if (jstr(t, "readLatency"))
+                printf("Reads ranked by: %s\n", streq(jstr(t, "readLatency"), "p99") ? "the probes' read p99"
+                                                                                      : "the mean read await (too few probes for a p99)");
+        if (jstr(t, "note"))
+                printf("Note: %s\n", jstr(t, "note"));
         printf("Scheduler switches: %lld, time in applies: %lld ms\n", jint(t, "schedulerSwitches", 0),
                jint(t, "applyUsec", 0) / 1000);
         return EXIT_OK;

@@ -98,13 +98,13 @@ check "progress came per epoch" sh -c "[ \$(grep -c '\"running\"' /tmp/trial.jso
 blkmqctl --address $ADDR trial $Z > /tmp/ztrial.out 2>&1
 rc=$?
 sed 's/^/# zns trial| /' /tmp/ztrial.out
-check "blkmqctl trial $Z ($Z0) is refused (exit code $rc)" [ $rc -ne 0 ]
+check_eq "blkmqctl trial $Z ($Z0) is refused: exit code" 6 $rc
 check "the refusal says $Z0 cannot be put back" grep -q "the current scheduler $Z0 cannot be put back" /tmp/ztrial.out
 echo mq-deadline > /sys/block/$Z/queue/scheduler
 blkmqctl --address $ADDR trial $Z > /tmp/ztrial2.out 2>&1
 rc=$?
 sed 's/^/# zns trial 2| /' /tmp/ztrial2.out
-check "with mq-deadline, blkmqctl trial $Z is refused (exit code $rc)" [ $rc -ne 0 ]
+check_eq "with mq-deadline, blkmqctl trial $Z is refused: exit code" 6 $rc
 check "the refusal names the 6.10 guard" grep -q "none left out: a zoned disk before 6.10 needs mq-deadline" /tmp/ztrial2.out
 check_eq "$Z scheduler stays" mq-deadline "$(sched $Z)"
 check "the log: no write of none to $Z" sh -c "! grep -q '$Z: queue/scheduler .*→ none' $BLKMQD_LOG"
