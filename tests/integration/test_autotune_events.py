@@ -15,7 +15,6 @@ life: on plain loop devices (fast, so short epochs do), with fio.
 
 Needs root, loop devices, udevd, fio; $BLKMQD."""
 
-import os
 import shutil
 import subprocess
 import threading

@@ -13,18 +13,7 @@
 . /vm/daemon-lib.sh
 
 echo "# kernel $(uname -r), uptime $(vm_uptime)s"
-C= Z=
-for d in /sys/block/nvme*; do
-        n=${d##*/}
-        case $(cat $d/queue/zoned) in
-        host-managed) Z=$n ;;
-        none) C=$n ;;
-        esac
-done
-echo "# conventional namespace: ${C:-none}, ZNS namespace: ${Z:-none}"
-check "a conventional NVMe namespace" [ -n "$C" ]
-check "a host-managed NVMe namespace" [ -n "$Z" ]
-[ -n "$C" ] && [ -n "$Z" ] || { vm_summary; exit 1; }
+nvme_namespaces || { vm_summary; exit 1; }
 C0=$(sched $C) Z0=$(sched $Z)
 echo "# before: $C $(qstate $C); $Z $(qstate $Z)"
 

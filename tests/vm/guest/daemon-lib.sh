@@ -60,6 +60,22 @@ daemon_stop() {
 same_snap() { qsnap $1 | cmp -s - $2; }
 
 # zoned_head, zoned_path, path_ctrl, vm_need_zoned: in /vm/lib.sh (every guest).
+# nvme_namespaces: C and Z, the conventional and the host-managed NVMe
+# namespace of a --zns --conventional guest (by queue/zoned: names follow
+# probe order); says which, checks both are there, fails without them.
+nvme_namespaces() {
+        C= Z=
+        for _d in /sys/block/nvme*; do
+                case $(cat $_d/queue/zoned) in
+                host-managed) Z=${_d##*/} ;;
+                none) C=${_d##*/} ;;
+                esac
+        done
+        echo "# ZNS namespace: ${Z:-none}, conventional namespace: ${C:-none}"
+        check "a host-managed NVMe namespace" [ -n "$Z" ]
+        check "a conventional NVMe namespace" [ -n "$C" ]
+        [ -n "$Z" ] && [ -n "$C" ]
+}
 # gone DEV: its /sys/block entry is gone.
 gone() { ! test -e /sys/block/$1; }
 # fld FILE NAME: the value of "NAME: value" in blkmqctl's field output.

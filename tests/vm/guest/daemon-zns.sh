@@ -12,19 +12,7 @@ echo "# kernel $(uname -r), blkmqd $(command -v blkmqd), uptime $(vm_uptime)s"
 check "blkmqd is in the guest" command -v blkmqd
 check "shipped config at /etc/blkmqd/blkmqd.conf" [ -f /etc/blkmqd/blkmqd.conf ]
 
-# The namespaces, by queue/zoned (names follow probe order).
-Z= C=
-for d in /sys/block/nvme*; do
-        n=${d##*/}
-        case $(cat $d/queue/zoned) in
-        host-managed) Z=$n ;;
-        none) C=$n ;;
-        esac
-done
-echo "# ZNS namespace: ${Z:-none}, conventional namespace: ${C:-none}"
-check "a host-managed NVMe namespace" [ -n "$Z" ]
-check "a conventional NVMe namespace" [ -n "$C" ]
-[ -n "$Z" ] && [ -n "$C" ] || { vm_summary; exit 1; }
+nvme_namespaces || { vm_summary; exit 1; }
 
 # null_blk zoned, once before the daemon runs: its kernel defaults.
 M=/lib/modules/$(uname -r)/kernel
