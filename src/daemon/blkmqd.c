@@ -17,7 +17,7 @@
 
 #include "api-manager.h"
 #include "api-metrics.h"
-#include "api-zones.h"
+#include "zones-varlink.h"
 #include "autotune-runner.h"
 #include "conf.h"
 #include "log.h"
@@ -438,9 +438,12 @@ static int daemon_setup_services(Daemon *d) {
                 prober_set_event_cb(d->prober, daemon_on_probe_event, d);
         }
         if (m->uring && config_wants_zones(m->config)) {
-                r = zone_service_new(&d->zones, m->event, &m->config->zones, m->uring, m->pool, d->varlink);
+                r = zone_service_new(&d->zones, m->event, &m->config->zones, m->uring, m->pool);
                 if (r < 0)
                         return log_error_errno(r, "Failed to set up the zone allocator: %m");
+                r = zones_varlink_add(d->varlink, d->zones);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to set up io.blkmqd.Zones: %m");
                 /* Damaged objects on the Metrics Monitor streams, beside the latency alerts. */
                 if (d->api_metrics)
                         zone_service_set_alert_cb(d->zones, api_metrics_zone_alert, d->api_metrics);

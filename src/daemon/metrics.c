@@ -8,7 +8,7 @@
 
 #include "log.h"
 #include "metrics-text.h"
-#include "api-zones.h"
+#include "zone-service.h"
 #include "metrics.h"
 #include "autotune-runner.h"
 #include "probe.h"

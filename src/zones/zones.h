@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "sha256.h"
 #include "zbd.h"
 
 /* The zone allocator's decisions, as pure functions of their inputs: which
@@ -26,6 +27,14 @@ typedef enum ZoneState {
 const char *zone_state_to_string(ZoneState s);
 int zone_state_from_string(const char *s); /* -EINVAL */
 
+struct AppendOp;
+struct SealJob;
+struct VerifyJob;
+
+/* One zone as the zone service holds it: the allocator's view (the first
+ * fields, what zone_pick() and zone_reconcile() look at), the rest of its
+ * record, and what runs on it. Only the zone service (zone-service.c and
+ * its engines) writes a slot; others read them through const pointers. */
 typedef struct ZoneSlot {
         uint32_t index;
         ZoneState state;
@@ -33,6 +42,32 @@ typedef struct ZoneSlot {
         uint64_t bytes_written;  /* by the record */
         uint32_t reset_count;
         bool lease_held;
+
+        /* The rest of the record (zone-db.h's ZoneRecord) */
+        char *lease;
+        uint32_t owner_uid;      /* ZONE_DB_UID_INVALID: none */
+        char *label;
+        char *sha256;
+        uint64_t allocated_usec, sealed_usec;
+        char *note;
+        uint64_t scrub_usec;     /* CLOCK_REALTIME of the last check; 0: none since start */
+        int scrub_result;        /* of it: 0, -EBADMSG (mismatch), -errno */
+
+        /* What runs on the zone (the zone service's, on the loop thread) */
+        struct AppendOp *append; /* in flight */
+        bool busy;               /* sealing */
+        bool releasing;          /* a Release waits for its record to be durable */
+        unsigned readers;        /* Read, Verify or the scrub reading the sealed object */
+        /* The last partial block of what was appended so far: zones are
+         * written in whole blocks, so it waits for more data or the seal. */
+        uint8_t *tail;
+        uint32_t tail_len;
+        /* Verification behind the appends (zone-verify.c). */
+        Sha256 vsha;
+        uint64_t verified;
+        struct VerifyJob *verify; /* in flight */
+        struct SealJob *seal_wait; /* a seal waiting for it */
+        unsigned verify_gen;      /* bumped when the zone is reset under a lease */
 } ZoneSlot;
 
 /* Picks the zone for a new lease of size bytes: an empty sequential zone in

@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "base64.h"
 #include "cleanup.h"
 #include "fake-sysfs.h"
 #include "sysfs.h"
@@ -436,6 +437,33 @@ static void test_now_usec(void **state) {
 }
 
 /* sysfs.c's accessors on plain files: what tune relies on. */
+static void test_base64_decode(void **state) {
+        static const struct {
+                const char *in, *out;
+        } good[] = {
+                { "", "" },       { "Zg==", "f" },     { "Zm8=", "fo" },         { "Zm9v", "foo" },
+                { "Zm9vYg==", "foob" }, { "Zm9vYmE=", "fooba" }, { "Zm9vYmFy", "foobar" }, { "+/+/", "\xfb\xff\xbf" },
+        };
+        static const char *const bad[] = { "Z", "Zg=", "Zg", "Z===", "=Zg=", "Zg==Zg==", "Zm9v!A==", "Zg=a", "Zm 9v" };
+
+        for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+                _cleanup_free_ uint8_t *out = NULL;
+                size_t n = 99;
+
+                assert_int_equal(base64_decode(good[i].in, &out, &n), 0);
+                assert_int_equal(n, strlen(good[i].out));
+                assert_memory_equal(out, good[i].out, n);
+        }
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+                uint8_t *out = NULL;
+                size_t n = 99;
+
+                assert_int_equal(base64_decode(bad[i], &out, &n), -EINVAL);
+                assert_null(out);
+                assert_int_equal(n, 99);
+        }
+}
+
 static void test_sysfs_accessors(void **state) {
         _cleanup_free_ char *dir = NULL, *p = NULL, *ro = NULL, *missing = NULL, *v = NULL, *v2 = NULL;
         long long n = 0;
@@ -504,6 +532,7 @@ int main(void) {
                 cmocka_unit_test(test_path_join),
                 cmocka_unit_test(test_kernel_version),
                 cmocka_unit_test(test_now_usec),
+                cmocka_unit_test(test_base64_decode),
                 cmocka_unit_test(test_sysfs_accessors),
         };
 

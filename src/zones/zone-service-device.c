@@ -1,0 +1,253 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "sha256.h"
+#include "util.h"
+#include "zone-service-internal.h"
+#include "zone-service.h"
+#include "zones.h"
+
+/* The zone service's devices: added (a kernel device offered by the
+ * manager, or the emulation), gone, and re-plugged; the zone report and
+ * the records reconciled when one (re)appears. */
+
+/* Sealed objects of d whose last check (scrub, Verify, Read) failed. */
+static unsigned device_damaged(const ZoneDevice *d) {
+        unsigned n = 0;
+
+        for (size_t i = 0; i < d->n; i++)
+                if (d->slots[i].state == ZONE_STATE_SEALED && d->slots[i].scrub_usec && d->slots[i].scrub_result < 0)
+                        n++;
+        return n;
+}
+
+void zone_device_get_info(const ZoneDevice *d, ZoneDeviceInfo *ret) {
+        *ret = (ZoneDeviceInfo) {
+                .id = d->id,
+                .sysname = d->sysname,
+                .backend = d->backend,
+                .slots = d->slots,
+                .n_zones = d->n,
+                .max_open = d->zbd ? d->zbd->limits.max_open : 0,
+                .max_active = d->zbd ? d->zbd->limits.max_active : 0,
+                .damaged = device_damaged(d),
+        };
+        for (size_t i = 0; i < d->n; i++)
+                ret->counts[d->slots[i].state]++;
+}
+
+static bool zdev_busy(const ZoneDevice *d) {
+        if (d->resetting)
+                return true;
+        for (size_t k = 0; k < d->n; k++)
+                if (d->slots[k].append || d->slots[k].busy || d->slots[k].verify || d->slots[k].readers)
+                        return true;
+        return false;
+}
+
+/* ---- devices ---- */
+/* ---- devices ---- */
+
+void zone_device_free(ZoneDevice *d) {
+        if (!d)
+                return;
+        for (size_t i = 0; i < d->n; i++) {
+                free(d->slots[i].lease);
+                free(d->slots[i].label);
+                free(d->slots[i].sha256);
+                free(d->slots[i].note);
+                free(d->slots[i].tail);
+                sha256_done(&d->slots[i].vsha);
+        }
+        free(d->slots);
+        if (d->zbd)
+                zbd_free(d->zbd);
+        for (size_t i = 0; i < ELEMENTSOF(d->readd); i++)
+                free(d->readd[i]);
+        free(d->id);
+        free(d->sysname);
+        free(d);
+}
+
+/* Reads the zone report and the records, and reconciles them. Runs at
+ * start and when a device (re)appears. */
+static int zdev_attach(ZoneService *s, ZoneDevice *d, Zbd *zbd) {
+        _cleanup_free_ Zone *zones = NULL;
+        ZoneRecord *recs = NULL;
+        size_t n = 0, n_recs = 0;
+        int r;
+
+        r = zbd_report_all(zbd, &zones, &n);
+        if (r < 0)
+                return log_error_errno(r, "%s: zone report failed: %m", d->id);
+        if (d->n && d->n != n)
+                return log_error_errno(EINVAL, "%s: came back with %zu zones instead of %zu, not using it.", d->id,
+                                       n, d->n);
+        if (!d->n) {
+                d->slots = calloc(n, sizeof *d->slots);
+                if (!d->slots)
+                        return -ENOMEM;
+                d->n = n;
+                for (size_t i = 0; i < n; i++) {
+                        d->slots[i].index = (uint32_t) i;
+                        d->slots[i].owner_uid = ZONE_DB_UID_INVALID;
+                }
+                r = zone_db_load_device(s->db, d->id, &recs, &n_recs);
+                if (r < 0)
+                        return log_error_errno(r, "%s: cannot read zone records: %m", d->id);
+                for (size_t k = 0; k < n_recs; k++) {
+                        ZoneRecord *rc = &recs[k];
+                        int st = zone_state_from_string(rc->state);
+                        if (rc->zone_index >= n || st < 0)
+                                continue;
+                        d->slots[rc->zone_index].state = st;
+                        d->slots[rc->zone_index].bytes_written = rc->bytes_written;
+                        d->slots[rc->zone_index].reset_count = rc->reset_count;
+                        ZoneSlot *x = &d->slots[rc->zone_index];
+                        x->lease = TAKE_PTR(rc->lease);
+                        x->label = TAKE_PTR(rc->label);
+                        x->sha256 = TAKE_PTR(rc->sha256);
+                        x->note = TAKE_PTR(rc->note);
+                        x->owner_uid = rc->owner_uid;
+                        x->allocated_usec = rc->allocated_usec;
+                        x->sealed_usec = rc->sealed_usec;
+                }
+                zone_records_free(recs, n_recs);
+        }
+        d->zbd = zbd;
+        (void) zone_db_put_device(s->db, d->id, zbd->limits.zone_size, (uint32_t) n, NULL, NULL);
+
+        for (size_t i = 0; i < n; i++) {
+                ZoneSlot *sl = &d->slots[i];
+                const char *why;
+                ZoneState st;
+
+                sl->zone = zones[i];
+                st = zone_reconcile(sl, &why);
+                if (!why)
+                        continue;
+                log_notice("%s: zone %zu: %s → %s: %s", d->id, i, zone_state_to_string(sl->state),
+                           zone_state_to_string(st), why);
+                sl->state = st;
+                (void) free_and_strdup(&d->slots[i].note, why);
+                if (st == ZONE_STATE_FREE || st == ZONE_STATE_RELEASING)
+                        d->slots[i].lease = mfree(d->slots[i].lease);
+                (void) zone_record(d, (uint32_t) i);
+        }
+        zone_maybe_reset(d, true);
+        return 0;
+}
+
+int zone_device_add(ZoneService *s, const char *id, const char *sysname, const char *backend, Zbd *zbd) {
+        ZoneDevice *d = zone_find_dev(s, id);
+        int r;
+
+        if (!d) {
+                ZoneDevice **t = realloc(s->devs, sizeof *t * (s->n_devs + 1));
+                if (!t)
+                        return -ENOMEM;
+                s->devs = t;
+                d = calloc(1, sizeof *d);
+                if (!d || !(d->id = strdup(id))) {
+                        free(d);
+                        return -ENOMEM;
+                }
+                d->service = s;
+                s->devs[s->n_devs++] = d;
+        } else if (d->zbd) {
+                zbd_free(zbd);
+                return 0; /* already attached */
+        }
+        d->backend = backend;
+        r = free_and_strdup(&d->sysname, sysname);
+        if (r < 0)
+                return r;
+        bool was_gone = d->gone;
+        d->gone = false;
+        r = zdev_attach(s, d, zbd);
+        if (r < 0) {
+                d->gone = was_gone;
+                d->zbd = NULL;
+                zbd_free(zbd);
+                return r;
+        }
+        log_info("%s: %zu zones of %s (%s backend) available for leases.", d->id, d->n,
+                 format_size(zbd->limits.zone_size, (char[16]) {}), backend);
+        return 0;
+}
+
+int zone_service_add_kernel(ZoneService *s, const char *id, const char *sysname, const char *devnode,
+                            const char *blockdir) {
+        Zbd *z = NULL;
+        int r;
+
+        if (!s)
+                return 0;
+        ZoneDevice *d = zone_find_dev(s, id);
+        if (d && d->zbd && !d->gone)
+                return free_and_strdup(&d->sysname, sysname);
+        if (d && d->gone && zdev_busy(d)) {
+                /* The old backend is still in use by an operation that is
+                 * failing now; reattach when it has ended. */
+                for (size_t i = 0; i < ELEMENTSOF(d->readd); i++)
+                        d->readd[i] = mfree(d->readd[i]);
+                d->readd[0] = strdup(sysname);
+                d->readd[1] = strdup(devnode);
+                d->readd[2] = blockdir ? strdup(blockdir) : NULL;
+                return 0;
+        }
+        /* NVMe ZNS namespaces: zone append through passthrough on /dev/ngXnY
+         * (the device picks the offset). Anything else, or an NVMe namespace
+         * where that is not possible (not ZNS, no generic char device, no
+         * CAP_SYS_ADMIN on 6.1, metadata formats): the kernel's interface. */
+        if (sysname && strncmp(sysname, "nvme", 4) == 0) {
+                r = zbd_nvme_open(devnode, blockdir, &z);
+                if (r >= 0)
+                        return zone_device_add(s, id, sysname, "nvme", z);
+                log_notice_errno(r, "%s: no NVMe zone append passthrough on %s, using the kernel's zoned interface: %m",
+                                 sysname, devnode);
+        }
+        r = zbd_kernel_open(devnode, blockdir, &z);
+        if (r < 0)
+                return log_warning_errno(r, "%s: cannot use %s for zone leases: %m", sysname, devnode);
+        return zone_device_add(s, id, sysname, "kernel", z);
+}
+
+void zone_service_device_gone(ZoneService *s, const char *sysname) {
+        if (!s)
+                return;
+        for (size_t i = 0; i < s->n_devs; i++) {
+                ZoneDevice *d = s->devs[i];
+                if (!streq_ptr(d->sysname, sysname) || !d->zbd)
+                        continue;
+                /* Records stay; operations in flight fail on their own and
+                 * the backend is dropped when the last one ended. */
+                log_info("%s: %s went away; its zones and leases wait for it to come back.", d->id, sysname);
+                d->gone = true;
+                d->sysname = mfree(d->sysname);
+                zone_device_settle(d);
+        }
+}
+
+void zone_device_settle(ZoneDevice *d) {
+        _cleanup_free_ char *sysname = NULL, *devnode = NULL, *blockdir = NULL;
+
+        if (!d->gone || zdev_busy(d))
+                return;
+        if (d->zbd) {
+                zbd_free(d->zbd);
+                d->zbd = NULL;
+        }
+        if (!d->readd[0])
+                return;
+        sysname = TAKE_PTR(d->readd[0]);
+        devnode = TAKE_PTR(d->readd[1]);
+        blockdir = TAKE_PTR(d->readd[2]);
+        (void) zone_service_add_kernel(d->service, d->id, sysname, devnode, blockdir);
+}
+
+
