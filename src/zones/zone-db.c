@@ -20,14 +20,12 @@
 #include "log.h"
 #include "util.h"
 #include "thread-sched.h"
+#include "zone-db-schema.h"
 #include "zone-db.h"
 
-/* "blkz": PRAGMA application_id, so we never migrate somebody else's file. */
-#define ZONE_DB_APPLICATION_ID 0x626c6b7a
 /* An upper bound on one transaction, so a flood of writes still commits
  * (and calls back) in steps. */
 #define ZONE_DB_BATCH_MAX 4096
-#define ZONE_DB_BUSY_TIMEOUT_MS 5000
 
 typedef enum OpType {
         OP_PUT_ZONE,
@@ -52,6 +50,7 @@ typedef struct OpList {
 
 struct ZoneDb {
         char *path;
+        bool in_memory;               /* ":memory:", for tests: nothing is durable */
         sqlite3 *wdb;                 /* the store thread's (the loop's before start and after join) */
         sqlite3 *rdb;                 /* loop thread, reads only */
         sqlite3_stmt *put_zone, *put_device, *begin, *commit, *rollback; /* on wdb */
@@ -74,36 +73,6 @@ struct ZoneDb {
         bool freeing;                 /* loop thread only */
 };
 
-/* Each migration takes the schema from version i to i + 1, in one
- * transaction with the user_version update. Append only. */
-static const char *const migrations[] = {
-        /* 0 → 1 */
-        "CREATE TABLE devices ("
-        "  id TEXT PRIMARY KEY NOT NULL,"
-        "  zone_size INTEGER NOT NULL,"
-        "  nr_zones INTEGER NOT NULL,"
-        "  first_seen INTEGER NOT NULL,"
-        "  last_seen INTEGER NOT NULL"
-        ");"
-        "CREATE TABLE zones ("
-        "  device_id TEXT NOT NULL REFERENCES devices(id),"
-        "  zone_index INTEGER NOT NULL CHECK (zone_index >= 0),"
-        "  state TEXT NOT NULL CHECK (state IN ('free','allocated','writing','sealed','releasing','failed')),"
-        "  lease TEXT UNIQUE,"
-        "  owner_uid INTEGER,"
-        "  label TEXT,"
-        "  bytes_written INTEGER NOT NULL DEFAULT 0,"
-        "  sha256 TEXT,"
-        "  reset_count INTEGER NOT NULL DEFAULT 0,"
-        "  allocated_usec INTEGER,"
-        "  sealed_usec INTEGER,"
-        "  updated_usec INTEGER NOT NULL,"
-        "  note TEXT,"
-        "  PRIMARY KEY (device_id, zone_index)"
-        ");",
-};
-_Static_assert(ELEMENTSOF(migrations) == ZONE_DB_SCHEMA_VERSION, "one migration per schema version");
-
 #define ZONE_COLUMNS                                                            \
         "device_id, zone_index, state, lease, owner_uid, label, bytes_written," \
         " sha256, reset_count, allocated_usec, sealed_usec, updated_usec, note"
@@ -120,51 +89,6 @@ static const char put_device_sql[] =
         "INSERT INTO devices (id, zone_size, nr_zones, first_seen, last_seen) VALUES (?1, ?2, ?3, ?4, ?4)"
         " ON CONFLICT (id) DO UPDATE SET"
         " zone_size = excluded.zone_size, nr_zones = excluded.nr_zones, last_seen = excluded.last_seen";
-
-static int sqlite_to_errno(int rc) {
-        switch (rc) {
-        case SQLITE_OK:
-        case SQLITE_DONE:
-        case SQLITE_ROW:
-                return 0;
-        case SQLITE_CONSTRAINT_UNIQUE:
-        case SQLITE_CONSTRAINT_PRIMARYKEY:
-                return -EEXIST;
-        case SQLITE_CONSTRAINT_FOREIGNKEY:
-                return -ENODEV;
-        default:
-                break;
-        }
-        switch (rc & 0xff) {
-        case SQLITE_CONSTRAINT:
-        case SQLITE_MISMATCH:
-        case SQLITE_RANGE:
-        case SQLITE_TOOBIG:
-                return -EINVAL;
-        case SQLITE_BUSY:
-        case SQLITE_LOCKED:
-                return -EBUSY;
-        case SQLITE_NOMEM:
-                return -ENOMEM;
-        case SQLITE_FULL:
-                return -ENOSPC;
-        case SQLITE_READONLY:
-                return -EROFS;
-        case SQLITE_PERM:
-        case SQLITE_AUTH:
-                return -EPERM;
-        case SQLITE_CANTOPEN:
-                return -EACCES;
-        case SQLITE_CORRUPT:
-        case SQLITE_NOTADB:
-                return -EBADMSG;
-        case SQLITE_INTERRUPT:
-        case SQLITE_ABORT:
-                return -ECANCELED;
-        default:
-                return -EIO;
-        }
-}
 
 static bool op_is_io_error(int rc) {
         return (rc & 0xff) == SQLITE_IOERR;
@@ -277,7 +201,7 @@ static int exec_op(ZoneDb *db, ZoneDbOp *op) {
 }
 
 static void log_sqlite(ZoneDb *db, int rc, const char *what) {
-        int r = sqlite_to_errno(rc);
+        int r = zone_db_errno(rc);
 
         /* Constraint violations are the caller's business (it gets r); the
          * store's own trouble is worth a warning. */
@@ -313,7 +237,7 @@ static void run_group(ZoneDb *db, ZoneDbOp *first, size_t n) {
                 log_sqlite(db, rc, "BEGIN");
                 rollback_if_open(db);
                 for (op = first, i = 0; i < n; op = op->next, i++)
-                        op->r = sqlite_to_errno(rc);
+                        op->r = zone_db_errno(rc);
                 return;
         }
 
@@ -327,13 +251,13 @@ static void run_group(ZoneDb *db, ZoneDbOp *first, size_t n) {
                 if (!sqlite3_get_autocommit(db->wdb)) {
                         /* Only this statement was undone: the rest of the
                          * group goes on. */
-                        op->r = sqlite_to_errno(rc);
+                        op->r = zone_db_errno(rc);
                         continue;
                 }
                 /* SQLite rolled the whole transaction back (I/O error, out of
                  * memory): give every op its own transaction and result. */
                 if (n == 1) {
-                        op->r = sqlite_to_errno(rc);
+                        op->r = zone_db_errno(rc);
                         if (op_is_io_error(rc))
                                 db->write_error = -EIO;
                         return;
@@ -345,7 +269,7 @@ static void run_group(ZoneDb *db, ZoneDbOp *first, size_t n) {
 
         rc = step_once(db->commit);
         if (rc != SQLITE_OK) {
-                int r = op_is_io_error(rc) ? -EIO : sqlite_to_errno(rc);
+                int r = op_is_io_error(rc) ? -EIO : zone_db_errno(rc);
 
                 log_sqlite(db, rc, "COMMIT");
                 rollback_if_open(db);
@@ -518,75 +442,6 @@ unsigned zone_db_pending(ZoneDb *db) {
 
 /* --- opening --- */
 
-static int exec_sql(sqlite3 *s, const char *sql, const char *path) {
-        char *err = NULL;
-        int rc = sqlite3_exec(s, sql, NULL, NULL, &err);
-
-        if (rc != SQLITE_OK) {
-                int r = sqlite_to_errno(rc);
-                log_error_errno(r, "zone-db: %s: \"%.40s...\": %s", path, sql, strna(err));
-                sqlite3_free(err);
-                return r;
-        }
-        return 0;
-}
-
-static int query_int(sqlite3 *s, const char *sql, int64_t *ret) {
-        sqlite3_stmt *st = NULL;
-        int rc = sqlite3_prepare_v2(s, sql, -1, &st, NULL);
-
-        if (rc == SQLITE_OK) {
-                rc = sqlite3_step(st);
-                if (rc == SQLITE_ROW) {
-                        *ret = sqlite3_column_int64(st, 0);
-                        rc = SQLITE_OK;
-                } else if (rc == SQLITE_DONE)
-                        rc = SQLITE_MISMATCH;
-        }
-        sqlite3_finalize(st);
-        return rc;
-}
-
-static int query_text(sqlite3 *s, const char *sql, char **ret) {
-        sqlite3_stmt *st = NULL;
-        int rc = sqlite3_prepare_v2(s, sql, -1, &st, NULL);
-
-        if (rc == SQLITE_OK) {
-                rc = sqlite3_step(st);
-                if (rc == SQLITE_ROW) {
-                        const char *t = (const char *) sqlite3_column_text(st, 0);
-                        *ret = strdup(strempty(t));
-                        rc = *ret ? SQLITE_OK : SQLITE_NOMEM;
-                } else if (rc == SQLITE_DONE)
-                        rc = SQLITE_MISMATCH;
-        }
-        sqlite3_finalize(st);
-        return rc;
-}
-
-static int open_connection(const char *path, sqlite3 **ret) {
-        sqlite3 *s = NULL;
-        int rc, r;
-
-        rc = sqlite3_open_v2(path, &s, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
-        if (rc != SQLITE_OK) {
-                r = sqlite_to_errno(rc);
-                log_error_errno(r, "zone-db: cannot open %s: %s", path, s ? sqlite3_errmsg(s) : sqlite3_errstr(rc));
-                sqlite3_close(s);
-                return r;
-        }
-        (void) sqlite3_extended_result_codes(s, 1);
-        (void) sqlite3_busy_timeout(s, ZONE_DB_BUSY_TIMEOUT_MS);
-        /* Foreign keys are per connection and off by default. */
-        r = exec_sql(s, "PRAGMA foreign_keys = ON;", path);
-        if (r < 0) {
-                sqlite3_close(s);
-                return r;
-        }
-        *ret = s;
-        return 0;
-}
-
 static int fsync_parent_dir(const char *path) {
         _cleanup_free_ char *copy = strdup(path);
         _cleanup_close_ int fd = -EBADF;
@@ -599,93 +454,104 @@ static int fsync_parent_dir(const char *path) {
         return 0;
 }
 
-/* On the writer connection, before the thread starts. */
-static int setup_writer(ZoneDb *db) {
-        _cleanup_free_ char *mode = NULL;
-        int64_t version, appid, sync;
-        int rc, r;
-
-        /* WAL: readers (reconcile, an operator's sqlite3) never block the
-         * writer, and a commit is one sequential append + one fsync. */
-        rc = query_text(db->wdb, "PRAGMA journal_mode = WAL;", &mode);
-        if (rc != SQLITE_OK) {
-                r = sqlite_to_errno(rc);
-                return log_error_errno(r, "zone-db: %s: cannot set WAL mode: %s", db->path, sqlite3_errmsg(db->wdb));
-        }
-        if (strcasecmp(mode, "wal") != 0)
-                return log_error_errno(EOPNOTSUPP, "zone-db: %s: file system does not allow WAL mode (got %s).",
-                                       db->path, mode);
-        /* FULL: the WAL is fsynced at every commit (NORMAL only at checkpoints,
-         * which loses the last commits on power loss). The WAL is reset to at
-         * most 4 MiB after checkpoints. */
-        r = exec_sql(db->wdb, "PRAGMA synchronous = FULL; PRAGMA journal_size_limit = 4194304;", db->path);
-        if (r < 0)
-                return r;
-        rc = query_int(db->wdb, "PRAGMA synchronous;", &sync);
-        if (rc != SQLITE_OK || sync < 2)
-                return log_error_errno(EIO, "zone-db: %s: synchronous=FULL did not stick.", db->path);
-
-        r = exec_sql(db->wdb, "BEGIN IMMEDIATE;", db->path);
-        if (r < 0)
-                return r;
-        rc = query_int(db->wdb, "PRAGMA user_version;", &version);
-        if (rc == SQLITE_OK)
-                rc = query_int(db->wdb, "PRAGMA application_id;", &appid);
-        if (rc != SQLITE_OK) {
-                r = log_error_errno(sqlite_to_errno(rc), "zone-db: %s: %s", db->path, sqlite3_errmsg(db->wdb));
-                goto rollback;
-        }
-        if (appid != 0 && appid != ZONE_DB_APPLICATION_ID) {
-                r = log_error_errno(EMEDIUMTYPE, "zone-db: %s: application_id %#llx, not a blkmqd zone store.",
-                                    db->path, (unsigned long long) appid);
-                goto rollback;
-        }
-        if (version > ZONE_DB_SCHEMA_VERSION) {
-                r = log_error_errno(EPROTONOSUPPORT,
-                                    "zone-db: %s: schema version %lld is newer than this blkmqd's (%d).",
-                                    db->path, (long long) version, ZONE_DB_SCHEMA_VERSION);
-                goto rollback;
-        }
-        if (version < 0) {
-                r = log_error_errno(EBADMSG, "zone-db: %s: bad schema version %lld.", db->path, (long long) version);
-                goto rollback;
-        }
-        for (int64_t v = version; v < ZONE_DB_SCHEMA_VERSION; v++) {
-                char sql[96];
-
-                log_info("zone-db: %s: migrating schema %lld → %lld.", db->path, (long long) v, (long long) v + 1);
-                r = exec_sql(db->wdb, migrations[v], db->path);
-                if (r < 0)
-                        goto rollback;
-                snprintf(sql, sizeof sql, "PRAGMA user_version = %lld; PRAGMA application_id = %d;",
-                         (long long) v + 1, ZONE_DB_APPLICATION_ID);
-                r = exec_sql(db->wdb, sql, db->path);
-                if (r < 0)
-                        goto rollback;
-        }
-        r = exec_sql(db->wdb, "COMMIT;", db->path);
-        if (r < 0)
-                goto rollback;
-        return 0;
-rollback:
-        rollback_if_open(db);
-        return r;
-}
-
 static int prepare(ZoneDb *db, sqlite3 *s, const char *sql, sqlite3_stmt **ret) {
         int rc = sqlite3_prepare_v3(s, sql, -1, SQLITE_PREPARE_PERSISTENT, ret, NULL);
 
         if (rc != SQLITE_OK)
-                return log_error_errno(sqlite_to_errno(rc), "zone-db: %s: cannot prepare: %s", db->path,
+                return log_error_errno(zone_db_errno(rc), "zone-db: %s: cannot prepare: %s", db->path,
                                        sqlite3_errmsg(s));
+        return 0;
+}
+
+/* Creates the file ourselves: 0600 whatever the umask (leases are
+ * secrets); SQLite gives -wal and -shm the database's mode. 1 if it made
+ * it. */
+static int create_file(const char *path) {
+        _cleanup_close_ int fd = -EBADF;
+        struct stat st;
+
+        if (stat(path, &st) >= 0)
+                return 0;
+        if (errno != ENOENT)
+                return log_error_errno(errno, "zone-db: cannot stat %s: %m", path);
+        fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0 && errno != EEXIST)
+                return log_error_errno(errno, "zone-db: cannot create %s: %m", path);
+        return fd >= 0;
+}
+
+/* The writer connection, set up, with its statements; then the loop's own
+ * connection for reads: under WAL it reads the last committed snapshot
+ * without waiting for the store thread's fsync. In memory, both share one
+ * database (a shared cache, named after the store). */
+static int open_connections(ZoneDb *db) {
+        char uri[64];
+        const char *name = db->path;
+        int created = 0, r;
+
+        if (db->in_memory) {
+                snprintf(uri, sizeof uri, "file:blkmqd-zone-db-%p?mode=memory&cache=shared", (void *) db);
+                name = uri;
+        } else {
+                created = create_file(db->path);
+                if (created < 0)
+                        return created;
+        }
+        r = zone_db_connect(name, db->in_memory, &db->wdb);
+        if (r < 0)
+                return r;
+        r = zone_db_setup(db->wdb, db->path, db->in_memory);
+        if (r < 0)
+                return r;
+        if (created) {
+                /* The new file's name must survive a power cut too. */
+                r = fsync_parent_dir(db->path);
+                if (r < 0)
+                        return log_error_errno(r, "zone-db: cannot sync the directory of %s: %m", db->path);
+        }
+        if ((r = prepare(db, db->wdb, put_zone_sql, &db->put_zone)) < 0 ||
+            (r = prepare(db, db->wdb, put_device_sql, &db->put_device)) < 0 ||
+            (r = prepare(db, db->wdb, "BEGIN IMMEDIATE", &db->begin)) < 0 ||
+            (r = prepare(db, db->wdb, "COMMIT", &db->commit)) < 0 ||
+            (r = prepare(db, db->wdb, "ROLLBACK", &db->rollback)) < 0)
+                return r;
+        r = zone_db_connect(name, db->in_memory, &db->rdb);
+        if (r < 0)
+                return r;
+        return zone_db_exec(db->rdb, "PRAGMA query_only = ON;", db->path);
+}
+
+/* The eventfd the store thread wakes the loop with, and the thread. */
+static int start_thread(ZoneDb *db, sd_event *e) {
+        sigset_t all, old;
+        pthread_attr_t a;
+        int r;
+
+        db->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (db->efd < 0)
+                return -errno;
+        r = sd_event_add_io(e, &db->source, db->efd, EPOLLIN, on_eventfd, db);
+        if (r < 0)
+                return r;
+        (void) sd_event_source_set_description(db->source, "zone-db");
+
+        /* The store thread gets no signals: those are for the loop's signalfd. */
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, &old);
+        pthread_attr_init(&a);
+        pthread_attr_setstacksize(&a, 1024 * 1024);
+        r = -pthread_create(&db->thread, &a, store_thread, db);
+        pthread_attr_destroy(&a);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (r < 0)
+                return r;
+        db->thread_started = true;
+        (void) pthread_setname_np(db->thread, "zone-db");
         return 0;
 }
 
 int zone_db_open(ZoneDb **ret, sd_event *e, const char *path) {
         ZoneDb *db;
-        sigset_t all, old;
-        struct stat st;
-        bool created = false;
         int r;
 
         if (!ret || !e || !path)
@@ -705,86 +571,18 @@ int zone_db_open(ZoneDb **ret, sd_event *e, const char *path) {
         }
         pthread_mutex_init(&db->lock, NULL);
         pthread_cond_init(&db->cond, NULL);
+        db->in_memory = streq(path, ":memory:");
         db->path = strdup(path);
         if (!db->path) {
                 r = -ENOMEM;
                 goto fail;
         }
-
-        /* Create the file ourselves: 0600 whatever the umask (leases are
-         * secrets); SQLite gives -wal and -shm the database's mode. */
-        if (stat(path, &st) < 0) {
-                _cleanup_close_ int fd = -EBADF;
-
-                if (errno != ENOENT) {
-                        r = log_error_errno(errno, "zone-db: cannot stat %s: %m", path);
-                        goto fail;
-                }
-                fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-                if (fd < 0 && errno != EEXIST) {
-                        r = log_error_errno(errno, "zone-db: cannot create %s: %m", path);
-                        goto fail;
-                }
-                created = fd >= 0;
-        }
-
-        r = open_connection(path, &db->wdb);
+        r = open_connections(db);
         if (r < 0)
                 goto fail;
-        r = setup_writer(db);
+        r = start_thread(db, e);
         if (r < 0)
                 goto fail;
-        if (created) {
-                /* The new file's name must survive a power cut too. */
-                r = fsync_parent_dir(path);
-                if (r < 0) {
-                        log_error_errno(r, "zone-db: cannot sync the directory of %s: %m", path);
-                        goto fail;
-                }
-        }
-        if ((r = prepare(db, db->wdb, put_zone_sql, &db->put_zone)) < 0 ||
-            (r = prepare(db, db->wdb, put_device_sql, &db->put_device)) < 0 ||
-            (r = prepare(db, db->wdb, "BEGIN IMMEDIATE", &db->begin)) < 0 ||
-            (r = prepare(db, db->wdb, "COMMIT", &db->commit)) < 0 ||
-            (r = prepare(db, db->wdb, "ROLLBACK", &db->rollback)) < 0)
-                goto fail;
-
-        /* The loop's own connection for reads: under WAL it reads the last
-         * committed snapshot without waiting for the store thread's fsync. */
-        r = open_connection(path, &db->rdb);
-        if (r < 0)
-                goto fail;
-        r = exec_sql(db->rdb, "PRAGMA query_only = ON;", path);
-        if (r < 0)
-                goto fail;
-
-        db->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        if (db->efd < 0) {
-                r = -errno;
-                goto fail;
-        }
-        r = sd_event_add_io(e, &db->source, db->efd, EPOLLIN, on_eventfd, db);
-        if (r < 0)
-                goto fail;
-        (void) sd_event_source_set_description(db->source, "zone-db");
-
-        /* The store thread gets no signals: those are for the loop's signalfd. */
-        sigfillset(&all);
-        pthread_sigmask(SIG_BLOCK, &all, &old);
-        {
-                pthread_attr_t a;
-
-                pthread_attr_init(&a);
-                pthread_attr_setstacksize(&a, 1024 * 1024);
-                r = -pthread_create(&db->thread, &a, store_thread, db);
-                pthread_attr_destroy(&a);
-        }
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        if (r < 0)
-                goto fail;
-        db->thread_started = true;
-        (void) pthread_setname_np(db->thread, "zone-db");
-
         *ret = db;
         return 0;
 fail:
@@ -931,7 +729,7 @@ int zone_db_load_device(ZoneDb *db, const char *device_id, ZoneRecord **ret, siz
                 rc = SQLITE_OK;
         }
         if (r == 0 && rc != SQLITE_DONE)
-                r = log_error_errno(sqlite_to_errno(rc), "zone-db: %s: loading %s: %s", db->path, device_id,
+                r = log_error_errno(zone_db_errno(rc), "zone-db: %s: loading %s: %s", db->path, device_id,
                                     sqlite3_errmsg(db->rdb));
         sqlite3_finalize(s);
         if (r < 0) {
@@ -969,7 +767,7 @@ int zone_db_get_device(ZoneDb *db, const char *device_id, ZoneDbDevice *ret) {
         } else if (rc == SQLITE_DONE)
                 r = -ENOENT;
         else
-                r = log_error_errno(sqlite_to_errno(rc), "zone-db: %s: reading device %s: %s", db->path,
+                r = log_error_errno(zone_db_errno(rc), "zone-db: %s: reading device %s: %s", db->path,
                                     device_id, sqlite3_errmsg(db->rdb));
         sqlite3_finalize(s);
         return r;

@@ -6,6 +6,8 @@
 
 #include <systemd/sd-event.h>
 
+#include "zone-db-schema.h" /* ZONE_DB_SCHEMA_VERSION */
+
 /* The SQLite store of zone records: who owns which zone, in which state.
  *
  * Threads. All functions are called on the sd-event loop thread. Writes are
@@ -41,7 +43,7 @@
 typedef struct ZoneDb ZoneDb;
 
 #define ZONE_DB_UID_INVALID UINT32_MAX
-#define ZONE_DB_SCHEMA_VERSION 1
+
 
 typedef struct ZoneRecord {
         char *device_id;     /* stable identity: "wwn:...", "emu:/path"; NOT NULL */
