@@ -35,6 +35,8 @@ void zone_service_reload(ZoneService *s, const ZonesConfig *c);
  * found again by identity after a re-plug. */
 int zone_service_add_kernel(ZoneService *s, const char *id, const char *sysname, const char *devnode,
                             const char *blockdir);
+/* sysname's device went away (NULL: the emulated device, which has none):
+ * its records stay, operations on it fail, it is found again by identity. */
 void zone_service_device_gone(ZoneService *s, const char *sysname);
 /* Objects the scrub (and Read, Verify) checked since start, mismatches and
  * read errors found, and sealed objects whose last check failed now. */
