@@ -34,10 +34,14 @@ void zone_device_get_info(const ZoneDevice *d, ZoneDeviceInfo *ret) {
                 .n_zones = d->n,
                 .max_open = d->zbd ? d->zbd->limits.max_open : 0,
                 .max_active = d->zbd ? d->zbd->limits.max_active : 0,
-                .damaged = device_damaged(d),
         };
+}
+
+void zone_device_count(const ZoneDevice *d, unsigned ret_counts[_ZONE_STATE_MAX], unsigned *ret_damaged) {
+        memset(ret_counts, 0, sizeof(unsigned) * _ZONE_STATE_MAX);
         for (size_t i = 0; i < d->n; i++)
-                ret->counts[d->slots[i].state]++;
+                ret_counts[d->slots[i].state]++;
+        *ret_damaged = device_damaged(d);
 }
 
 static bool zdev_busy(const ZoneDevice *d) {

@@ -91,8 +91,6 @@ typedef struct ZoneDeviceInfo {
         const ZoneSlot *slots;
         size_t n_zones;
         unsigned max_open, max_active; /* 0 while gone */
-        unsigned counts[_ZONE_STATE_MAX];
-        unsigned damaged;    /* sealed objects whose last check failed */
 } ZoneDeviceInfo;
 
 typedef struct ZoneAllocRequest {

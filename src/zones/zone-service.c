@@ -349,10 +349,19 @@ static void pending_cancel(ZoneOp *op) {
         ((PendingAlloc *) op)->cancelled = true;
 }
 
+/* Every end of an allocation comes through here: the request lives until
+ * then (a waiting one may be cancelled until then). */
+static void alloc_done(const ZoneResult *res, void *userdata) {
+        PendingAlloc *p = userdata;
+
+        zone_done(p->done, p->userdata, res);
+        pending_free(p);
+}
+
 static void done_cancelled(PendingAlloc *p) {
         ZoneResult res = {};
 
-        done_error(p->done, p->userdata, &res, ZONE_ERROR_CANCELLED);
+        done_error(alloc_done, p, &res, ZONE_ERROR_CANCELLED);
 }
 
 static void undo_allocation(ZoneDevice *d, uint32_t z) {
@@ -378,7 +387,7 @@ static int label_holder(const ZoneDevice *d, const char *label) {
 }
 
 /* Leases zone z of d to uid; done once the record is durable. */
-static int lease_zone(ZoneDevice *d, uint32_t z, const PendingAlloc *req) {
+static int lease_zone(ZoneDevice *d, uint32_t z, PendingAlloc *req) {
         ZoneSlot *x = &d->slots[z];
         ZoneResult res = {};
         char lease[37];
@@ -397,30 +406,30 @@ static int lease_zone(ZoneDevice *d, uint32_t z, const PendingAlloc *req) {
          * cannot be, the allocation is undone. */
         res.ref = (ZoneRef) { d, z };
         res.lease = lease;
-        return record_full(d, z, &res, "durable:io.blkmqd.Zones.Allocate", req->done, req->userdata, true);
+        return record_full(d, z, &res, "durable:io.blkmqd.Zones.Allocate", alloc_done, req, true);
 }
 
 /* Why no device could lease a zone, in the order the caller is told. */
-static void allocate_refused(ZoneService *s, const PendingAlloc *req, uint64_t cap, const ZoneDevice *limited) {
+static void allocate_refused(ZoneService *s, PendingAlloc *req, uint64_t cap, const ZoneDevice *limited) {
         ZoneResult res = {};
         const ZoneDevice *named = zone_find_dev(s, req->device);
 
         if (cap && req->size > cap) {
                 res.size = req->size;
                 res.capacity = cap;
-                return done_error(req->done, req->userdata, &res, ZONE_ERROR_TOO_LARGE);
+                return done_error(alloc_done, req, &res, ZONE_ERROR_TOO_LARGE);
         }
         if (limited) {
                 res.name = limited->id;
                 res.max_active = limited->zbd ? limited->zbd->limits.max_active : 0;
-                return done_error(req->done, req->userdata, &res, ZONE_ERROR_ZONE_LIMIT_REACHED);
+                return done_error(alloc_done, req, &res, ZONE_ERROR_ZONE_LIMIT_REACHED);
         }
         if (named && !zone_device_present(named)) {
                 res.name = named->id;
-                return done_error(req->done, req->userdata, &res, ZONE_ERROR_DEVICE_GONE);
+                return done_error(alloc_done, req, &res, ZONE_ERROR_DEVICE_GONE);
         }
         res.name = req->device;
-        done_error(req->done, req->userdata, &res, ZONE_ERROR_NO_FREE_ZONE);
+        done_error(alloc_done, req, &res, ZONE_ERROR_NO_FREE_ZONE);
 }
 
 /* 0 once done was called or the request waits (*ret_waiting), -errno if
@@ -435,7 +444,7 @@ static int allocate_try(ZoneService *s, PendingAlloc *req, bool may_wait, bool *
         *ret_waiting = false;
         if (req->device && !named) {
                 res.name = req->device;
-                done_error(req->done, req->userdata, &res, ZONE_ERROR_NO_SUCH_DEVICE);
+                done_error(alloc_done, req, &res, ZONE_ERROR_NO_SUCH_DEVICE);
                 return 0;
         }
         for (size_t i = 0; i < s->n_devs; i++) {
@@ -473,13 +482,13 @@ static int allocate_try(ZoneService *s, PendingAlloc *req, bool may_wait, bool *
         if (limited && named) {
                 res.name = limited->id;
                 res.max_active = limited->zbd->limits.max_active;
-                done_error(req->done, req->userdata, &res, ZONE_ERROR_ZONE_LIMIT_REACHED);
+                done_error(alloc_done, req, &res, ZONE_ERROR_ZONE_LIMIT_REACHED);
                 return 0;
         }
         if (dup && !waiting && !limited) {
                 res.label = req->label;
                 res.lease = dup->slots[dup_zone].lease;
-                done_error(req->done, req->userdata, &res, ZONE_ERROR_LABEL_EXISTS);
+                done_error(alloc_done, req, &res, ZONE_ERROR_LABEL_EXISTS);
                 return 0;
         }
         if (waiting) {
@@ -513,10 +522,8 @@ static void retry_pending(ZoneService *s) {
                  * and more are being released. */
                 if (p->cancelled || allocate_try(s, p, true, &waiting) < 0)
                         done_cancelled(p);
-                if (waiting)
+                else if (waiting)
                         pending_add(s, p);
-                else
-                        pending_free(p);
                 p = next;
         }
 }
@@ -538,10 +545,12 @@ int zone_service_allocate(ZoneService *s, const ZoneAllocRequest *req, uid_t uid
                 return -ENOMEM;
         }
         r = allocate_try(s, p, true, &waiting);
-        if (r < 0 || !waiting) {
+        if (r < 0) {
                 pending_free(p);
                 return r;
         }
+        if (!waiting)
+                return 0; /* done was called, or will be once the lease is durable */
         pending_add(s, p);
         if (ret_op)
                 *ret_op = &p->op;
@@ -746,7 +755,6 @@ ZoneService *zone_service_free(ZoneService *s) {
                 PendingAlloc *p = s->pending;
                 s->pending = p->next;
                 done_cancelled(p);
-                pending_free(p);
         }
         s->db = zone_db_free(s->db); /* runs the outstanding callbacks */
         for (size_t i = 0; i < s->n_devs; i++)

@@ -52,6 +52,8 @@ const ZoneDevice *zone_service_device_at(const ZoneService *s, size_t i);
 const ZoneDevice *zone_service_find_device(const ZoneService *s, const char *name);
 const ZoneDevice *zone_service_find_lease(const ZoneService *s, const char *lease, uint32_t *ret_zone);
 void zone_device_get_info(const ZoneDevice *d, ZoneDeviceInfo *ret);
+/* Its zones in each state, and the sealed objects whose last check failed. */
+void zone_device_count(const ZoneDevice *d, unsigned ret_counts[_ZONE_STATE_MAX], unsigned *ret_damaged);
 /* A sealed zone with its lease and SHA-256: an object. */
 bool zone_device_is_object(const ZoneDevice *d, uint32_t zone);
 

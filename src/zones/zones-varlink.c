@@ -188,21 +188,23 @@ static int method_list_devices(VarlinkCall *call, json_t *params, void *userdata
         json_t *a = json_array();
 
         for (size_t i = 0; (dev = zone_service_device_at(s, i)); i++) {
+                unsigned c[_ZONE_STATE_MAX], damaged;
                 ZoneDeviceInfo d;
                 json_t *o;
 
                 zone_device_get_info(dev, &d);
+                zone_device_count(dev, c, &damaged);
                 o = json_pack("{s:s, s:s, s:i, s:I, s:I, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i}", "deviceId", d.id,
                               "backend", d.backend, "zones", (int) d.n_zones, "zoneSize",
                               (json_int_t) (d.n_zones ? d.slots[0].zone.len : 0), "zoneCapacity",
                               (json_int_t) (d.n_zones ? d.slots[d.n_zones - 1].zone.capacity : 0), "maxOpen",
-                              (int) d.max_open, "maxActive", (int) d.max_active, "free", d.counts[ZONE_STATE_FREE],
-                              "allocated", d.counts[ZONE_STATE_ALLOCATED], "writing", d.counts[ZONE_STATE_WRITING],
-                              "sealed", d.counts[ZONE_STATE_SEALED], "releasing", d.counts[ZONE_STATE_RELEASING],
-                              "failed", d.counts[ZONE_STATE_FAILED]);
+                              (int) d.max_open, "maxActive", (int) d.max_active, "free", c[ZONE_STATE_FREE],
+                              "allocated", c[ZONE_STATE_ALLOCATED], "writing", c[ZONE_STATE_WRITING],
+                              "sealed", c[ZONE_STATE_SEALED], "releasing", c[ZONE_STATE_RELEASING],
+                              "failed", c[ZONE_STATE_FAILED]);
                 if (d.sysname)
                         json_object_set_new(o, "device", json_string(d.sysname));
-                json_object_set_new(o, "damaged", json_integer(d.damaged));
+                json_object_set_new(o, "damaged", json_integer(damaged));
                 json_array_append_new(a, o);
         }
         return varlink_call_reply(call, json_pack("{s:o}", "devices", a));
