@@ -493,16 +493,15 @@ static void restart_done(void *data, void *userdata) {
         AppendOp *op = data;
         ZoneDevice *d = op->dev;
         ZoneSlot *x = &d->slots[op->zone];
-        ZoneSlot *sl = &d->slots[op->zone];
 
         op->inflight--;
         if (op->reset.r < 0)
                 return append_fail(op, op->reset.r, "resetting the zone after appends landed out of order");
-        sl->zone.wp = sl->zone.start;
-        sl->zone.cond = ZONE_COND_EMPTY;
+        x->zone.wp = x->zone.start;
+        x->zone.cond = ZONE_COND_EMPTY;
         x->verify_gen++; /* a verification job in flight read the old data */
         zone_verify_forget(x);
-        op->next_off = sl->zone.start;
+        op->next_off = x->zone.start;
         op->appended -= op->src_sent;
         op->src_sent = 0;
         op->last_progress = 0;

@@ -260,29 +260,29 @@ static void reset_done(void *data, void *userdata) {
         d->resetting = false;
         for (size_t i = 0; i < j->n; i++) {
                 uint32_t z = j->zones[i];
-                ZoneSlot *sl = &d->slots[z];
+                ZoneSlot *x = &d->slots[z];
 
                 if (j->results[i] < 0) {
                         log_warning_errno(j->results[i], "%s: zone %u: reset failed, keeping it out of use: %m",
                                           d->id, z);
-                        sl->state = ZONE_STATE_FAILED;
-                        (void) free_and_strdup(&d->slots[z].note, "reset failed");
+                        x->state = ZONE_STATE_FAILED;
+                        (void) free_and_strdup(&x->note, "reset failed");
                 } else {
-                        sl->state = ZONE_STATE_FREE;
-                        sl->reset_count++;
-                        sl->bytes_written = 0;
-                        sl->zone.wp = sl->zone.start;
-                        sl->zone.cond = ZONE_COND_EMPTY;
-                        d->slots[z].sha256 = mfree(d->slots[z].sha256);
-                        d->slots[z].label = mfree(d->slots[z].label);
-                        d->slots[z].note = mfree(d->slots[z].note);
-                        d->slots[z].tail = mfree(d->slots[z].tail);
-                        d->slots[z].tail_len = 0;
-                        sha256_done(&d->slots[z].vsha);
-                        d->slots[z].verified = 0;
-                        d->slots[z].owner_uid = ZONE_DB_UID_INVALID;
-                        d->slots[z].allocated_usec = d->slots[z].sealed_usec = 0;
-                        log_info("%s: zone %u reset (%u resets so far).", d->id, z, sl->reset_count);
+                        x->state = ZONE_STATE_FREE;
+                        x->reset_count++;
+                        x->bytes_written = 0;
+                        x->zone.wp = x->zone.start;
+                        x->zone.cond = ZONE_COND_EMPTY;
+                        x->sha256 = mfree(x->sha256);
+                        x->label = mfree(x->label);
+                        x->note = mfree(x->note);
+                        x->tail = mfree(x->tail);
+                        x->tail_len = 0;
+                        sha256_done(&x->vsha);
+                        x->verified = 0;
+                        x->owner_uid = ZONE_DB_UID_INVALID;
+                        x->allocated_usec = x->sealed_usec = 0;
+                        log_info("%s: zone %u reset (%u resets so far).", d->id, z, x->reset_count);
                 }
                 (void) zone_record(d, z);
         }

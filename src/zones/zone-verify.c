@@ -33,7 +33,7 @@ static int done_error(ZoneDoneFn done, void *userdata, ZoneResult *res, ZoneErro
  * pool, VERIFY_STEP (or a quarter of a small zone) at a time, while later
  * data is still being written: the seal then reads back only the rest. It is still a read of the device
  * after the write completed, as a seal-time read would be. The running
- * digest lives in the zone's extra (vsha over the first `verified` bytes);
+ * digest lives in the zone's slot (vsha over the first `verified` bytes);
  * a job in flight owns it. Any failure drops it, and the seal reads the
  * whole zone back. */
 
@@ -80,14 +80,13 @@ static void verify_done(void *data, void *userdata);
 
 void zone_verify_kick(ZoneDevice *d, uint32_t z) {
         ZoneSlot *x = &d->slots[z];
-        const ZoneSlot *sl = &d->slots[z];
-        uint64_t landed = sl->zone.wp - sl->zone.start;
+        uint64_t landed = x->zone.wp - x->zone.start;
         VerifyJob *j;
 
         /* busy: sealing, its flush writes padding that is not data. */
         if (!d->service->config.verify_while_writing || x->verify || x->busy || !d->zbd || d->gone ||
-            sl->state != ZONE_STATE_WRITING || d->service->freeing ||
-            landed < x->verified + MIN((uint64_t) VERIFY_STEP, MAX(sl->zone.capacity / 4, (uint64_t) 65536)))
+            x->state != ZONE_STATE_WRITING || d->service->freeing ||
+            landed < x->verified + MIN((uint64_t) VERIFY_STEP, MAX(x->zone.capacity / 4, (uint64_t) 65536)))
                 return;
         if (!x->vsha.ctx) {
                 x->verified = 0;
@@ -97,7 +96,7 @@ void zone_verify_kick(ZoneDevice *d, uint32_t z) {
         j = calloc(1, sizeof *j);
         if (!j)
                 return;
-        *j = (VerifyJob) { .dev = d, .zone = z, .zbd = d->zbd, .start = sl->zone.start, .from = x->verified,
+        *j = (VerifyJob) { .dev = d, .zone = z, .zbd = d->zbd, .start = x->zone.start, .from = x->verified,
                            .to = landed, .sha = x->vsha, .gen = x->verify_gen };
         x->vsha = (Sha256) {};
         x->verify = j;
@@ -205,7 +204,6 @@ static void seal_done(void *data, void *userdata) {
 void zone_seal_submit(SealJob *j) {
         ZoneDevice *d = j->dev;
         ZoneSlot *x = &d->slots[j->zone];
-        const ZoneSlot *sl = &d->slots[j->zone];
         int r;
 
         if (x->verify) {
@@ -215,8 +213,8 @@ void zone_seal_submit(SealJob *j) {
         if (!d->zbd || d->gone)
                 return zone_seal_fail(j, -ENODEV, "the device went away");
         j->zbd = d->zbd;
-        j->start = sl->zone.start;
-        j->size = sl->bytes_written;
+        j->start = x->zone.start;
+        j->size = x->bytes_written;
         if (x->vsha.ctx && x->verified <= j->size) {
                 j->sha = x->vsha;
                 x->vsha = (Sha256) {};
