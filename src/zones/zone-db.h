@@ -73,7 +73,9 @@ typedef void (*zone_db_done_t)(int r, void *userdata);
 /* Opens (creating 0600 if missing) the database at path, whose directory must
  * exist, creates or migrates the schema, starts the store thread. Blocks: call
  * at start. -EPROTONOSUPPORT: the schema is newer than this daemon's;
- * -EMEDIUMTYPE: the file belongs to something else. */
+ * -EMEDIUMTYPE: the file belongs to something else. ":memory:" is a database
+ * in memory, the store's own, gone when it is freed: for tests (nothing is
+ * durable, though the callbacks still come from the store thread). */
 int zone_db_open(ZoneDb **ret, sd_event *e, const char *path);
 /* Runs every queued write and every callback (including writes queued by
  * those callbacks), stops the thread, checkpoints and closes. Blocks. Must

@@ -706,6 +706,41 @@ static void test_crash_safety(void **state) {
         }
 }
 
+/* ":memory:": the store in memory, for tests of what uses it. Each store
+ * its own: what one committed the loop's reads see, another store does not. */
+static void test_in_memory(void **state) {
+        Fixture *f = *state;
+        ZoneDb *db = NULL, *other = NULL;
+        ZoneRecord *recs = NULL, rec = simple(DEV, 3, "sealed");
+        ZoneDbDevice dev = {};
+        size_t n = 99;
+        struct stat st;
+
+        assert_int_equal(zone_db_open(&db, f->e, ":memory:"), 0);
+        assert_int_equal(zone_db_open(&other, f->e, ":memory:"), 0);
+        assert_true(stat(":memory:", &st) < 0 && errno == ENOENT); /* no file of that name */
+        put_device_sync(f, db, DEV, 1 << 20, 8);
+        rec.sha256 = (char *) "00ff";
+        assert_int_equal(put_sync(f, db, &rec), 0);
+
+        assert_int_equal(zone_db_load_device(db, DEV, &recs, &n), 0);
+        assert_int_equal(n, 1);
+        assert_int_equal(recs[0].zone_index, 3);
+        assert_string_equal(recs[0].state, "sealed");
+        assert_string_equal(recs[0].sha256, "00ff");
+        zone_records_free(recs, n);
+        assert_int_equal(zone_db_get_device(db, DEV, &dev), 0);
+        assert_int_equal(dev.nr_zones, 8);
+        zone_db_device_done(&dev);
+
+        assert_int_equal(zone_db_load_device(other, DEV, &recs, &n), 0);
+        assert_int_equal(n, 0);
+        free(recs);
+        assert_int_equal(zone_db_get_device(other, DEV, &dev), -ENOENT);
+        zone_db_free(other);
+        zone_db_free(db);
+}
+
 static void test_benchmark(void **state) {
         Fixture *f = *state;
         ZoneDb *db = open_db(f);
@@ -756,6 +791,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_durability, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_free_pending, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_crash_safety, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_in_memory, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_benchmark, setup, teardown),
         };
 
