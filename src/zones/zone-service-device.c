@@ -15,6 +15,8 @@
  * manager, or the emulation), gone, and re-plugged; the zone report and
  * the records reconciled when one (re)appears. */
 
+/* ---- reading ---- */
+
 /* Sealed objects of d whose last check (scrub, Verify, Read) failed. */
 static unsigned device_damaged(const ZoneDevice *d) {
         unsigned n = 0;
@@ -53,7 +55,6 @@ static bool zdev_busy(const ZoneDevice *d) {
         return false;
 }
 
-/* ---- devices ---- */
 /* ---- devices ---- */
 
 void zone_device_free(ZoneDevice *d) {

@@ -14,15 +14,17 @@
 #include "zone-service.h"
 #include "zones.h"
 
-/* The zone service: devices (added, gone, re-plugged), their zones and the
- * leases on them, pending allocations, batched resets and the reconcile at
- * start. Every change of a zone's state is made here; zone-append.c and
- * zone-verify.c ask for theirs through the zone_slot_*() transitions. */
+/* The zone service: the leases on the zones (allocate, release), pending
+ * allocations, batched resets, the records, the service's life. Its devices
+ * are zone-service-device.c's. Every change of a zone's lease state is made
+ * in these two files; zone-append.c and zone-verify.c ask for theirs
+ * through the zone_slot_*() transitions. */
 
 #define SCRUB_TICK_USEC (10ULL * 1000000)
 
 /* ---- results ---- */
 
+/* Each error's name on the wire, and the errno that goes with it. */
 static const struct {
         const char *name;
         int errnum;
