@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "autotune-runner.h"
+#include "autotune-state.h"
 #include "autotune.h"
 #include "log.h"
 #include "metrics-text.h"
@@ -27,82 +28,7 @@
  * 100 probes in an epoch of 2 s; AUTOTUNE_P99_MIN_PROBES make it count). */
 #define TRIAL_PROBE_INTERVAL "20000"
 
-typedef enum Phase {
-        PHASE_IDLE,
-        PHASE_APPLYING,  /* a candidate's apply is on the work pool */
-        PHASE_SETTLING,  /* applied; the queue refills before measuring */
-        PHASE_MEASURING, /* an epoch */
-        PHASE_FINISHING, /* the chosen setting's apply is on the work pool */
-} Phase;
-
-typedef struct AutoDevice AutoDevice;
-
-struct AutoDevice {
-        AutoTuner *tuner;
-        Device *device;
-        AutoDevice *next;
-        AutoHistory history;
-
-        /* What a trial chose, in force until restore or a policy without
-         * Auto* keys. */
-        bool has_choice;
-        AutoCandidate choice;
-        char origin[128]; /* "trial at 10:42" */
-        char choice_text[512]; /* explain's sentence about it */
-        unsigned choice_trial; /* n_trials of the trial that chose it */
-
-        /* The trial (running, or the last one) */
-        Phase phase;
-        bool forced;
-        AutoTunePolicy policy;
-        bool policy_copied;
-        AutoCandidate cand[AUTOTUNE_MAX_CANDIDATES];
-        bool refused[AUTOTUNE_MAX_CANDIDATES];
-        AutoSeries series[AUTOTUNE_MAX_CANDIDATES];
-        AutoSummary summary[AUTOTUNE_MAX_CANDIDATES];
-        size_t n_cand, slot, n_slots, current;
-        BlockStat stat0;
-        uint64_t t0;
-        uint64_t probe_errors0; /* the device's probe errors when the epoch began */
-        Hist *probe0;           /* its probe latencies when the epoch began (NULL: no probes) */
-        sd_event_source *timer;
-        char note[512];
-        char abort_reason[256];
-        bool has_result, aborted;
-        AutoDecision decision;
-        uint64_t started_usec, ended_usec; /* CLOCK_REALTIME */
-        uint64_t started_mono;
-        unsigned switches;   /* scheduler switches made by the trial */
-        uint64_t apply_usec; /* time its applies took on the worker (the queue freezes among it) */
-        unsigned n_trials, n_changes;
-        struct VarlinkCall **calls;
-        size_t n_calls;
-
-        unsigned generation; /* of the disk the trials knew (Device.generation) */
-
-        /* candidates that tripped the guard rail lately, left out */
-        AutoTripped tripped[AUTOTUNE_TRIPPED_MAX];
-        size_t n_tripped;
-
-        /* workload-change detector */
-        bool has_sig, sig_valid;
-        AutoSignature sig;
-        BlockStat watch_stat;
-        uint64_t watch_mono;
-        unsigned changed_samples;
-        sd_event_source *hotplug_timer;
-};
-
-struct AutoTuner {
-        Manager *manager;
-        Prober *prober; /* not owned: the error counts a guard reads; NULL: no probes */
-        AutoDevice *devices;
-        AutoHistory global;
-        sd_event_source *watch;
-        unsigned n_trials, n_changes, n_aborted;
-};
-
-static const AutoTunePolicy *device_policy(AutoTuner *t, const Device *d) {
+const AutoTunePolicy *autotune_device_policy(AutoTuner *t, const Device *d) {
         const Config *c = t->manager->config;
         const AutoTunePolicy *p = NULL;
 
@@ -113,7 +39,7 @@ static const AutoTunePolicy *device_policy(AutoTuner *t, const Device *d) {
         return p;
 }
 
-static AutoDevice *find(AutoTuner *t, const Device *d) {
+AutoDevice *autotune_find(AutoTuner *t, const Device *d) {
         for (AutoDevice *a = t->devices; a; a = a->next)
                 if (a->device == d)
                         return a;
@@ -121,7 +47,7 @@ static AutoDevice *find(AutoTuner *t, const Device *d) {
 }
 
 static AutoDevice *get(AutoTuner *t, Device *d) {
-        AutoDevice *a = find(t, d);
+        AutoDevice *a = autotune_find(t, d);
         if (a)
                 return a;
         a = calloc(1, sizeof *a);
@@ -161,7 +87,7 @@ static void auto_device_free(AutoTuner *t, AutoDevice *a) {
         free(a);
 }
 
-static bool running(const AutoDevice *a) {
+bool autotune_running(const AutoDevice *a) {
         return a->phase != PHASE_IDLE && a->phase != PHASE_FINISHING;
 }
 
@@ -221,147 +147,17 @@ static uint64_t probe_errors(const AutoTuner *t, const Device *d) {
         return 0;
 }
 
-static char *clock_hm(uint64_t realtime_usec, char buf[static 16]) {
-        time_t s = (time_t) (realtime_usec / 1000000);
-        struct tm tm;
-        localtime_r(&s, &tm);
-        strftime(buf, 16, "%H:%M:%S", &tm);
-        return buf;
-}
-
-/* ---- JSON ---- */
-
-static json_t *candidate_json(const AutoDevice *a, size_t c) {
-        char buf[96];
-        const AutoSummary *s = &a->summary[c];
-        json_t *o = json_pack("{s:s, s:s, s:b, s:i}", "setting", autotune_candidate_format(&a->cand[c], buf, sizeof buf),
-                              "scheduler", a->cand[c].scheduler, "baseline", a->cand[c].baseline, "epochs",
-                              (int) a->series[c].n);
-        if (a->cand[c].nr_requests)
-                json_object_set_new(o, "nrRequests", json_integer(a->cand[c].nr_requests));
-        if (a->cand[c].wbt_lat_usec != AUTO_WBT_UNSET)
-                json_object_set_new(o, "wbtLatUsec", json_integer(a->cand[c].wbt_lat_usec));
-        if (a->refused[c])
-                json_object_set_new(o, "refused", json_true());
-        if (s->n > 0) {
-                json_object_set_new(o, "readAwaitMs", json_real(s->read_await_ms));
-                json_object_set_new(o, "writeMBps", json_real(s->write_mbps));
-                json_object_set_new(o, "readMBps", json_real(s->read_mbps));
-                json_object_set_new(o, "iops", json_real(s->iops));
-                json_object_set_new(o, "inFlight", json_real(s->in_flight));
-                json_object_set_new(o, "objective", json_real(s->objective));
-                if (s->read_p99_ms > 0)
-                        json_object_set_new(o, "readP99Ms", json_real(s->read_p99_ms));
-                if (a->has_result) {
-                        json_object_set_new(o, "admissible", json_boolean(s->admissible));
-                        json_object_set_new(o, "pVsCurrent", json_real(s->p_vs_current));
-                }
-        }
-        return o;
-}
-
-/* Medians so far, for progress while the trial runs. */
-static void summarise_partial(AutoDevice *a) {
-        bool p99 = autotune_have_p99(a->series, a->n_cand);
-
-        for (size_t c = 0; c < a->n_cand; c++) {
-                double rd[AUTOTUNE_MAX_EPOCHS], wm[AUTOTUNE_MAX_EPOCHS], rm[AUTOTUNE_MAX_EPOCHS],
-                        io[AUTOTUNE_MAX_EPOCHS], inf[AUTOTUNE_MAX_EPOCHS], ob[AUTOTUNE_MAX_EPOCHS],
-                        pq[AUTOTUNE_MAX_EPOCHS];
-                size_t k = 0;
-                for (size_t i = 0; i < a->series[c].n; i++) {
-                        const EpochFigures *e = &a->series[c].epochs[i];
-                        if (!e->valid)
-                                continue;
-                        rd[k] = e->read_await_ms, wm[k] = e->write_mbps, rm[k] = e->read_mbps;
-                        io[k] = e->read_iops + e->write_iops, inf[k] = e->in_flight;
-                        ob[k] = autotune_objective_value(&a->policy, e, p99);
-                        pq[k] = e->read_p99_ms;
-                        k++;
-                }
-                a->summary[c] = (AutoSummary) { .n = k, .p_vs_current = 1 };
-                if (k) {
-                        a->summary[c].read_await_ms = autotune_median(rd, k);
-                        a->summary[c].write_mbps = autotune_median(wm, k);
-                        a->summary[c].read_mbps = autotune_median(rm, k);
-                        a->summary[c].iops = autotune_median(io, k);
-                        a->summary[c].in_flight = autotune_median(inf, k);
-                        a->summary[c].objective = autotune_median(ob, k);
-                        a->summary[c].read_p99_ms = p99 ? autotune_median(pq, k) : 0;
-                }
-        }
-}
-
-static json_t *trial_json(const AutoDevice *a) {
-        json_t *o = json_object(), *cands = json_array();
-        const char *state = running(a) ? "running" : a->aborted ? "aborted" : a->has_result ? "decided" : "idle";
-        char buf[96];
-
-        json_object_set_new(o, "state", json_string(state));
-        for (size_t c = 0; c < a->n_cand; c++)
-                json_array_append_new(cands, candidate_json(a, c));
-        json_object_set_new(o, "candidates", cands);
-        if (a->policy_copied)
-                json_object_set_new(o, "objective", json_string(auto_objective_to_string(a->policy.objective)));
-        if (running(a)) {
-                json_object_set_new(o, "epoch", json_integer((json_int_t) a->slot + 1));
-                json_object_set_new(o, "epochs", json_integer((json_int_t) a->n_slots));
-                json_object_set_new(o, "measuring", json_string(autotune_candidate_format(&a->cand[a->current], buf, sizeof buf)));
-        }
-        if (a->started_usec)
-                json_object_set_new(o, "startedUsec", json_integer((json_int_t) a->started_usec));
-        if (a->ended_usec)
-                json_object_set_new(o, "endedUsec", json_integer((json_int_t) a->ended_usec));
-        if (a->has_result) {
-                json_object_set_new(o, "verdict", json_string(auto_verdict_to_string(a->decision.verdict)));
-                json_object_set_new(o, "reason", json_string(a->decision.reason));
-                json_object_set_new(o, "winner", json_string(autotune_candidate_format(&a->cand[a->decision.winner], buf, sizeof buf)));
-                json_object_set_new(o, "confidence", json_real(a->decision.confidence));
-                json_object_set_new(o, "improvement", json_real(a->decision.improvement));
-                json_object_set_new(o, "readLatency", json_string(a->decision.by_p99 ? "p99" : "await"));
-        }
-        if (a->aborted)
-                json_object_set_new(o, "abortReason", json_string(a->abort_reason));
-        if (a->note[0])
-                json_object_set_new(o, "note", json_string(a->note));
-        json_object_set_new(o, "schedulerSwitches", json_integer(a->switches));
-        json_object_set_new(o, "applyUsec", json_integer((json_int_t) a->apply_usec));
-        return o;
-}
-
-json_t *autotuner_device_json(AutoTuner *t, const Device *d) {
-        const AutoTunePolicy *p = device_policy(t, d);
-        AutoDevice *a = find(t, d);
-        char buf[96];
-
-        if (!p && !a)
-                return NULL;
-        json_t *o = json_pack("{s:b}", "enabled", p && p->enabled);
-        if (a) {
-                json_object_set_new(o, "trial", trial_json(a));
-                json_object_set_new(o, "trials", json_integer(a->n_trials));
-                json_object_set_new(o, "changes", json_integer(a->n_changes));
-                if (a->has_choice)
-                        json_object_set_new(o, "chosen", json_string(autotune_candidate_format(&a->choice, buf, sizeof buf)));
-        }
-        if (p && p->enabled && p->interval_usec) {
-                uint64_t last = a && a->started_usec ? a->started_usec : now_usec(CLOCK_REALTIME);
-                json_object_set_new(o, "nextTrialUsec", json_integer((json_int_t) (last + p->interval_usec)));
-        }
-        return o;
-}
-
 static void emit(AutoDevice *a) {
         Manager *m = a->tuner->manager;
         manager_notify(m, MANAGER_EVENT_TRIAL, a->device);
 }
 
 static void progress(AutoDevice *a) {
-        summarise_partial(a);
+        autotune_summarise_partial(a);
         for (size_t i = 0; i < a->n_calls; i++)
                 if (varlink_call_wants_more(a->calls[i]) && varlink_call_is_connected(a->calls[i]))
                         (void) varlink_call_notify(a->calls[i], json_pack("{s:s, s:o}", "device", a->device->sysname,
-                                                                           "trial", trial_json(a)));
+                                                                           "trial", autotune_trial_json(a)));
 }
 
 /* ---- the trial ---- */
@@ -379,7 +175,7 @@ static void finish(AutoDevice *a) {
                 autotune_decide(&a->policy, a->series, a->n_cand, a->summary, &a->decision);
                 a->has_result = true;
         } else {
-                summarise_partial(a);
+                autotune_summarise_partial(a);
                 a->decision = (AutoDecision) { .verdict = AUTO_VERDICT_ABORTED, .winner = 0, .best = -1, .p = 1 };
                 snprintf(a->decision.reason, sizeof a->decision.reason, "%s", a->abort_reason);
                 a->has_result = true;
@@ -391,7 +187,7 @@ static void finish(AutoDevice *a) {
                 a->choice = *chosen;
                 a->choice.baseline = false;
                 a->has_choice = true;
-                snprintf(a->origin, sizeof a->origin, "trial at %s", clock_hm(a->ended_usec, hm));
+                snprintf(a->origin, sizeof a->origin, "trial at %s", autotune_clock_hm(a->ended_usec, hm));
                 a->choice_trial = a->n_trials;
                 const AutoSummary *sw = &a->summary[a->decision.winner], *s0 = &a->summary[0];
                 double dw = s0->write_mbps > 0 ? (sw->write_mbps - s0->write_mbps) / s0->write_mbps * 100 : 0;
@@ -423,7 +219,7 @@ static void finish(AutoDevice *a) {
          * failed): nothing to wait for. */
         if (manager_apply(t->manager, d) < 0 || !d->busy) {
                 a->phase = PHASE_IDLE;
-                calls_finish(a, json_pack("{s:s, s:o}", "device", d->sysname, "trial", trial_json(a)));
+                calls_finish(a, json_pack("{s:s, s:o}", "device", d->sysname, "trial", autotune_trial_json(a)));
         }
 }
 
@@ -593,9 +389,44 @@ static int current_setting(const Device *d, const AutoTunePolicy *p, AutoCandida
         return 0;
 }
 
+/* call (NULL: none) gets the replies of the device's trial. */
+static int add_call(AutoDevice *a, VarlinkCall *call) {
+        VarlinkCall **c;
+
+        if (!call)
+                return 0;
+        c = realloc(a->calls, sizeof *c * (a->n_calls + 1));
+        if (!c)
+                return -ENOMEM;
+        a->calls = c;
+        a->calls[a->n_calls++] = varlink_call_ref(call);
+        return 0;
+}
+
+/* A new trial of a's candidates: its counters and clocks, and the caps'
+ * history. */
+static void trial_begin(AutoDevice *a, bool forced) {
+        AutoTuner *t = a->tuner;
+
+        a->n_slots = a->n_cand * a->policy.rounds;
+        a->slot = 0;
+        a->forced = forced;
+        a->aborted = a->has_result = false;
+        a->abort_reason[0] = 0;
+        a->switches = 0;
+        a->apply_usec = 0;
+        a->started_usec = now_usec(CLOCK_REALTIME);
+        a->started_mono = now_usec(CLOCK_MONOTONIC);
+        a->ended_usec = 0;
+        a->n_trials++;
+        t->n_trials++;
+        autotune_history_add(&a->history, a->started_mono);
+        autotune_history_add(&t->global, a->started_mono);
+}
+
 int autotuner_start(AutoTuner *t, Device *d, bool forced, VarlinkCall *call, char *why, size_t why_size) {
         Manager *m = t->manager;
-        const AutoTunePolicy *p = device_policy(t, d);
+        const AutoTunePolicy *p = autotune_device_policy(t, d);
         AutoDevice *a;
         _cleanup_free_ char *line = NULL;
         AutoCandidate cur;
@@ -613,15 +444,10 @@ int autotuner_start(AutoTuner *t, Device *d, bool forced, VarlinkCall *call, cha
         a = get(t, d);
         if (!a)
                 return -ENOMEM;
-        if (running(a) || a->phase == PHASE_FINISHING) {
-                if (call) {
-                        VarlinkCall **c = realloc(a->calls, sizeof *c * (a->n_calls + 1));
-                        if (!c)
-                                return -ENOMEM;
-                        a->calls = c;
-                        a->calls[a->n_calls++] = varlink_call_ref(call);
-                }
-                return -EBUSY;
+        if (autotune_running(a) || a->phase == PHASE_FINISHING) {
+                /* joined: it gets the running trial's replies */
+                r = add_call(a, call);
+                return r < 0 ? r : -EBUSY;
         }
         if (!autotune_may_start(p, &a->history, &t->global, m->config->daemon.autotune_trials_per_hour,
                                 now_usec(CLOCK_MONOTONIC), forced, why, why_size))
@@ -655,27 +481,10 @@ int autotuner_start(AutoTuner *t, Device *d, bool forced, VarlinkCall *call, cha
                 a->n_cand = 0;
                 return -EPERM;
         }
-        a->n_slots = a->n_cand * p->rounds;
-        a->slot = 0;
-        a->forced = forced;
-        a->aborted = a->has_result = false;
-        a->abort_reason[0] = 0;
-        a->switches = 0;
-        a->apply_usec = 0;
-        a->started_usec = now_usec(CLOCK_REALTIME);
-        a->started_mono = now_usec(CLOCK_MONOTONIC);
-        a->ended_usec = 0;
-        a->n_trials++;
-        t->n_trials++;
-        autotune_history_add(&a->history, a->started_mono);
-        autotune_history_add(&t->global, a->started_mono);
-        if (call) {
-                VarlinkCall **c = realloc(a->calls, sizeof *c * (a->n_calls + 1));
-                if (!c)
-                        return -ENOMEM;
-                a->calls = c;
-                a->calls[a->n_calls++] = varlink_call_ref(call);
-        }
+        trial_begin(a, forced);
+        r = add_call(a, call);
+        if (r < 0)
+                return r;
         log_info("%s: trial of %zu settings, %u rounds of %.1f s epochs (%s%s%s).", d->sysname, a->n_cand, p->rounds,
                  (double) p->epoch_usec / 1e6, forced ? "asked for" : "automatic", a->note[0] ? "; " : "", a->note);
         emit(a);
@@ -697,8 +506,8 @@ static void arm_hotplug_trial(AutoDevice *a) {
  * old one. Its choice, the candidates that tripped, the workload signature
  * go, a running trial ends, and a hotplug trial is due as for a new disk. */
 static void check_replaced(AutoTuner *t, Device *d) {
-        const AutoTunePolicy *p = device_policy(t, d);
-        AutoDevice *a = find(t, d);
+        const AutoTunePolicy *p = autotune_device_policy(t, d);
+        AutoDevice *a = autotune_find(t, d);
 
         if (!a && (!p || !p->enabled || !p->on_hotplug || d->generation == 0))
                 return;
@@ -712,12 +521,12 @@ static void check_replaced(AutoTuner *t, Device *d) {
                 return;
         a->generation = d->generation;
         log_info("%s: another disk (%s): what earlier trials found is dropped.", d->sysname, d->info->id);
-        if (running(a)) {
+        if (autotune_running(a)) {
                 snprintf(a->abort_reason, sizeof a->abort_reason, "another disk appeared under the name");
                 a->aborted = true;
                 a->timer = sd_event_source_disable_unref(a->timer);
                 a->ended_usec = now_usec(CLOCK_REALTIME);
-                calls_finish(a, json_pack("{s:s, s:o}", "device", d->sysname, "trial", trial_json(a)));
+                calls_finish(a, json_pack("{s:s, s:o}", "device", d->sysname, "trial", autotune_trial_json(a)));
         }
         a->phase = PHASE_IDLE;
         a->has_choice = false;
@@ -736,10 +545,10 @@ void autotuner_overlay(AutoTuner *t, Device *d, Resolved *r) {
         const char *origin;
 
         check_replaced(t, d);
-        a = find(t, d);
+        a = autotune_find(t, d);
         if (!a)
                 return;
-        if (!device_policy(t, d)) {
+        if (!autotune_device_policy(t, d)) {
                 /* The Auto* keys are gone (reload), or the device matches
                  * no section any more: so is what they chose. A running
                  * trial ends at its next step (apply_slot() sees no job). */
@@ -778,7 +587,7 @@ void autotuner_overlay(AutoTuner *t, Device *d, Resolved *r) {
                 r->section[KNOB_WBT_LAT_USEC] = section;
                 r->origin[KNOB_WBT_LAT_USEC] = origin;
         }
-        if (running(a) && (!r->value[KNOB_PROBE] || !streq(r->value[KNOB_PROBE], "0"))) {
+        if (autotune_running(a) && (!r->value[KNOB_PROBE] || !streq(r->value[KNOB_PROBE], "0"))) {
                 free(r->value[KNOB_PROBE_INTERVAL]);
                 r->value[KNOB_PROBE_INTERVAL] = strdup(TRIAL_PROBE_INTERVAL);
                 r->section[KNOB_PROBE_INTERVAL] = section;
@@ -790,86 +599,18 @@ void autotuner_forget(AutoTuner *t, Device *d) {
         for (AutoDevice *a = t->devices; a; a = a->next) {
                 if (d && a->device != d)
                         continue;
-                if (running(a)) {
+                if (autotune_running(a)) {
                         snprintf(a->abort_reason, sizeof a->abort_reason, "restore");
                         a->aborted = true;
                         a->timer = sd_event_source_disable_unref(a->timer);
                         a->ended_usec = now_usec(CLOCK_REALTIME);
                         log_info("%s: trial ended by a restore.", a->device->sysname);
-                        calls_finish(a, json_pack("{s:s, s:o}", "device", a->device->sysname, "trial", trial_json(a)));
+                        calls_finish(a, json_pack("{s:s, s:o}", "device", a->device->sysname, "trial", autotune_trial_json(a)));
                 }
                 a->phase = PHASE_IDLE;
                 a->has_choice = false;
         }
 }
-
-char *autotuner_explain(AutoTuner *t, const Device *d) {
-        AutoDevice *a = find(t, d);
-        const AutoTunePolicy *p = device_policy(t, d);
-        char *s = NULL, w[96], b[96], hm[16];
-        int r;
-
-        if (!a || !a->has_result) {
-                if (p && p->enabled)
-                        return strdup("AutoTune=yes: no trial has run yet; the static keys are in force.");
-                return NULL;
-        }
-        if (running(a))
-                return strdup("a trial is running.");
-        autotune_candidate_format(&a->cand[a->decision.winner], w, sizeof w);
-        autotune_candidate_format(&a->cand[0], b, sizeof b);
-        clock_hm(a->ended_usec, hm);
-        if (a->has_choice && a->choice_trial == a->n_trials)
-                r = asprintf(&s, "%s", a->choice_text);
-        else if (a->has_choice)
-                r = asprintf(&s, "%s The last trial, at %s, kept it: %s (%s).", a->choice_text, hm,
-                             auto_verdict_to_string(a->decision.verdict), a->decision.reason);
-        else if (a->decision.verdict == AUTO_VERDICT_CHANGE)
-                r = asprintf(&s, "the trial at %s chose %s, since put back by a restore: the static keys are in force.",
-                             hm, w);
-        else
-                r = asprintf(&s, "%s kept by the trial at %s: %s (%s).", b, hm, auto_verdict_to_string(a->decision.verdict),
-                             a->decision.reason);
-        return r < 0 ? NULL : s;
-}
-
-void autotuner_metrics(AutoTuner *t, StrBuf *sb) {
-        metrics_text_family(sb, "blkmqd_autotune_trials_total", METRIC_COUNTER, "Closed-loop tuning trials started.");
-        for (AutoDevice *a = t->devices; a; a = a->next) {
-                MetricLabel l[] = { { "device", a->device->sysname } };
-                metrics_text_counter(sb, "blkmqd_autotune_trials_total", l, 1, a->n_trials);
-        }
-        metrics_text_family(sb, "blkmqd_autotune_changes_total", METRIC_COUNTER,
-                            "Settings changed by the decision of a trial.");
-        for (AutoDevice *a = t->devices; a; a = a->next) {
-                MetricLabel l[] = { { "device", a->device->sysname } };
-                metrics_text_counter(sb, "blkmqd_autotune_changes_total", l, 1, a->n_changes);
-        }
-        metrics_text_family(sb, "blkmqd_autotune_candidate_read_await_seconds", METRIC_GAUGE,
-                            "Median read await of each candidate in the last trial.");
-        for (AutoDevice *a = t->devices; a; a = a->next)
-                for (size_t c = 0; c < a->n_cand; c++) {
-                        char buf[96];
-                        MetricLabel l[] = { { "device", a->device->sysname },
-                                                    { "setting", autotune_candidate_format(&a->cand[c], buf, sizeof buf) } };
-                        if (a->summary[c].n)
-                                metrics_text_gauge(sb, "blkmqd_autotune_candidate_read_await_seconds", l, 2,
-                                                   a->summary[c].read_await_ms / 1000);
-                }
-        metrics_text_family(sb, "blkmqd_autotune_candidate_read_p99_seconds", METRIC_GAUGE,
-                            "Median over the epochs of each candidate's probe read p99 in the last trial.");
-        for (AutoDevice *a = t->devices; a; a = a->next)
-                for (size_t c = 0; c < a->n_cand; c++) {
-                        char buf[96];
-                        MetricLabel l[] = { { "device", a->device->sysname },
-                                            { "setting", autotune_candidate_format(&a->cand[c], buf, sizeof buf) } };
-                        if (a->summary[c].read_p99_ms > 0)
-                                metrics_text_gauge(sb, "blkmqd_autotune_candidate_read_p99_seconds", l, 2,
-                                                   a->summary[c].read_p99_ms / 1000);
-                }
-}
-
-/* ---- events and automatic trials ---- */
 
 static int on_hotplug_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         AutoDevice *a = userdata;
@@ -888,7 +629,7 @@ void autotuner_event(AutoTuner *t, ManagerEventType type, Device *d) {
 
         switch (type) {
         case MANAGER_EVENT_DEVICE_APPLIED:
-                a = find(t, d);
+                a = autotune_find(t, d);
                 if (!a)
                         break;
                 if (a->phase == PHASE_APPLYING)
@@ -897,29 +638,29 @@ void autotuner_event(AutoTuner *t, ManagerEventType type, Device *d) {
                         /* The chosen setting (or the one before the trial) is in place. */
                         a->phase = PHASE_IDLE;
                         emit(a);
-                        calls_finish(a, json_pack("{s:s, s:o}", "device", d->sysname, "trial", trial_json(a)));
+                        calls_finish(a, json_pack("{s:s, s:o}", "device", d->sysname, "trial", autotune_trial_json(a)));
                 }
                 break;
         case MANAGER_EVENT_DEVICE_REMOVED:
-                a = find(t, d);
+                a = autotune_find(t, d);
                 if (!a)
                         break;
-                if (running(a)) {
+                if (autotune_running(a)) {
                         log_warning("%s: device removed during a trial; trial ended.", d->sysname);
                         snprintf(a->abort_reason, sizeof a->abort_reason, "the device was removed");
                         a->aborted = true;
                         a->phase = PHASE_IDLE;
                         a->ended_usec = now_usec(CLOCK_REALTIME);
-                        calls_finish(a, json_pack("{s:s, s:o}", "device", d->sysname, "trial", trial_json(a)));
+                        calls_finish(a, json_pack("{s:s, s:o}", "device", d->sysname, "trial", autotune_trial_json(a)));
                 } else if (a->phase == PHASE_FINISHING) {
                         a->phase = PHASE_IDLE;
-                        calls_finish(a, json_pack("{s:s, s:o}", "device", d->sysname, "trial", trial_json(a)));
+                        calls_finish(a, json_pack("{s:s, s:o}", "device", d->sysname, "trial", autotune_trial_json(a)));
                 }
                 auto_device_free(t, a);
                 break;
         case MANAGER_EVENT_DEVICE_ADDED: {
                 const AutoTunePolicy *p;
-                if (!d || !(p = device_policy(t, d)) || !p->enabled || !p->on_hotplug)
+                if (!d || !(p = autotune_device_policy(t, d)) || !p->enabled || !p->on_hotplug)
                         break;
                 a = get(t, d);
                 if (a)
@@ -944,11 +685,11 @@ static int on_watch(sd_event_source *s, uint64_t usec, void *userdata) {
         for (size_t i = 0; i < m->n_devices; i++) {
                 Device *d = m->devices[i];
                 const AutoTunePolicy *p;
-                if (d->removed || !(p = device_policy(t, d)) || !p->enabled ||
+                if (d->removed || !(p = autotune_device_policy(t, d)) || !p->enabled ||
                     (!p->interval_usec && !p->on_workload_change))
                         continue;
                 AutoDevice *a = get(t, d);
-                if (!a || running(a) || a->phase == PHASE_FINISHING)
+                if (!a || autotune_running(a) || a->phase == PHASE_FINISHING)
                         continue;
                 BlockStat st;
                 if (read_stat(d, &st) < 0)

@@ -1,0 +1,215 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* What the trial runner says of its trials: the trial as JSON (Trial,
+ * GetDevice, Monitor), explain's sentence, the Prometheus families. The
+ * trials themselves run in autotune-runner.c. */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "autotune-runner.h"
+#include "autotune-state.h"
+#include "metrics-text.h"
+#include "strbuf.h"
+#include "util.h"
+
+char *autotune_clock_hm(uint64_t realtime_usec, char buf[static 16]) {
+        time_t s = (time_t) (realtime_usec / 1000000);
+        struct tm tm;
+        localtime_r(&s, &tm);
+        strftime(buf, 16, "%H:%M:%S", &tm);
+        return buf;
+}
+
+/* ---- JSON ---- */
+
+static json_t *candidate_json(const AutoDevice *a, size_t c) {
+        char buf[96];
+        const AutoSummary *s = &a->summary[c];
+        json_t *o = json_pack("{s:s, s:s, s:b, s:i}", "setting", autotune_candidate_format(&a->cand[c], buf, sizeof buf),
+                              "scheduler", a->cand[c].scheduler, "baseline", a->cand[c].baseline, "epochs",
+                              (int) a->series[c].n);
+        if (a->cand[c].nr_requests)
+                json_object_set_new(o, "nrRequests", json_integer(a->cand[c].nr_requests));
+        if (a->cand[c].wbt_lat_usec != AUTO_WBT_UNSET)
+                json_object_set_new(o, "wbtLatUsec", json_integer(a->cand[c].wbt_lat_usec));
+        if (a->refused[c])
+                json_object_set_new(o, "refused", json_true());
+        if (s->n > 0) {
+                json_object_set_new(o, "readAwaitMs", json_real(s->read_await_ms));
+                json_object_set_new(o, "writeMBps", json_real(s->write_mbps));
+                json_object_set_new(o, "readMBps", json_real(s->read_mbps));
+                json_object_set_new(o, "iops", json_real(s->iops));
+                json_object_set_new(o, "inFlight", json_real(s->in_flight));
+                json_object_set_new(o, "objective", json_real(s->objective));
+                if (s->read_p99_ms > 0)
+                        json_object_set_new(o, "readP99Ms", json_real(s->read_p99_ms));
+                if (a->has_result) {
+                        json_object_set_new(o, "admissible", json_boolean(s->admissible));
+                        json_object_set_new(o, "pVsCurrent", json_real(s->p_vs_current));
+                }
+        }
+        return o;
+}
+
+/* Medians so far, for progress while the trial runs. */
+void autotune_summarise_partial(AutoDevice *a) {
+        bool p99 = autotune_have_p99(a->series, a->n_cand);
+
+        for (size_t c = 0; c < a->n_cand; c++) {
+                double rd[AUTOTUNE_MAX_EPOCHS], wm[AUTOTUNE_MAX_EPOCHS], rm[AUTOTUNE_MAX_EPOCHS],
+                        io[AUTOTUNE_MAX_EPOCHS], inf[AUTOTUNE_MAX_EPOCHS], ob[AUTOTUNE_MAX_EPOCHS],
+                        pq[AUTOTUNE_MAX_EPOCHS];
+                size_t k = 0;
+                for (size_t i = 0; i < a->series[c].n; i++) {
+                        const EpochFigures *e = &a->series[c].epochs[i];
+                        if (!e->valid)
+                                continue;
+                        rd[k] = e->read_await_ms, wm[k] = e->write_mbps, rm[k] = e->read_mbps;
+                        io[k] = e->read_iops + e->write_iops, inf[k] = e->in_flight;
+                        ob[k] = autotune_objective_value(&a->policy, e, p99);
+                        pq[k] = e->read_p99_ms;
+                        k++;
+                }
+                a->summary[c] = (AutoSummary) { .n = k, .p_vs_current = 1 };
+                if (k) {
+                        a->summary[c].read_await_ms = autotune_median(rd, k);
+                        a->summary[c].write_mbps = autotune_median(wm, k);
+                        a->summary[c].read_mbps = autotune_median(rm, k);
+                        a->summary[c].iops = autotune_median(io, k);
+                        a->summary[c].in_flight = autotune_median(inf, k);
+                        a->summary[c].objective = autotune_median(ob, k);
+                        a->summary[c].read_p99_ms = p99 ? autotune_median(pq, k) : 0;
+                }
+        }
+}
+
+json_t *autotune_trial_json(const AutoDevice *a) {
+        json_t *o = json_object(), *cands = json_array();
+        const char *state = autotune_running(a) ? "running" : a->aborted ? "aborted" : a->has_result ? "decided" : "idle";
+        char buf[96];
+
+        json_object_set_new(o, "state", json_string(state));
+        for (size_t c = 0; c < a->n_cand; c++)
+                json_array_append_new(cands, candidate_json(a, c));
+        json_object_set_new(o, "candidates", cands);
+        if (a->policy_copied)
+                json_object_set_new(o, "objective", json_string(auto_objective_to_string(a->policy.objective)));
+        if (autotune_running(a)) {
+                json_object_set_new(o, "epoch", json_integer((json_int_t) a->slot + 1));
+                json_object_set_new(o, "epochs", json_integer((json_int_t) a->n_slots));
+                json_object_set_new(o, "measuring", json_string(autotune_candidate_format(&a->cand[a->current], buf, sizeof buf)));
+        }
+        if (a->started_usec)
+                json_object_set_new(o, "startedUsec", json_integer((json_int_t) a->started_usec));
+        if (a->ended_usec)
+                json_object_set_new(o, "endedUsec", json_integer((json_int_t) a->ended_usec));
+        if (a->has_result) {
+                json_object_set_new(o, "verdict", json_string(auto_verdict_to_string(a->decision.verdict)));
+                json_object_set_new(o, "reason", json_string(a->decision.reason));
+                json_object_set_new(o, "winner", json_string(autotune_candidate_format(&a->cand[a->decision.winner], buf, sizeof buf)));
+                json_object_set_new(o, "confidence", json_real(a->decision.confidence));
+                json_object_set_new(o, "improvement", json_real(a->decision.improvement));
+                json_object_set_new(o, "readLatency", json_string(a->decision.by_p99 ? "p99" : "await"));
+        }
+        if (a->aborted)
+                json_object_set_new(o, "abortReason", json_string(a->abort_reason));
+        if (a->note[0])
+                json_object_set_new(o, "note", json_string(a->note));
+        json_object_set_new(o, "schedulerSwitches", json_integer(a->switches));
+        json_object_set_new(o, "applyUsec", json_integer((json_int_t) a->apply_usec));
+        return o;
+}
+
+json_t *autotuner_device_json(AutoTuner *t, const Device *d) {
+        const AutoTunePolicy *p = autotune_device_policy(t, d);
+        AutoDevice *a = autotune_find(t, d);
+        char buf[96];
+
+        if (!p && !a)
+                return NULL;
+        json_t *o = json_pack("{s:b}", "enabled", p && p->enabled);
+        if (a) {
+                json_object_set_new(o, "trial", autotune_trial_json(a));
+                json_object_set_new(o, "trials", json_integer(a->n_trials));
+                json_object_set_new(o, "changes", json_integer(a->n_changes));
+                if (a->has_choice)
+                        json_object_set_new(o, "chosen", json_string(autotune_candidate_format(&a->choice, buf, sizeof buf)));
+        }
+        if (p && p->enabled && p->interval_usec) {
+                uint64_t last = a && a->started_usec ? a->started_usec : now_usec(CLOCK_REALTIME);
+                json_object_set_new(o, "nextTrialUsec", json_integer((json_int_t) (last + p->interval_usec)));
+        }
+        return o;
+}
+
+char *autotuner_explain(AutoTuner *t, const Device *d) {
+        AutoDevice *a = autotune_find(t, d);
+        const AutoTunePolicy *p = autotune_device_policy(t, d);
+        char *s = NULL, w[96], b[96], hm[16];
+        int r;
+
+        if (!a || !a->has_result) {
+                if (p && p->enabled)
+                        return strdup("AutoTune=yes: no trial has run yet; the static keys are in force.");
+                return NULL;
+        }
+        if (autotune_running(a))
+                return strdup("a trial is running.");
+        autotune_candidate_format(&a->cand[a->decision.winner], w, sizeof w);
+        autotune_candidate_format(&a->cand[0], b, sizeof b);
+        autotune_clock_hm(a->ended_usec, hm);
+        if (a->has_choice && a->choice_trial == a->n_trials)
+                r = asprintf(&s, "%s", a->choice_text);
+        else if (a->has_choice)
+                r = asprintf(&s, "%s The last trial, at %s, kept it: %s (%s).", a->choice_text, hm,
+                             auto_verdict_to_string(a->decision.verdict), a->decision.reason);
+        else if (a->decision.verdict == AUTO_VERDICT_CHANGE)
+                r = asprintf(&s, "the trial at %s chose %s, since put back by a restore: the static keys are in force.",
+                             hm, w);
+        else
+                r = asprintf(&s, "%s kept by the trial at %s: %s (%s).", b, hm, auto_verdict_to_string(a->decision.verdict),
+                             a->decision.reason);
+        return r < 0 ? NULL : s;
+}
+
+void autotuner_metrics(AutoTuner *t, StrBuf *sb) {
+        metrics_text_family(sb, "blkmqd_autotune_trials_total", METRIC_COUNTER, "Closed-loop tuning trials started.");
+        for (AutoDevice *a = t->devices; a; a = a->next) {
+                MetricLabel l[] = { { "device", a->device->sysname } };
+                metrics_text_counter(sb, "blkmqd_autotune_trials_total", l, 1, a->n_trials);
+        }
+        metrics_text_family(sb, "blkmqd_autotune_changes_total", METRIC_COUNTER,
+                            "Settings changed by the decision of a trial.");
+        for (AutoDevice *a = t->devices; a; a = a->next) {
+                MetricLabel l[] = { { "device", a->device->sysname } };
+                metrics_text_counter(sb, "blkmqd_autotune_changes_total", l, 1, a->n_changes);
+        }
+        metrics_text_family(sb, "blkmqd_autotune_candidate_read_await_seconds", METRIC_GAUGE,
+                            "Median read await of each candidate in the last trial.");
+        for (AutoDevice *a = t->devices; a; a = a->next)
+                for (size_t c = 0; c < a->n_cand; c++) {
+                        char buf[96];
+                        MetricLabel l[] = { { "device", a->device->sysname },
+                                                    { "setting", autotune_candidate_format(&a->cand[c], buf, sizeof buf) } };
+                        if (a->summary[c].n)
+                                metrics_text_gauge(sb, "blkmqd_autotune_candidate_read_await_seconds", l, 2,
+                                                   a->summary[c].read_await_ms / 1000);
+                }
+        metrics_text_family(sb, "blkmqd_autotune_candidate_read_p99_seconds", METRIC_GAUGE,
+                            "Median over the epochs of each candidate's probe read p99 in the last trial.");
+        for (AutoDevice *a = t->devices; a; a = a->next)
+                for (size_t c = 0; c < a->n_cand; c++) {
+                        char buf[96];
+                        MetricLabel l[] = { { "device", a->device->sysname },
+                                            { "setting", autotune_candidate_format(&a->cand[c], buf, sizeof buf) } };
+                        if (a->summary[c].read_p99_ms > 0)
+                                metrics_text_gauge(sb, "blkmqd_autotune_candidate_read_p99_seconds", l, 2,
+                                                   a->summary[c].read_p99_ms / 1000);
+                }
+}
+
+/* ---- events and automatic trials ---- */
