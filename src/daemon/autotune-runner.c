@@ -231,6 +231,18 @@ static void abort_trial(AutoDevice *a, const char *fmt, const char *arg) {
         finish(a);
 }
 
+/* Ends a running trial at once, from outside it (a restore, the device
+ * removed or replaced): no setting is applied; its calls get the trial as it
+ * stands. */
+static void end_trial_now(AutoDevice *a, const char *reason) {
+        snprintf(a->abort_reason, sizeof a->abort_reason, "%s", reason);
+        a->aborted = true;
+        a->phase = PHASE_IDLE;
+        a->timer = sd_event_source_disable_unref(a->timer);
+        a->ended_usec = now_usec(CLOCK_REALTIME);
+        calls_finish(a, json_pack("{s:s, s:o}", "device", a->device->sysname, "trial", autotune_trial_json(a)));
+}
+
 static int on_epoch_end(sd_event_source *s, uint64_t usec, void *userdata) {
         AutoDevice *a = userdata;
         BlockStat b;
@@ -521,13 +533,8 @@ static void check_replaced(AutoTuner *t, Device *d) {
                 return;
         a->generation = d->generation;
         log_info("%s: another disk (%s): what earlier trials found is dropped.", d->sysname, d->info->id);
-        if (autotune_running(a)) {
-                snprintf(a->abort_reason, sizeof a->abort_reason, "another disk appeared under the name");
-                a->aborted = true;
-                a->timer = sd_event_source_disable_unref(a->timer);
-                a->ended_usec = now_usec(CLOCK_REALTIME);
-                calls_finish(a, json_pack("{s:s, s:o}", "device", d->sysname, "trial", autotune_trial_json(a)));
-        }
+        if (autotune_running(a))
+                end_trial_now(a, "another disk appeared under the name");
         a->phase = PHASE_IDLE;
         a->has_choice = false;
         a->n_tripped = 0;
@@ -600,12 +607,8 @@ void autotuner_forget(AutoTuner *t, Device *d) {
                 if (d && a->device != d)
                         continue;
                 if (autotune_running(a)) {
-                        snprintf(a->abort_reason, sizeof a->abort_reason, "restore");
-                        a->aborted = true;
-                        a->timer = sd_event_source_disable_unref(a->timer);
-                        a->ended_usec = now_usec(CLOCK_REALTIME);
                         log_info("%s: trial ended by a restore.", a->device->sysname);
-                        calls_finish(a, json_pack("{s:s, s:o}", "device", a->device->sysname, "trial", autotune_trial_json(a)));
+                        end_trial_now(a, "restore");
                 }
                 a->phase = PHASE_IDLE;
                 a->has_choice = false;
@@ -647,11 +650,7 @@ void autotuner_event(AutoTuner *t, ManagerEventType type, Device *d) {
                         break;
                 if (autotune_running(a)) {
                         log_warning("%s: device removed during a trial; trial ended.", d->sysname);
-                        snprintf(a->abort_reason, sizeof a->abort_reason, "the device was removed");
-                        a->aborted = true;
-                        a->phase = PHASE_IDLE;
-                        a->ended_usec = now_usec(CLOCK_REALTIME);
-                        calls_finish(a, json_pack("{s:s, s:o}", "device", d->sysname, "trial", autotune_trial_json(a)));
+                        end_trial_now(a, "the device was removed");
                 } else if (a->phase == PHASE_FINISHING) {
                         a->phase = PHASE_IDLE;
                         calls_finish(a, json_pack("{s:s, s:o}", "device", d->sysname, "trial", autotune_trial_json(a)));
