@@ -472,6 +472,8 @@ static int worker_prep(UringWorker *w, UringReq *req, bool bufs_blocked, Batch *
                 io_uring_prep_read(sqe, req->fd, buf, req->len, req->offset);
         else
                 io_uring_prep_write(sqe, req->fd, buf, req->len, req->offset);
+        if (!nvme)
+                sqe->ioprio = req->ioprio;
         io_uring_sqe_set_data(sqe, req);
 
         if (idx >= 0)
@@ -957,6 +959,8 @@ int uring_pool_submit(UringPool *p, UringReq *req) {
                 atomic_store_explicit(&st->_parts_done, 0, memory_order_relaxed);
         }
         if (req->op == URING_OP_NVME_IO && (req->flags & URING_REQ_POLLED))
+                return -EINVAL;
+        if (req->ioprio && req->op != URING_OP_READ && req->op != URING_OP_WRITE)
                 return -EINVAL;
         if (!req->buf && (p->fixed_buf_size == 0 || req->len > p->fixed_buf_size))
                 return -EINVAL;

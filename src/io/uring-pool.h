@@ -57,6 +57,9 @@ enum {
         URING_REQ_POLLED = 1 << 0,
 };
 
+/* IOPRIO_PRIO_VALUE(IOPRIO_CLASS_IDLE, 0): below any workload. */
+#define URING_IOPRIO_IDLE ((uint16_t) (3U << 13))
+
 /* Registered (fixed) buffers per worker, each fixed_buf_size bytes, 4096-aligned.
  * buf == NULL requests wait for one of these, in submission order. */
 #define URING_POOL_FIXED_BUFS 4U
@@ -73,6 +76,11 @@ struct UringReq {
          * written is whatever that buffer last held. */
         void *buf;
         int cpu;             /* preferred CPU for the worker, -1 any */
+        /* URING_OP_READ/WRITE: the request's I/O priority (sqe->ioprio, as
+         * ioprio_set(2) takes it; e.g. URING_IOPRIO_IDLE), 0: the worker's.
+         * Schedulers with priority classes (mq-deadline, bfq) serve an idle
+         * request only when nothing else waits. */
+        uint16_t ioprio;
         uring_done_fn_t done;
         void *userdata;
         UringNvmeCmd nvme;   /* URING_OP_NVME_IO only */

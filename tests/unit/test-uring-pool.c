@@ -164,6 +164,32 @@ static void test_read_fixed_buf(void **state) {
         assert_int_equal(uring_pool_pending(p0), 0);
 }
 
+/* The request's I/O priority reaches the kernel: an idle-class read is
+ * served, and a class the kernel does not know (7) is refused by it in the
+ * completion, which it could not be if the field were dropped. Only reads
+ * and writes carry one. */
+static void test_ioprio(void **state) {
+        Fixture *f = *state;
+        _cleanup_(uring_pool_freep) UringPool *p = NULL;
+        _cleanup_free_ uint8_t *buf = balloc(2 * BLK), *buf2 = balloc(BLK);
+        Counter c = {};
+        UringReq idle = mkreq(f->fd, URING_OP_READ, 5 * BLK, 2 * BLK, buf, &c);
+        UringReq bad = mkreq(f->fd, URING_OP_READ, 0, BLK, buf2, &c);
+        UringReq nvme = mkreq(f->fd, URING_OP_NVME_IO, 0, BLK, buf2, &c);
+
+        idle.ioprio = URING_IOPRIO_IDLE;
+        bad.ioprio = (uint16_t) (7U << 13);
+        nvme.ioprio = URING_IOPRIO_IDLE;
+        assert_int_equal(uring_pool_new(&p, f->e, 1, NULL, 0), 0);
+        assert_int_equal(uring_pool_submit(p, &nvme), -EINVAL);
+        assert_int_equal(uring_pool_submit(p, &idle), 0);
+        assert_int_equal(uring_pool_submit(p, &bad), 0);
+        run_until(f->e, &c.n, 2);
+        assert_int_equal(idle.res, (int) (2 * BLK));
+        assert_true(check_pat(buf, 5 * BLK, 2 * BLK));
+        assert_int_equal(bad.res, -EINVAL);
+}
+
 static void test_bad_args(void **state) {
         Fixture *f = *state;
         UringPool *p = NULL;
@@ -673,6 +699,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_read_caller_buf, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_read_fixed_buf, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_ioprio, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_bad_args, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_concurrent, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_write_round_trip, setup, teardown),
