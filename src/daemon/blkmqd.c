@@ -328,8 +328,10 @@ static Daemon *daemon_free(Daemon *d) {
                 prober_set_event_cb(d->prober, NULL, NULL);
                 manager_unsubscribe(d->manager, prober_on_manager_event, d->prober);
         }
-        if (d->zones)
+        if (d->zones) {
                 zone_service_set_alert_cb(d->zones, NULL, NULL); /* its checks may still end below */
+                zone_service_stop(d->zones); /* its reads go no further once the pools stop */
+        }
         d->api_metrics = api_metrics_free(d->api_metrics);
         d->prober = prober_free(d->prober);
         if (d->manager)

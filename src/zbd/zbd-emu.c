@@ -498,6 +498,12 @@ static int emu_read(Zbd *z, uint64_t offset, void *buf, size_t len) {
         return 0;
 }
 
+static int emu_read_fd(Zbd *z) {
+        EmuZbd *e = z->backend;
+
+        return e->rfd;
+}
+
 static void emu_free(Zbd *z) {
         EmuZbd *e = z->backend;
 
@@ -524,6 +530,7 @@ static const ZbdOps emu_ops = {
         .prep_stream = emu_prep_stream,
         .append_result = emu_append_result,
         .read = emu_read,
+        .read_fd = emu_read_fd,
         .free = emu_free,
 };
 

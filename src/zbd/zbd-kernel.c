@@ -255,6 +255,10 @@ static int kernel_read(Zbd *z, uint64_t offset, void *buf, size_t len) {
         return 0;
 }
 
+static int kernel_read_fd(Zbd *z) {
+        return z->fd;
+}
+
 static void kernel_free(Zbd *z) {
         free(z->backend);
         z->backend = NULL;
@@ -270,6 +274,7 @@ static const ZbdOps kernel_ops = {
         .prep_append = kernel_prep_append,
         .append_result = kernel_append_result,
         .read = kernel_read,
+        .read_fd = kernel_read_fd,
         .free = kernel_free,
 };
 

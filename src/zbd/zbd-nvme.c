@@ -138,6 +138,12 @@ static int ns_read(Zbd *z, uint64_t offset, void *buf, size_t len) {
         return v->kz->ops->read(v->kz, offset, buf, len);
 }
 
+static int ns_read_fd(Zbd *z) {
+        NvmeZbd *v = z->backend;
+
+        return v->kz->ops->read_fd(v->kz);
+}
+
 static int ns_prep_append(Zbd *z, uint64_t zone_start, uint64_t wp, const void *buf, uint32_t len,
                             UringReq *req) {
         NvmeZbd *v = z->backend;
@@ -245,6 +251,7 @@ static const ZbdOps ns_ops = {
         .prep_stream = ns_prep_stream,
         .append_result = ns_append_result,
         .read = ns_read,
+        .read_fd = ns_read_fd,
         .free = ns_free,
 };
 

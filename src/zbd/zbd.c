@@ -31,6 +31,22 @@ void zbd_prep_write(Zbd *z, uint64_t offset, const void *buf, uint32_t len, Urin
         req->buf = (void *) buf; /* only read from: a write */
 }
 
+int zbd_prep_read(Zbd *z, uint64_t offset, void *buf, uint32_t len, UringReq *req) {
+        uint32_t bs = z->limits.block_size ? z->limits.block_size : 512;
+        uint64_t end = z->limits.nr_zones * z->limits.zone_size;
+
+        if (!z->ops->read_fd || !buf || !req || len == 0 || (uintptr_t) buf % 4096 || offset % bs || len % bs ||
+            offset > end || len > end - offset)
+                return -EINVAL;
+        req->fd = z->ops->read_fd(z);
+        req->op = URING_OP_READ;
+        req->flags = 0;
+        req->offset = offset;
+        req->len = len;
+        req->buf = buf;
+        return 0;
+}
+
 int zbd_report_zone(Zbd *z, uint64_t offset, Zone *ret) {
         size_t n = 1;
         int r;

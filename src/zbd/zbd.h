@@ -102,6 +102,10 @@ typedef struct ZbdOps {
         int (*append_result)(Zbd *z, const struct UringReq *req, uint64_t *ret_offset);
         /* Blocking read for verification. */
         int (*read)(Zbd *z, uint64_t offset, void *buf, size_t len);
+        /* The descriptor regular reads of the data go to (offset = the
+         * byte offset): the block device (O_DIRECT), the emulation file.
+         * For zbd_prep_read(). */
+        int (*read_fd)(Zbd *z);
         void (*free)(Zbd *z);
 } ZbdOps;
 
@@ -139,6 +143,11 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Zbd *, zbd_free)
 /* The request of a regular write of len bytes at offset (what prep_append()
  * sets), for the backends that write at the write pointer. */
 void zbd_prep_write(Zbd *z, uint64_t offset, const void *buf, uint32_t len, struct UringReq *req);
+/* The request of a regular read of len bytes at offset into buf, for the
+ * io_uring pool (fd, op, flags, offset, len, buf; the rest is the
+ * caller's). buf 4096-aligned, offset and len multiples of the block size
+ * (the block devices are opened O_DIRECT), inside the device: else -EINVAL. */
+int zbd_prep_read(Zbd *z, uint64_t offset, void *buf, uint32_t len, struct UringReq *req);
 /* Reads [offset, offset + len) of z in chunks of bufsize bytes (a multiple
  * of 4096; the last chunk may be shorter) and hands each to consume, in
  * order, while a helper thread reads the next one: the reads overlap the

@@ -35,6 +35,7 @@ struct ZoneService {
         WorkPool *work;
         WorkPool *verifier; /* SCHED_IDLE: verification behind the appends */
         bool freeing;
+        bool stopping;  /* zone_service_stop(): no new reads or hash jobs */
         ZoneDb *db;
         ZoneDevice **devs;
         size_t n_devs;

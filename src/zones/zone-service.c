@@ -747,9 +747,15 @@ static int scrub_tick(sd_event_source *es, uint64_t usec, void *userdata) {
         return zone_scrub_start(s);
 }
 
+void zone_service_stop(ZoneService *s) {
+        if (s)
+                s->stopping = true;
+}
+
 ZoneService *zone_service_free(ZoneService *s) {
         if (!s)
                 return NULL;
+        s->stopping = true;
         s->freeing = true;
         s->scrub_timer = sd_event_source_disable_unref(s->scrub_timer);
         s->verifier = work_pool_free(s->verifier); /* runs the outstanding callbacks */

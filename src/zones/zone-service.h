@@ -26,6 +26,9 @@
 
 int zone_service_new(ZoneService **ret, sd_event *e, const ZonesConfig *config, struct UringPool *uring,
                      struct WorkPool *work);
+/* Before the pools it was given go: starts no new read or hash job (the
+ * Verify and scrub reads in flight end as cancelled once back). */
+void zone_service_stop(ZoneService *s);
 ZoneService *zone_service_free(ZoneService *s);
 /* Takes the [Zones] keys that apply at once (ResetBatch=, AppendChunkKB=,
  * AppendDepth=: the next Append); the others wait for a restart, said in

@@ -8,7 +8,6 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/param.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -244,11 +243,11 @@ void zone_seal_fail(SealJob *j, int r, const char *what) {
 /* ---- objects: find by label, read back, verify, scrub ----
  *
  * A sealed zone holds one object: its label, size, SHA-256 and lease. A
- * Read writes it into a descriptor the client passed, hashing on the way;
- * Verify and the background scrub read it and hash it only. All three run
- * on a worker thread (the reads block, and so may a write into a client's
- * pipe), while the zone counts a reader: no Release, reset or second write
- * meanwhile. A mismatch or a read error is kept with the zone (its scrub
+ * Read writes it into a descriptor the client passed, hashing on the way,
+ * on a worker thread (a write into a client's pipe may block). Verify and
+ * the background scrub read it through the io_uring pool and hash it only
+ * (see PoolRead below). Meanwhile the zone counts a reader: no Release,
+ * reset or second write. A mismatch or a read error is kept with the zone (its scrub
  * result, logged at error level, and the note of its record) and never
  * repaired: the object is the stager's to replace. */
 
@@ -257,15 +256,14 @@ void zone_seal_fail(SealJob *j, int r, const char *what) {
 #define READ_PROGRESS_USEC (250ULL * 1000)
 
 typedef struct ObjectBatch ObjectBatch;
+typedef struct PoolRead PoolRead;
 
 typedef struct ReadJob {
         ZoneDevice *dev;
         uint32_t zone;
         Zbd *zbd;
         uint64_t start, size;
-        int fd;                 /* the client's, or -1: hash only */
-        uint64_t rate;          /* bytes/s, 0: as fast as it goes */
-        bool idle;              /* idle I/O priority (the scrub) */
+        int fd;                 /* the client's, or -1: hash only (through the pool) */
         ZoneOp zop;             /* Read: cancelled when the client goes away */
         ZoneDoneFn done;        /* Read */
         ZoneProgressFn progress;
@@ -278,13 +276,18 @@ typedef struct ReadJob {
         const char *what;
         bool ran;
         int r;
+        PoolRead *pool;         /* Verify, the scrub: through the io_uring pool */
 } ReadJob;
+
+/* A Verify call: its objects read BATCH_RUNNING at a time. */
+#define BATCH_RUNNING 2U
 
 struct ObjectBatch {
         ZoneDoneFn done;
         void *userdata;
-        unsigned pending;
-        size_t n;
+        unsigned running;
+        bool pumping;
+        size_t n, next;
         ZoneRef *zones;
 };
 
@@ -315,12 +318,10 @@ static int write_client(ReadJob *j, const uint8_t *buf, size_t n) {
         return 0;
 }
 
-#define IOPRIO_CLASS_IDLE_VALUE (3 << 13) /* IOPRIO_PRIO_VALUE(IOPRIO_CLASS_IDLE, 0) */
-
 typedef struct ReadRun {
         ReadJob *job;
         Sha256 *sha;
-        uint64_t off, t0;
+        uint64_t off;
 } ReadRun;
 
 /* One chunk read back: hashed, written to the client, paced. */
@@ -344,12 +345,6 @@ static int read_consume(const uint8_t *buf, size_t n, void *userdata) {
                 j->what = NULL;
                 return -ECONNRESET;
         }
-        if (j->rate) {
-                /* Paced: off bytes may take off / rate seconds. */
-                uint64_t due = rr->t0 + rr->off * 1000000 / j->rate, now = now_usec(CLOCK_MONOTONIC);
-                if (due > now)
-                        (void) usleep((useconds_t) MIN(due - now, (uint64_t) 1000000));
-        }
         return 0;
 }
 
@@ -357,13 +352,10 @@ static void read_run(void *data) {
         ReadJob *j = data;
         _cleanup_sha256_ Sha256 sha = {};
         uint8_t digest[SHA256_DIGEST_SIZE];
-        ReadRun rr = { .job = j, .sha = &sha, .t0 = now_usec(CLOCK_MONOTONIC) };
+        ReadRun rr = { .job = j, .sha = &sha };
         int r;
 
         j->ran = true;
-        if (j->idle)
-                /* ioprio_set(IOPRIO_WHO_PROCESS, this thread): below the workload. */
-                (void) syscall(SYS_ioprio_set, 1, 0, IOPRIO_CLASS_IDLE_VALUE);
         r = sha256_init(&sha);
         if (r < 0) {
                 j->r = r;
@@ -437,19 +429,50 @@ static void scrub_note(ZoneDevice *d, uint32_t z, ReadJob *j) {
 static void batch_finish(ObjectBatch *b) {
         ZoneResult res = { .objects = b->zones };
 
-        /* Those still objects once read. */
+        /* Those read, and still objects once read. */
         for (size_t i = 0; i < b->n; i++)
-                if (zone_device_is_object(b->zones[i].dev, b->zones[i].zone))
+                if (b->zones[i].zone != UINT32_MAX && zone_device_is_object(b->zones[i].dev, b->zones[i].zone))
                         b->zones[res.n_objects++] = b->zones[i];
         zone_done(b->done, b->userdata, &res);
         free(b->zones);
         free(b);
 }
 
+static ReadJob *read_job_new(ZoneDevice *d, uint32_t z);
+static int pool_read_start(ReadJob *j, WorkPool *hasher, bool scrub);
+
+/* Starts the batch's next objects, BATCH_RUNNING at a time, and answers
+ * once every one was read. */
+static void batch_pump(ObjectBatch *b) {
+        b->pumping = true;
+        while (b->running < BATCH_RUNNING && b->next < b->n) {
+                ZoneRef *ref = &b->zones[b->next++];
+                ZoneDevice *d = (ZoneDevice *) ref->dev;
+                ReadJob *j;
+
+                if (!zone_device_present(d) || !zone_device_is_object(d, ref->zone) ||
+                    !(j = read_job_new(d, ref->zone))) {
+                        ref->zone = UINT32_MAX; /* released or gone since the call: not in the answer */
+                        continue;
+                }
+                j->batch = b;
+                b->running++;
+                if (pool_read_start(j, d->service->work, false) < 0) {
+                        b->running--;
+                        free(j);
+                        ref->zone = UINT32_MAX;
+                }
+        }
+        b->pumping = false;
+        if (b->running == 0 && b->next == b->n)
+                batch_finish(b);
+}
+
 static void read_done(void *data, void *userdata) {
         ReadJob *j = data;
         ZoneDevice *d = j->dev;
         ZoneSlot *x = &d->slots[j->zone];
+        ObjectBatch *b;
 
         x->readers--;
         if (!j->ran)
@@ -464,16 +487,19 @@ static void read_done(void *data, void *userdata) {
                 } else if (j->r < 0)
                         zone_result_io(&res, j->r, j->what ? j->what : "reading the object back");
                 zone_done(j->done, j->userdata, &res);
-        } else if (j->batch) {
-                if (--j->batch->pending == 0)
-                        batch_finish(j->batch);
-        } else
+        } else if (!j->batch)
                 d->service->scrubbing = false;
+        b = j->batch;
         sd_event_source_disable_unref(j->tick);
         if (j->fd >= 0)
                 close(j->fd);
         free(j);
         zone_device_settle(d);
+        if (b) {
+                b->running--;
+                if (!b->pumping)
+                        batch_pump(b);
+        }
 }
 
 static ReadJob *read_job_new(ZoneDevice *d, uint32_t z) {
@@ -511,6 +537,249 @@ static int read_progress(sd_event_source *es, uint64_t usec, void *userdata) {
         (void) sd_event_source_set_time_relative(es, READ_PROGRESS_USEC);
         return sd_event_source_set_enabled(es, SD_EVENT_ONESHOT);
 }
+/* ---- Verify and the scrub: through the io_uring pool ----
+ *
+ * The loop thread keeps POOL_DEPTH reads of POOL_CHUNK bytes in flight
+ * through the io_uring pool and hands each chunk, in order, to a work pool
+ * thread to hash while the next ones are read: the workers only read or
+ * hash, and the digest goes from one hash job to the next. The scrub's
+ * reads carry the idle I/O priority (a scheduler with classes serves them
+ * only when the workload leaves the disk idle), its hashing runs on the
+ * SCHED_IDLE verifier thread, and ScrubRateMBps= paces it with a timer
+ * before each read. Verify is a person waiting: default priority, no pace,
+ * hashing on the main work pool. */
+
+#define POOL_CHUNK (1024U * 1024)
+#define POOL_DEPTH 3U
+
+typedef enum ChunkState {
+        CHUNK_FREE,
+        CHUNK_READING,
+        CHUNK_READ,
+        CHUNK_HASHING,
+} ChunkState;
+
+typedef struct PoolChunk {
+        UringReq req;
+        PoolRead *pr;
+        uint8_t *buf;     /* POOL_CHUNK bytes, 4096-aligned */
+        uint64_t index;   /* of the chunk in the object */
+        uint32_t len;     /* the object's bytes in it */
+        uint32_t want;    /* bytes to read: len rounded up to whole blocks */
+        uint32_t got;
+        ChunkState state;
+        bool hashed;      /* the hash job ran */
+} PoolChunk;
+
+struct PoolRead {
+        ReadJob *job;
+        ZoneService *service;
+        WorkPool *hasher;
+        uint16_t ioprio;
+        uint64_t rate;          /* bytes/s, 0: as fast as it goes */
+        uint64_t n_chunks, next_read, next_hash;
+        unsigned busy;          /* reads and hash jobs in flight */
+        bool hashing;
+        Sha256 sha;             /* the hash job in flight owns it */
+        sd_event_source *pace;
+        uint64_t t0;
+        PoolChunk chunk[POOL_DEPTH];
+};
+
+static void pool_pump(PoolRead *pr);
+
+static void pool_fail(PoolRead *pr, int r, const char *what) {
+        if (pr->job->r == 0) {
+                pr->job->r = r;
+                pr->job->what = what;
+        }
+}
+
+static void pool_finish(PoolRead *pr) {
+        ReadJob *j = pr->job;
+        uint8_t digest[SHA256_DIGEST_SIZE];
+
+        if (j->r == 0) {
+                sha256_final(&pr->sha, digest);
+                sha256_hex(digest, j->actual);
+                j->r = strcasecmp(j->actual, j->expected) == 0 ? 0 : -EBADMSG;
+                j->what = NULL;
+        }
+        j->ran = j->r != -ECANCELED;
+        sha256_done(&pr->sha);
+        sd_event_source_disable_unref(pr->pace);
+        for (unsigned i = 0; i < POOL_DEPTH; i++)
+                free(pr->chunk[i].buf);
+        j->pool = NULL;
+        free(pr);
+        read_done(j, NULL);
+}
+
+static void pool_read_done(UringReq *req, void *userdata) {
+        PoolChunk *c = userdata;
+        PoolRead *pr = c->pr;
+
+        pr->busy--;
+        if (req->res < 0 || req->res == 0) {
+                pool_fail(pr, req->res < 0 ? req->res : -EIO, "reading the zone");
+                c->state = CHUNK_FREE;
+        } else {
+                c->got += (uint32_t) req->res;
+                c->state = c->got >= c->len ? CHUNK_READ : CHUNK_FREE;
+                if (c->state == CHUNK_FREE)
+                        /* Short: a read past the end of a device. */
+                        pool_fail(pr, -EIO, "reading the zone");
+        }
+        pool_pump(pr);
+}
+
+static int pool_read_submit(PoolRead *pr, PoolChunk *c) {
+        ReadJob *j = pr->job;
+        uint32_t bs = j->zbd->limits.block_size ? j->zbd->limits.block_size : 512;
+        int r;
+
+        c->index = pr->next_read;
+        c->len = (uint32_t) MIN((uint64_t) POOL_CHUNK, j->size - c->index * POOL_CHUNK);
+        c->want = (c->len + bs - 1) / bs * bs; /* the seal padded the last block */
+        c->got = 0;
+        c->hashed = false;
+        r = zbd_prep_read(j->zbd, j->start + c->index * POOL_CHUNK, c->buf, c->want, &c->req);
+        if (r < 0)
+                return r;
+        c->req.ioprio = pr->ioprio;
+        c->req.cpu = -1;
+        c->req.done = pool_read_done;
+        c->req.userdata = c;
+        r = uring_pool_submit(pr->service->uring, &c->req);
+        if (r < 0)
+                return r;
+        c->state = CHUNK_READING;
+        pr->next_read++;
+        pr->busy++;
+        return 0;
+}
+
+static void pool_hash_run(void *data) {
+        PoolChunk *c = data;
+
+        c->hashed = true;
+        sha256_update(&c->pr->sha, c->buf, c->len);
+}
+
+static void pool_hash_done(void *data, void *userdata) {
+        PoolChunk *c = data;
+        PoolRead *pr = c->pr;
+
+        pr->busy--;
+        pr->hashing = false;
+        c->state = CHUNK_FREE;
+        if (!c->hashed)
+                pool_fail(pr, -ECANCELED, NULL); /* the work pool went first */
+        else {
+                pr->next_hash++;
+                atomic_store(&pr->job->bytes, MIN(pr->next_hash * POOL_CHUNK, pr->job->size));
+        }
+        pool_pump(pr);
+}
+
+static int pool_pace(sd_event_source *es, uint64_t usec, void *userdata) {
+        pool_pump(userdata);
+        return 0;
+}
+
+/* Starts what can start: reads into free chunks (paced), the next hash in
+ * order; finishes once all is hashed, or after an error once nothing is in
+ * flight. */
+static void pool_pump(PoolRead *pr) {
+        ZoneService *s = pr->service;
+        int r;
+
+        if (s->stopping)
+                pool_fail(pr, -ECANCELED, NULL);
+        while (pr->job->r == 0 && pr->next_read < pr->n_chunks) {
+                PoolChunk *c = NULL;
+
+                for (unsigned i = 0; i < POOL_DEPTH && !c; i++)
+                        if (pr->chunk[i].state == CHUNK_FREE)
+                                c = &pr->chunk[i];
+                if (!c)
+                        break;
+                if (pr->rate) {
+                        /* Paced: the first n bytes take n / rate seconds at least. */
+                        uint64_t due = pr->t0 + pr->next_read * POOL_CHUNK * 1000000ULL / pr->rate;
+                        if (due > now_usec(CLOCK_MONOTONIC)) {
+                                if (pr->pace)
+                                        r = sd_event_source_set_time(pr->pace, due);
+                                else
+                                        r = sd_event_add_time(s->event, &pr->pace, CLOCK_MONOTONIC, due, 0,
+                                                              pool_pace, pr);
+                                if (r >= 0)
+                                        r = sd_event_source_set_enabled(pr->pace, SD_EVENT_ONESHOT);
+                                if (r < 0)
+                                        pool_fail(pr, r, "pacing the read");
+                                break;
+                        }
+                }
+                r = pool_read_submit(pr, c);
+                if (r < 0)
+                        pool_fail(pr, r, "queueing a read");
+        }
+        if (pr->job->r == 0 && !pr->hashing)
+                for (unsigned i = 0; i < POOL_DEPTH; i++) {
+                        PoolChunk *c = &pr->chunk[i];
+                        if (c->state != CHUNK_READ || c->index != pr->next_hash)
+                                continue;
+                        r = work_pool_submit(pr->hasher, pool_hash_run, pool_hash_done, c, NULL);
+                        if (r < 0) {
+                                pool_fail(pr, r, "queueing the hash");
+                                break;
+                        }
+                        c->state = CHUNK_HASHING;
+                        pr->hashing = true;
+                        pr->busy++;
+                        break;
+                }
+        if (pr->busy == 0 && (pr->job->r < 0 || pr->next_hash == pr->n_chunks))
+                pool_finish(pr);
+}
+
+/* Reads j's object through the pool and hashes it on hasher; the scrub's
+ * idle and paced. read_done() follows, as for a Read. */
+static int pool_read_start(ReadJob *j, WorkPool *hasher, bool scrub) {
+        ZoneService *s = j->dev->service;
+        PoolRead *pr;
+        int r;
+
+        if (!s->uring || !j->zbd || j->size == 0)
+                return -EINVAL;
+        pr = calloc(1, sizeof *pr);
+        if (!pr)
+                return -ENOMEM;
+        *pr = (PoolRead) { .job = j, .service = s, .hasher = hasher, .t0 = now_usec(CLOCK_MONOTONIC),
+                           .n_chunks = (j->size + POOL_CHUNK - 1) / POOL_CHUNK };
+        if (scrub) {
+                pr->ioprio = URING_IOPRIO_IDLE;
+                pr->rate = s->config.scrub_rate;
+        }
+        r = sha256_init(&pr->sha);
+        for (unsigned i = 0; r >= 0 && i < POOL_DEPTH; i++) {
+                pr->chunk[i].pr = pr;
+                if (posix_memalign((void **) &pr->chunk[i].buf, 4096, POOL_CHUNK) != 0)
+                        r = -ENOMEM;
+        }
+        if (r < 0) {
+                sha256_done(&pr->sha);
+                for (unsigned i = 0; i < POOL_DEPTH; i++)
+                        free(pr->chunk[i].buf);
+                free(pr);
+                return r;
+        }
+        j->pool = pr;
+        j->dev->slots[j->zone].readers++;
+        pool_pump(pr);
+        return 0;
+}
+
 /* ---- objects ---- */
 
 /* Sealed objects labelled label, on only (if given): how many, and the first. */
@@ -582,9 +851,10 @@ void zone_service_find_object(ZoneService *s, const ZoneObjectRef *ref, ZoneResu
         (void) zone_object_lookup(s, ref, false, 0, res);
 }
 
-/* The scrub: every ScrubIntervalSec=, each sealed object is read back at
- * ScrubRateMBps= and idle I/O priority, on the verifier's thread (idle CPU
- * priority too), one at a time, the one checked longest ago first. */
+/* The scrub: every ScrubIntervalSec=, each sealed object is read back
+ * through the io_uring pool at ScrubRateMBps= and idle I/O priority, and
+ * hashed on the verifier's thread (idle CPU priority), one at a time, the
+ * one checked longest ago first. */
 int zone_scrub_start(ZoneService *s) {
         uint64_t now = now_usec(CLOCK_REALTIME), best_age = 0;
         ZoneDevice *bd = NULL;
@@ -612,14 +882,14 @@ int zone_scrub_start(ZoneService *s) {
         ReadJob *j = read_job_new(bd, bz);
         if (!j)
                 return 0;
-        j->idle = true;
-        j->rate = s->config.scrub_rate;
-        log_debug("%s: scrubbing zone %u (%s), %llu bytes.", bd->id, bz, strna(bd->slots[bz].label),
-                  (unsigned long long) j->size);
-        if (read_submit(j, s->verifier) < 0)
+        log_debug("%s: scrubbing zone %u (%s), %llu bytes, through the io_uring pool at idle I/O priority, "
+                  "%llu KiB/s at most.", bd->id, bz, strna(bd->slots[bz].label), (unsigned long long) j->size,
+                  (unsigned long long) (s->config.scrub_rate >> 10));
+        s->scrubbing = true;
+        if (pool_read_start(j, s->verifier, true) < 0) {
+                s->scrubbing = false;
                 free(j);
-        else
-                s->scrubbing = true;
+        }
         return 0;
 }
 
@@ -722,32 +992,23 @@ int zone_service_verify(ZoneService *s, const ZoneObjectRef *ref, const char *de
                 return -ENOMEM;
         b->done = done;
         b->userdata = userdata;
-        b->pending = 1; /* until every job is submitted */
         for (size_t i = 0; i < s->n_devs; i++) {
                 ZoneDevice *d = s->devs[i];
                 if ((ref && d != d1) || (only && d != only) || !zone_device_present(d))
                         continue;
                 for (size_t k = 0; k < d->n; k++) {
-                        ReadJob *j;
                         if ((ref && k != z1) || !zone_device_is_object(d, (uint32_t) k))
                                 continue;
                         void *t = realloc(b->zones, sizeof *b->zones * (b->n + 1));
-                        if (!t || !(j = read_job_new(d, (uint32_t) k))) {
-                                if (t)
-                                        b->zones = t;
-                                continue;
+                        if (!t) {
+                                free(b->zones);
+                                free(b);
+                                return -ENOMEM;
                         }
                         b->zones = t;
                         b->zones[b->n++] = (ZoneRef) { d, (uint32_t) k };
-                        j->batch = b;
-                        b->pending++;
-                        if (read_submit(j, s->work) < 0) {
-                                b->pending--;
-                                free(j);
-                        }
                 }
         }
-        if (--b->pending == 0)
-                batch_finish(b);
+        batch_pump(b);
         return 0;
 }

@@ -27,6 +27,7 @@ import json
 import os
 import socket
 import subprocess
+import time
 
 from blkmqtest import Ctl, Env, Runner, VarlinkStream, ctl_path, main_guard, need_root, read_img, sha, show, wait_for
 
@@ -198,14 +199,25 @@ Database={db}
                  "an objectDamaged alert on io.blkmqd.Metrics.Monitor, once, naming device and lease", events)
             mon.close()
 
-        with r.case("the background scrub finds a corruption by itself", env):
-            config(scrub=1)
+        with r.case("the background scrub finds a corruption by itself, paced", env):
+            # Damage in the object's last byte: its third 1 MiB read, which
+            # at ScrubRateMBps=1 cannot start before 2 s into the scrub.
+            config(scrub=1, extra="ScrubRateMBps=1")
             d.reload()
             p, o = ctl.json("stage", fw, "--label", "quiet")
-            corrupt(img, o["zone"]["start"] + 12345)
+            corrupt(img, o["zone"]["start"] + len(fw_data) - 1)
+            # The pool's own test (test-uring-pool: test_ioprio) shows that a
+            # request's priority reaches the kernel; here, that the scrub asks.
+            started = "scrubbing zone %d (quiet), %d bytes, through the io_uring pool at idle I/O priority, " \
+                      "1024 KiB/s" % (o["zone"]["zoneIndex"], len(fw_data))
+            r.ok(wait_for(lambda: started in d.log_text(), 20, interval=0.02),
+                 "it reads through the io_uring pool at idle I/O priority, 1 MiB/s at most", started)
+            t0 = time.monotonic()
             r.ok(wait_for(lambda: ctl.json("zones", "get", o["lease"])[1]["zone"].get("scrub", {}).get("result") ==
-                          "mismatch", 15), "within the interval the scrub marks it mismatch",
+                          "mismatch", 20, interval=0.02), "within the interval the scrub marks it mismatch",
                  ctl.json("zones", "get", o["lease"])[1])
+            r.ok(time.monotonic() - t0 >= 1.5, "not before its pace allows (the third MiB, 2 s in)",
+                 f"{time.monotonic() - t0:.2f} s")
             r.ok(any("zone %d (quiet" % o["zone"]["zoneIndex"] in l for l in d.error_lines()),
                  "and logs it at error level")
 

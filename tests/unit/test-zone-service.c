@@ -6,6 +6,7 @@
  * of a lease, every illegal one refused with its named error, and the
  * reconcile of a restart. */
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -451,6 +452,54 @@ static void test_seal_mismatch(void **state) {
         assert_int_equal(append(f, a.lease, 4096, 0, OWNER, &g), ZONE_ERROR_WRONG_STATE);
 }
 
+/* Verify reads through the io_uring pool (its read is in the pool as the
+ * call returns) and hashes to the end of an object whose last block is
+ * partial; a flipped byte there is a mismatch, kept, not repaired. After
+ * zone_service_stop() it starts no read: the answer comes, the record of
+ * the last check stays. */
+static void test_verify_through_pool(void **state) {
+        Fixture *f = *state;
+        const size_t lens[] = { 300000, 300000, 100001 };
+        char sha[SHA256_HEX_SIZE];
+        uint64_t at, checked;
+        Got a, g;
+        int fd;
+
+        allocate_and_write(f, "v", lens, ELEMENTSOF(lens), &a);
+        sha_of(lens, ELEMENTSOF(lens), sha);
+        assert_int_equal(seal(f, a.lease, sha, OWNER, &g), ZONE_ERROR_NONE);
+
+        g = (Got) {};
+        assert_int_equal(zone_service_verify(f->s, &(ZoneObjectRef) { .lease = a.lease }, NULL, on_done, &g), 0);
+        assert_int_equal(uring_pool_pending(f->uring), 1);
+        run_until_done(f, &g);
+        assert_int_equal(g.error, ZONE_ERROR_NONE);
+        assert_int_equal(g.n_objects, 1);
+        assert_int_equal(slot(f, a.zone)->scrub_result, 0);
+
+        at = slot(f, a.zone)->zone.start + 700000; /* in the partial last block */
+        fd = open(f->emu, O_RDWR | O_CLOEXEC);
+        assert_true(fd >= 0);
+        assert_int_equal(pwrite(fd, "\xa5", 1, (off_t) at), 1);
+        close(fd);
+        g = (Got) {};
+        assert_int_equal(zone_service_verify(f->s, NULL, NULL, on_done, &g), 0);
+        run_until_done(f, &g);
+        assert_int_equal(g.error, ZONE_ERROR_NONE);
+        assert_int_equal(g.n_objects, 1);
+        assert_int_equal(slot(f, a.zone)->scrub_result, -EBADMSG);
+        assert_int_equal(slot(f, a.zone)->state, ZONE_STATE_SEALED);
+        checked = slot(f, a.zone)->scrub_usec;
+
+        zone_service_stop(f->s);
+        g = (Got) {};
+        assert_int_equal(zone_service_verify(f->s, NULL, NULL, on_done, &g), 0);
+        assert_int_equal(uring_pool_pending(f->uring), 0);
+        run_until_done(f, &g);
+        assert_int_equal(slot(f, a.zone)->scrub_usec, checked);
+        assert_int_equal(slot(f, a.zone)->scrub_result, -EBADMSG);
+}
+
 static void test_seal_twice_release_twice(void **state) {
         Fixture *f = *state;
         const size_t lens[] = { 4096 };
@@ -609,6 +658,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_past_capacity, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_bad_data, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_seal_mismatch, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_verify_through_pool, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_seal_twice_release_twice, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_allocate_refused, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_active_limit, setup_active_limit, teardown),
