@@ -100,6 +100,19 @@ done
 rm -f /tmp/50m.bin
 zbd_agrees "after four stages"
 
+# --- read back through blkmqd: Read (zones cat) and Verify -----------------
+# O_DIRECT reads of the block device through the io_uring pool, the last
+# block of 1m1 partial.
+blkmqctl zones cat 1m1 -o /tmp/1m1.back > /tmp/cat.out 2>&1
+check_eq "zones cat 1m1 -o FILE: exit 0" 0 $?
+check_eq "zones cat 1m1: FILE hashes as the staged file" "$SHA_1m1" "$(sha256sum < /tmp/1m1.back | cut -d' ' -f1)"
+blkmqctl zones cat one | cmp -s - /tmp/one.bin
+check_eq "zones cat one (1 B) to a pipe: the byte staged" 0 $?
+blkmqctl --no-legend zones verify $Z > /tmp/verify.out 2>&1
+check_eq "zones verify $Z: exit 0" 0 $?
+sed 's/^/# /' /tmp/verify.out
+check_eq "zones verify: the four objects, each SCRUB ok" 4 "$(grep -c ' ok [0-9]' /tmp/verify.out)"
+
 # --- too large, active limit, checksum --------------------------------------
 blkmqctl zones alloc --size=$((60 * MIB + 1)) --device $Z > /tmp/big.out 2>&1
 check_eq "zones alloc --size=60 MiB+1: exit 8 (TooLarge)" 8 $?
