@@ -247,9 +247,9 @@ void zone_seal_fail(SealJob *j, int r, const char *what) {
  * on a worker thread (a write into a client's pipe may block). Verify and
  * the background scrub read it through the io_uring pool and hash it only
  * (see PoolRead below). Meanwhile the zone counts a reader: no Release,
- * reset or second write. A mismatch or a read error is kept with the zone (its scrub
- * result, logged at error level, and the note of its record) and never
- * repaired: the object is the stager's to replace. */
+ * reset or second write. A mismatch or a read error is kept with the zone
+ * (its scrub result, logged at error level, and the note of its record)
+ * and never repaired: the object is the stager's to replace. */
 
 #define READ_BUF (1024U * 1024)
 #define READ_CLIENT_TIMEOUT_MSEC (30 * 1000)
@@ -276,7 +276,6 @@ typedef struct ReadJob {
         const char *what;
         bool ran;
         int r;
-        PoolRead *pool;         /* Verify, the scrub: through the io_uring pool */
 } ReadJob;
 
 /* A Verify call: its objects read BATCH_RUNNING at a time. */
@@ -324,7 +323,7 @@ typedef struct ReadRun {
         uint64_t off;
 } ReadRun;
 
-/* One chunk read back: hashed, written to the client, paced. */
+/* One chunk read back: hashed, written to the client. */
 static int read_consume(const uint8_t *buf, size_t n, void *userdata) {
         ReadRun *rr = userdata;
         ReadJob *j = rr->job;
@@ -537,6 +536,7 @@ static int read_progress(sd_event_source *es, uint64_t usec, void *userdata) {
         (void) sd_event_source_set_time_relative(es, READ_PROGRESS_USEC);
         return sd_event_source_set_enabled(es, SD_EVENT_ONESHOT);
 }
+
 /* ---- Verify and the scrub: through the io_uring pool ----
  *
  * The loop thread keeps POOL_DEPTH reads of POOL_CHUNK bytes in flight
@@ -610,7 +610,6 @@ static void pool_finish(PoolRead *pr) {
         sd_event_source_disable_unref(pr->pace);
         for (unsigned i = 0; i < POOL_DEPTH; i++)
                 free(pr->chunk[i].buf);
-        j->pool = NULL;
         free(pr);
         read_done(j, NULL);
 }
@@ -774,7 +773,6 @@ static int pool_read_start(ReadJob *j, WorkPool *hasher, bool scrub) {
                 free(pr);
                 return r;
         }
-        j->pool = pr;
         j->dev->slots[j->zone].readers++;
         pool_pump(pr);
         return 0;
