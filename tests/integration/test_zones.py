@@ -145,6 +145,10 @@ Database={db}
                       z.get("sha256"), z.get("label"), o.get("startLba") * 512 == z.get("start")),
                      (sha(data), size, "sealed", "full", size, sha(data), name, True),
                      f"stage {name}: sealed, full, sha256 and size as hashlib says")
+                secs = o.get("seconds", {})
+                r.ok(sorted(secs) == ["allocate", "append", "hash", "seal"] and
+                     all(isinstance(v, float) and v >= 0 for v in secs.values()),
+                     f"stage {name} --json: seconds of allocate, append, hash, seal", secs)
                 back = read_img(img, z["start"], size)
                 r.eq(sha(back), sha(data), f"{name}: zone {z['zoneIndex']} read back from {os.path.basename(img)} "
                      f"at {z['start']} hashes like the file")
@@ -165,9 +169,12 @@ Database={db}
             path, data = make("text.bin", 5000)
             p = ctl("stage", path)
             fields = dict(re.findall(r"^\s*([A-Za-z0-9 ]+): (.*)$", p.stdout, re.M))
-            r.ok(p.returncode == 0 and set(fields) == {"Device", "Zone", "Start LBA", "Start byte", "Size", "Lease", "SHA256"}
-                 and fields["SHA256"] == sha(data) and fields["Device"] == dev,
-                 "stage (text): Device, Zone, Start LBA, Start byte, Size, Lease, SHA256", show(p))
+            r.ok(p.returncode == 0 and set(fields) == {"Device", "Zone", "Start LBA", "Start byte", "Size", "Lease", "SHA256",
+                                                       "Time"}
+                 and fields["SHA256"] == sha(data) and fields["Device"] == dev and
+                 re.fullmatch(r"\d+\.\d{3} s: allocate \d+\.\d{3}, append \d+\.\d{3} \(hash \d+\.\d{3} alongside\), "
+                              r"seal \d+\.\d{3}", fields["Time"]),
+                 "stage (text): Device, Zone, Start LBA, Start byte, Size, Lease, SHA256, Time (the split)", show(p))
             free_lbas = [z["startLba"] for z in zones() or [] if z["state"] == "free" and z["condition"] == "empty"]
             p = ctl("zones", "free", dev)
             r.ok(p.returncode == 0 and free_lbas and p.stdout == f"{free_lbas[0]}\n",
