@@ -186,7 +186,9 @@ while [ $i -lt $STAGES ]; do
         blkmqctl stage /tmp/s.bin --device $Z > /tmp/st.out 2> /tmp/st.err
         rc=$?
         e=$(now)
-        res "stage i=$i rc=$rc secs=$(dt $s $e) lba=$(sed -n 's/^ *Start LBA: //p' /tmp/st.out)"
+        # blkmqctl's own split (its Time field): allocate, append, its hash alongside, seal
+        split=$(sed -n 's/^ *Time: [0-9.]* s: allocate \([0-9.]*\), append \([0-9.]*\) (hash \([0-9.]*\) alongside), seal \([0-9.]*\)$/alloc_s=\1 append_s=\2 hash_s=\3 seal_s=\4/p' /tmp/st.out)
+        res "stage i=$i rc=$rc secs=$(dt $s $e) lba=$(sed -n 's/^ *Start LBA: //p' /tmp/st.out) $split"
         [ $rc = 0 ] || sed 's/^/# stage| /' /tmp/st.err
         [ "$(sed -n 's/^ *SHA256: //p' /tmp/st.out)" = "$SHA" ] || not_ok "stage $i: sha256 as sha256sum's"
         blkmqctl zones release "$(lease_of /tmp/st.out)" > /dev/null || not_ok "release after stage $i"
