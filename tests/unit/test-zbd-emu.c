@@ -351,6 +351,41 @@ static void test_read_each(void **state) {
         zbd_free(z);
 }
 
+/* zbd_prep_read(): a read the io_uring pool can do (Verify, the scrub),
+ * whole blocks into an aligned buffer, inside the device; else -EINVAL. */
+static void test_prep_read(void **state) {
+        Fixture *f = *state;
+        Zbd *z = emu(f, 0, 0);
+        uint8_t *buf = NULL;
+        UringReq req = {};
+        Waiter w = {};
+
+        assert_int_equal(posix_memalign((void **) &buf, 4096, 2 * CHUNK), 0);
+        fill(f, z, 2 * ZSIZE, CHUNK + 4096, 5);
+        assert_int_equal(zbd_prep_read(z, 2 * ZSIZE + 4096, buf, CHUNK, &req), 0);
+        assert_int_equal(req.op, URING_OP_READ);
+        assert_int_equal(req.offset, 2 * ZSIZE + 4096);
+        assert_int_equal(req.len, CHUNK);
+        req.cpu = -1;
+        req.done = done_cb;
+        req.userdata = &w;
+        req.ioprio = URING_IOPRIO_IDLE;
+        assert_int_equal(uring_pool_submit(f->pool, &req), 0);
+        for (unsigned i = 0; w.n == 0 && i < 300; i++)
+                assert_true(sd_event_run(f->e, 100 * 1000) >= 0);
+        assert_int_equal(req.res, (int) CHUNK);
+        assert_true(is_pat(buf, 2 * ZSIZE + 4096, CHUNK, 5));
+
+        assert_int_equal(zbd_prep_read(z, 2 * ZSIZE, buf + 512, 4096, &req), -EINVAL); /* unaligned buffer */
+        assert_int_equal(zbd_prep_read(z, 2 * ZSIZE + 100, buf, 4096, &req), -EINVAL); /* not a block */
+        assert_int_equal(zbd_prep_read(z, 2 * ZSIZE, buf, 4000, &req), -EINVAL);
+        assert_int_equal(zbd_prep_read(z, 2 * ZSIZE, buf, 0, &req), -EINVAL);
+        assert_int_equal(zbd_prep_read(z, NZONES * ZSIZE - 4096, buf, 8192, &req), -EINVAL); /* past the end */
+        assert_int_equal(zbd_prep_read(z, NZONES * ZSIZE - 4096, buf, 4096, &req), 0);
+        free(buf);
+        zbd_free(z);
+}
+
 static void test_write_rules(void **state) {
         Fixture *f = *state;
         Zbd *z = emu(f, 0, 0);
@@ -863,6 +898,7 @@ int main(int argc, char *argv[]) {
                 cmocka_unit_test_setup_teardown(test_write_rules, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_stream, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_read_each, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_prep_read, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_finish_reset, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_max_active, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_implicit_open_accounting, setup, teardown),
