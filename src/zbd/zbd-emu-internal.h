@@ -57,6 +57,7 @@ typedef struct EmuZbd {
         pthread_mutex_t lock;
         int meta_fd;     /* PATH.zones, flock()ed */
         int rfd;         /* PATH, buffered: reads, punching holes */
+        bool direct;     /* z->fd (the writes) is O_DIRECT: the pool's reads use it too */
         uint64_t zone_size, capacity;
         uint32_t nr_zones, nr_conv;
         uint32_t max_open, max_active;

@@ -498,10 +498,15 @@ static int emu_read(Zbd *z, uint64_t offset, void *buf, size_t len) {
         return 0;
 }
 
+/* The pool's reads (Verify, the scrub) go around the page cache where the
+ * file system allows it: what they read is then what the disk holds, the
+ * request's I/O priority reaches the disk (a buffered read's readahead goes
+ * out at the reading thread's), and scrubbing every object does not push
+ * the workload's pages out of the cache. */
 static int emu_read_fd(Zbd *z) {
         EmuZbd *e = z->backend;
 
-        return e->rfd;
+        return e->direct ? z->fd : e->rfd;
 }
 
 static void emu_free(Zbd *z) {
@@ -592,6 +597,8 @@ static int data_open(Zbd *z, EmuZbd *e, bool may_create) {
                 log_debug("zbd-emu: %s: no O_DIRECT on this file system, buffered writes", z->path);
                 fd = open(z->path, O_RDWR | O_CLOEXEC | O_NOCTTY | O_DSYNC);
         }
+        else
+                e->direct = fd >= 0;
         if (fd < 0)
                 return log_error_errno(errno, "zbd-emu: open %s: %m", z->path);
         z->fd = fd;
