@@ -124,3 +124,5 @@ void zone_seal_fail(SealJob *j, int r, const char *what);
 int zone_object_lookup(ZoneService *s, const ZoneObjectRef *ref, bool check_peer, uid_t uid, ZoneResult *res);
 /* Scrubs the sealed object checked longest ago, if one is due. */
 int zone_scrub_start(ZoneService *s);
+/* After a scrub ended: looks for the next due object now. */
+void zone_scrub_again(ZoneService *s);

@@ -735,16 +735,29 @@ void zone_service_scrub_stats(ZoneService *s, uint64_t *ret_checked, uint64_t *r
         *ret_bad = bad;
 }
 
+/* The scrub looks every 10 s, or as often as the interval asks for, down
+ * to 1 s. */
+static uint64_t scrub_tick_usec(const ZoneService *s) {
+        return MIN(SCRUB_TICK_USEC, MAX(s->config.scrub_interval_usec, 1000000ULL));
+}
+
 static int scrub_tick(sd_event_source *es, uint64_t usec, void *userdata) {
         ZoneService *s = userdata;
 
-        /* Looks every 10 s, or as often as the interval asks for, down to 1 s. */
-        (void) sd_event_source_set_time_relative(
-                es, MIN(SCRUB_TICK_USEC, MAX(s->config.scrub_interval_usec, 1000000ULL)));
+        (void) sd_event_source_set_time_relative(es, scrub_tick_usec(s));
         (void) sd_event_source_set_enabled(es, SD_EVENT_ONESHOT);
         if (!s->config.scrub_interval_usec || s->scrubbing || s->freeing)
                 return 0;
         return zone_scrub_start(s);
+}
+
+void zone_scrub_again(ZoneService *s) {
+        /* The next due object follows at once: a scrub that fell behind (a
+         * long stop, many objects) catches up at its rate, not one object
+         * per look. */
+        if (s->scrub_timer && !s->stopping && !s->freeing &&
+            sd_event_source_set_time_relative(s->scrub_timer, 0) >= 0)
+                (void) sd_event_source_set_enabled(s->scrub_timer, SD_EVENT_ONESHOT);
 }
 
 void zone_service_stop(ZoneService *s) {
@@ -788,6 +801,9 @@ void zone_service_reload(ZoneService *s, const ZonesConfig *c) {
         s->config.unique_labels = c->unique_labels;
         s->config.scrub_interval_usec = c->scrub_interval_usec;
         s->config.scrub_rate = c->scrub_rate;
+        /* A shorter interval is looked at from now, not after the old tick. */
+        if (s->scrub_timer)
+                (void) sd_event_source_set_time_relative(s->scrub_timer, scrub_tick_usec(s));
 }
 
 int zone_service_new(ZoneService **ret, sd_event *e, const ZonesConfig *config, UringPool *uring, WorkPool *work) {
@@ -803,7 +819,7 @@ int zone_service_new(ZoneService **ret, sd_event *e, const ZonesConfig *config, 
         s->uring = uring;
         s->work = work;
         s->start_usec = now_usec(CLOCK_REALTIME);
-        r = sd_event_add_time_relative(e, &s->scrub_timer, CLOCK_MONOTONIC, SCRUB_TICK_USEC, 0, scrub_tick, s);
+        r = sd_event_add_time_relative(e, &s->scrub_timer, CLOCK_MONOTONIC, scrub_tick_usec(s), 0, scrub_tick, s);
         if (r < 0) {
                 zone_service_free(s);
                 return r;

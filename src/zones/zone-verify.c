@@ -486,8 +486,11 @@ static void read_done(void *data, void *userdata) {
                 } else if (j->r < 0)
                         zone_result_io(&res, j->r, j->what ? j->what : "reading the object back");
                 zone_done(j->done, j->userdata, &res);
-        } else if (!j->batch)
+        } else if (!j->batch) {
                 d->service->scrubbing = false;
+                if (j->r != -ECANCELED)
+                        zone_scrub_again(d->service);
+        }
         b = j->batch;
         sd_event_source_disable_unref(j->tick);
         if (j->fd >= 0)
