@@ -382,8 +382,10 @@ static void scrub_note(ZoneDevice *d, uint32_t z, ReadJob *j) {
         int x_prev_result = x->scrub_result;
         char note[192];
 
-        if (j->r < 0 && j->r != -EBADMSG && (j->fd >= 0 || j->r == -ECONNRESET || j->r == -ECANCELED))
-                return; /* the client's side failed, or the read never ran: says nothing about the zone */
+        if (j->r < 0 && j->r != -EBADMSG && (j->fd >= 0 || j->r == -ECONNRESET || j->r == -ECANCELED || d->gone))
+                /* The client's side failed, the read never ran, or the
+                 * device went away under it: says nothing about the zone. */
+                return;
         x->scrub_usec = now_usec(CLOCK_REALTIME);
         x->scrub_result = j->r;
         d->service->scrubbed++;
