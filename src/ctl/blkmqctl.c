@@ -92,7 +92,7 @@ static void help(void) {
                "  zones cat LABEL|LEASE [-o FILE]\n"
                "                       the object, read back and verified (nothing is\n"
                "                       written before its SHA-256 matched)\n"
-               "  zones verify [DEVICE|LABEL|LEASE]\n"
+               "  zones verify [DEVICE|LABEL|LEASE] [--io-class=CLASS]\n"
                "                       read sealed objects back now and check them\n"
                "  stage FILE [--device=DEV] [--label=L]\n"
                "                       alloc + append + seal with the file's SHA-256;\n"
@@ -112,6 +112,8 @@ static void help(void) {
                "      --device=DEV     with zones alloc, stage: the zoned device (default: any)\n"
                "      --label=LABEL    with zones alloc, stage: a label kept with the lease\n"
                "      --inline         with zones append: send base64 data, not the fd\n"
+               "      --io-class=CLASS with zones verify: idle (default: after the disk's other\n"
+               "                       I/O) or best-effort (before it)\n"
                "      --settle-timeout=SEC  with stage: wait that long for blkmqd to come back and\n"
                "                       settle the lease after it went away (default 30)\n"
                "  -h, --help           show this help\n"
@@ -181,6 +183,7 @@ static const struct {
         { "size", required_argument, 0, zones_opt_size },
         { "inline", no_argument, 0, zones_opt_inline },
         { "settle-timeout", required_argument, 0, stage_opt_settle_timeout },
+        { "io-class", required_argument, 0, objects_opt_io_class },
         { "output", required_argument, 'o', zones_opt_output },
 };
 

@@ -148,15 +148,32 @@ static bool names_zoned_device(const char *name) {
         return false;
 }
 
+static const char *arg_io_class = NULL; /* zones verify: NULL is blkmqd's default, idle */
+
+int objects_opt_io_class(const char *arg) {
+        if (!streq(arg, "idle") && !streq(arg, "best-effort"))
+                return fail(EXIT_USAGE, "--io-class=%s: idle or best-effort", arg);
+        arg_io_class = arg;
+        return EXIT_OK;
+}
+
 /* Verify's parameters: all, a device, or one object by lease or label. */
 static json_t *verify_params(const char *what) {
+        json_t *p;
+
         if (!what)
-                return json_object();
-        if (looks_like_lease(what) ||
-            !(strchr(what, '/') || strncmp(what, "emu:", 4) == 0 || arg_device || names_zoned_device(what)))
+                p = json_object();
+        else if (looks_like_lease(what) ||
+                 !(strchr(what, '/') || strncmp(what, "emu:", 4) == 0 || arg_device || names_zoned_device(what)))
                 /* a lease or a label; a device is named by a path, or with --device */
-                return object_params(what);
-        return json_pack("{s:s}", "device", what);
+                p = object_params(what);
+        else
+                p = json_pack("{s:s}", "device", what);
+        if (p && arg_io_class && json_object_set_new(p, "ioClass", json_string(arg_io_class)) < 0) {
+                json_decref(p);
+                return NULL;
+        }
+        return p;
 }
 
 /* zones verify [LEASE|LABEL|DEVICE]: read back and check now. */

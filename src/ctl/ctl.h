@@ -202,6 +202,7 @@ int zones_opt_label(const char *arg);
 int zones_opt_size(const char *arg);
 int zones_opt_inline(const char *arg);
 int zones_opt_output(const char *arg);
+int objects_opt_io_class(const char *arg);
 int zones_options_fit(const char *verb);
 /* method(params with "fd": 0) with "more", passing fd: the replies before
  * the last carry key (bytes so far), a progress bar named what on a

@@ -87,6 +87,8 @@ void zone_service_find_object(ZoneService *s, const ZoneObjectRef *ref, ZoneResu
 int zone_service_read(ZoneService *s, const ZoneObjectRef *ref, uid_t uid, int fd, ZoneProgressFn progress,
                       ZoneDoneFn done, void *userdata, ZoneOp **ret_op);
 /* Reads back one object (ref), or every object (on device, if given), and
- * checks each against its SHA-256. */
-int zone_service_verify(ZoneService *s, const ZoneObjectRef *ref, const char *device, ZoneDoneFn done,
+ * checks each against its SHA-256: at idle I/O priority (as the scrub;
+ * on an idle disk as fast as the default), or with idle false at the
+ * default priority, before the workload's own I/O. Unpaced. */
+int zone_service_verify(ZoneService *s, const ZoneObjectRef *ref, const char *device, bool idle, ZoneDoneFn done,
                         void *userdata);

@@ -286,6 +286,7 @@ struct ObjectBatch {
         void *userdata;
         unsigned running;
         bool pumping;
+        bool idle;  /* idle I/O priority */
         size_t n, next;
         ZoneRef *zones;
 };
@@ -440,7 +441,7 @@ static void batch_finish(ObjectBatch *b) {
 }
 
 static ReadJob *read_job_new(ZoneDevice *d, uint32_t z);
-static int pool_read_start(ReadJob *j, WorkPool *hasher, bool scrub);
+static int pool_read_start(ReadJob *j, WorkPool *hasher, uint16_t ioprio, uint64_t rate);
 
 /* Starts the batch's next objects, BATCH_RUNNING at a time, and answers
  * once every one was read. */
@@ -458,7 +459,7 @@ static void batch_pump(ObjectBatch *b) {
                 }
                 j->batch = b;
                 b->running++;
-                if (pool_read_start(j, d->service->work, false) < 0) {
+                if (pool_read_start(j, d->service->work, b->idle ? URING_IOPRIO_IDLE : 0, 0) < 0) {
                         b->running--;
                         free(j);
                         ref->zone = UINT32_MAX;
@@ -551,8 +552,9 @@ static int read_progress(sd_event_source *es, uint64_t usec, void *userdata) {
  * reads carry the idle I/O priority (a scheduler with classes serves them
  * only when the workload leaves the disk idle), its hashing runs on the
  * SCHED_IDLE verifier thread, and ScrubRateMBps= paces it with a timer
- * before each read. Verify is a person waiting: default priority, no pace,
- * hashing on the main work pool. */
+ * before each read. Verify is a person waiting: no pace, hashing on the
+ * main work pool, at idle I/O priority unless asked otherwise (an idle
+ * request is served at once on a disk that has nothing else to do). */
 
 #define POOL_CHUNK (1024U * 1024)
 #define POOL_DEPTH 3U
@@ -747,9 +749,10 @@ static void pool_pump(PoolRead *pr) {
                 pool_finish(pr);
 }
 
-/* Reads j's object through the pool and hashes it on hasher; the scrub's
- * idle and paced. read_done() follows, as for a Read. */
-static int pool_read_start(ReadJob *j, WorkPool *hasher, bool scrub) {
+/* Reads j's object through the pool at I/O priority ioprio (0: the
+ * default), at most rate bytes/s (0: unpaced), and hashes it on hasher.
+ * read_done() follows, as for a Read. */
+static int pool_read_start(ReadJob *j, WorkPool *hasher, uint16_t ioprio, uint64_t rate) {
         ZoneService *s = j->dev->service;
         PoolRead *pr;
         int r;
@@ -759,12 +762,8 @@ static int pool_read_start(ReadJob *j, WorkPool *hasher, bool scrub) {
         pr = calloc(1, sizeof *pr);
         if (!pr)
                 return -ENOMEM;
-        *pr = (PoolRead) { .job = j, .service = s, .hasher = hasher, .t0 = now_usec(CLOCK_MONOTONIC),
-                           .n_chunks = (j->size + POOL_CHUNK - 1) / POOL_CHUNK };
-        if (scrub) {
-                pr->ioprio = URING_IOPRIO_IDLE;
-                pr->rate = s->config.scrub_rate;
-        }
+        *pr = (PoolRead) { .job = j, .service = s, .hasher = hasher, .ioprio = ioprio, .rate = rate,
+                           .t0 = now_usec(CLOCK_MONOTONIC), .n_chunks = (j->size + POOL_CHUNK - 1) / POOL_CHUNK };
         r = sha256_init(&pr->sha);
         for (unsigned i = 0; r >= 0 && i < POOL_DEPTH; i++) {
                 pr->chunk[i].pr = pr;
@@ -889,7 +888,7 @@ int zone_scrub_start(ZoneService *s) {
                   "%llu KiB/s at most.", bd->id, bz, strna(bd->slots[bz].label), (unsigned long long) j->size,
                   (unsigned long long) (s->config.scrub_rate >> 10));
         s->scrubbing = true;
-        if (pool_read_start(j, s->verifier, true) < 0) {
+        if (pool_read_start(j, s->verifier, URING_IOPRIO_IDLE, s->config.scrub_rate) < 0) {
                 s->scrubbing = false;
                 free(j);
         }
@@ -974,7 +973,7 @@ int zone_service_read(ZoneService *s, const ZoneObjectRef *ref, uid_t uid, int f
         return 0;
 }
 
-int zone_service_verify(ZoneService *s, const ZoneObjectRef *ref, const char *device, ZoneDoneFn done,
+int zone_service_verify(ZoneService *s, const ZoneObjectRef *ref, const char *device, bool idle, ZoneDoneFn done,
                         void *userdata) {
         ZoneResult res = {};
         const ZoneDevice *only = NULL, *d1 = NULL;
@@ -995,6 +994,7 @@ int zone_service_verify(ZoneService *s, const ZoneObjectRef *ref, const char *de
                 return -ENOMEM;
         b->done = done;
         b->userdata = userdata;
+        b->idle = idle;
         for (size_t i = 0; i < s->n_devs; i++) {
                 ZoneDevice *d = s->devs[i];
                 if ((ref && d != d1) || (only && d != only) || !zone_device_present(d))

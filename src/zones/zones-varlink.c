@@ -475,9 +475,13 @@ static void verify_done(const ZoneResult *res, void *userdata) {
 static int method_verify(VarlinkCall *call, json_t *params, void *userdata) {
         bool one = json_object_get(params, "lease") || json_object_get(params, "label");
         ZoneObjectRef ref = object_ref(params);
+        const char *io_class = json_string_value(json_object_get(params, "ioClass"));
         int r;
 
-        r = zone_service_verify(userdata, one ? &ref : NULL, ref.device, verify_done, varlink_call_ref(call));
+        if (io_class && !streq(io_class, "idle") && !streq(io_class, "best-effort"))
+                return varlink_call_error_invalid_parameter(call, "ioClass");
+        r = zone_service_verify(userdata, one ? &ref : NULL, ref.device, !io_class || streq(io_class, "idle"),
+                                verify_done, varlink_call_ref(call));
         if (r < 0)
                 varlink_call_unref(call);
         return r;

@@ -29,7 +29,8 @@ import socket
 import subprocess
 import time
 
-from blkmqtest import Ctl, Env, Runner, VarlinkStream, ctl_path, main_guard, need_root, read_img, sha, show, wait_for
+from blkmqtest import (Ctl, Env, Runner, VarlinkStream, ctl_path, main_guard, need_root, read_img, sha, show,
+                       varlink_call, wait_for)
 
 MIB = 1 << 20
 
@@ -179,6 +180,16 @@ Database={db}
             p = ctl("zones", "verify")
             r.ok(p.returncode == 9 and "mismatch!" in p.stdout and "1 of 1" in p.stderr,
                  "zones verify: exit 9, SCRUB mismatch!", show(p))
+            p = ctl("zones", "verify", "bad", "--io-class=best-effort")
+            r.ok(p.returncode == 9 and "mismatch!" in p.stdout, "zones verify LABEL --io-class=best-effort: the same",
+                 show(p))
+            p = ctl("zones", "verify", "--io-class=rt")
+            r.ok(p.returncode == 1 and "--io-class=rt: idle or best-effort" in p.stderr,
+                 "zones verify --io-class=rt: a usage error that names the option", show(p))
+            rep = varlink_call(sock, "io.blkmqd.Zones.Verify", {"ioClass": "realtime"})
+            r.ok(rep.get("error") == "org.varlink.service.InvalidParameter" and
+                 rep.get("parameters", {}).get("parameter") == "ioClass",
+                 "Verify(ioClass: realtime): InvalidParameter naming ioClass", rep)
             rows = [l.split() for l in ctl("--no-legend", "zones", dev).stdout.splitlines()]
             r.ok(any(row[0] == str(o["zone"]["zoneIndex"]) and row[4] == "sealed!mismatch" for row in rows),
                  "zones DEV: STATE sealed!mismatch", rows)

@@ -286,7 +286,7 @@ static void test_lifecycle(void **state) {
 
         /* The object reads back to its SHA-256 (Verify, by label). */
         g = (Got) {};
-        assert_int_equal(zone_service_verify(f->s, &(ZoneObjectRef) { .label = "one" }, NULL, on_done, &g), 0);
+        assert_int_equal(zone_service_verify(f->s, &(ZoneObjectRef) { .label = "one" }, NULL, true, on_done, &g), 0);
         run_until_done(f, &g);
         assert_int_equal(g.error, ZONE_ERROR_NONE);
         assert_int_equal(g.n_objects, 1);
@@ -470,7 +470,7 @@ static void test_verify_through_pool(void **state) {
         assert_int_equal(seal(f, a.lease, sha, OWNER, &g), ZONE_ERROR_NONE);
 
         g = (Got) {};
-        assert_int_equal(zone_service_verify(f->s, &(ZoneObjectRef) { .lease = a.lease }, NULL, on_done, &g), 0);
+        assert_int_equal(zone_service_verify(f->s, &(ZoneObjectRef) { .lease = a.lease }, NULL, false, on_done, &g), 0);
         assert_int_equal(uring_pool_pending(f->uring), 1);
         run_until_done(f, &g);
         assert_int_equal(g.error, ZONE_ERROR_NONE);
@@ -483,7 +483,7 @@ static void test_verify_through_pool(void **state) {
         assert_int_equal(pwrite(fd, "\xa5", 1, (off_t) at), 1);
         close(fd);
         g = (Got) {};
-        assert_int_equal(zone_service_verify(f->s, NULL, NULL, on_done, &g), 0);
+        assert_int_equal(zone_service_verify(f->s, NULL, NULL, true, on_done, &g), 0);
         run_until_done(f, &g);
         assert_int_equal(g.error, ZONE_ERROR_NONE);
         assert_int_equal(g.n_objects, 1);
@@ -493,7 +493,7 @@ static void test_verify_through_pool(void **state) {
 
         zone_service_stop(f->s);
         g = (Got) {};
-        assert_int_equal(zone_service_verify(f->s, NULL, NULL, on_done, &g), 0);
+        assert_int_equal(zone_service_verify(f->s, NULL, NULL, true, on_done, &g), 0);
         assert_int_equal(uring_pool_pending(f->uring), 0);
         run_until_done(f, &g);
         assert_int_equal(slot(f, a.zone)->scrub_usec, checked);
@@ -639,7 +639,7 @@ static void test_restart_reconcile(void **state) {
         run_until_state(f, released.zone, ZONE_STATE_FREE);
         assert_int_equal(slot(f, writing.zone)->reset_count, 1);
         g = (Got) {};
-        assert_int_equal(zone_service_verify(f->s, NULL, NULL, on_done, &g), 0);
+        assert_int_equal(zone_service_verify(f->s, NULL, NULL, true, on_done, &g), 0);
         run_until_done(f, &g);
         assert_int_equal(g.error, ZONE_ERROR_NONE);
         assert_int_equal(g.n_objects, 1);
