@@ -43,7 +43,11 @@ typedef struct HashJob {
         char hex[SHA256_HEX_SIZE];
 } HashJob;
 
-static uint64_t monotonic_usec(void);
+static uint64_t monotonic_usec(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000ULL + (uint64_t) ts.tv_nsec / 1000;
+}
 
 /* pread(): the file offset, which the daemon's reads of the same open file
  * advance, is left alone. */
@@ -101,12 +105,6 @@ static void stage_release(Ctl *c, const char *lease) {
 gone:
         fail(EXIT_OK, "stage: could not release lease %s (%s); blkmqd reclaims it at its next start", lease,
              r < 0 ? strerror(-r) : error);
-}
-
-static uint64_t monotonic_usec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * 1000000ULL + (uint64_t) ts.tv_nsec / 1000;
 }
 
 /* What became of the lease, asked of a blkmqd that came back (Get's reply,

@@ -572,8 +572,6 @@ typedef struct PoolChunk {
         uint8_t *buf;     /* POOL_CHUNK bytes, 4096-aligned */
         uint64_t index;   /* of the chunk in the object */
         uint32_t len;     /* the object's bytes in it */
-        uint32_t want;    /* bytes to read: len rounded up to whole blocks */
-        uint32_t got;
         ChunkState state;
         bool hashed;      /* the hash job ran */
 } PoolChunk;
@@ -626,15 +624,12 @@ static void pool_read_done(UringReq *req, void *userdata) {
         PoolRead *pr = c->pr;
 
         pr->busy--;
-        if (req->res < 0 || req->res == 0) {
+        if (req->res >= 0 && (uint32_t) req->res >= c->len)
+                c->state = CHUNK_READ;
+        else {
+                /* Short: a read past the end of a device. */
                 pool_fail(pr, req->res < 0 ? req->res : -EIO, "reading the zone");
                 c->state = CHUNK_FREE;
-        } else {
-                c->got += (uint32_t) req->res;
-                c->state = c->got >= c->len ? CHUNK_READ : CHUNK_FREE;
-                if (c->state == CHUNK_FREE)
-                        /* Short: a read past the end of a device. */
-                        pool_fail(pr, -EIO, "reading the zone");
         }
         pool_pump(pr);
 }
@@ -646,10 +641,9 @@ static int pool_read_submit(PoolRead *pr, PoolChunk *c) {
 
         c->index = pr->next_read;
         c->len = (uint32_t) MIN((uint64_t) POOL_CHUNK, j->size - c->index * POOL_CHUNK);
-        c->want = (c->len + bs - 1) / bs * bs; /* the seal padded the last block */
-        c->got = 0;
         c->hashed = false;
-        r = zbd_prep_read(j->zbd, j->start + c->index * POOL_CHUNK, c->buf, c->want, &c->req);
+        /* Whole blocks: the seal padded the last one. */
+        r = zbd_prep_read(j->zbd, j->start + c->index * POOL_CHUNK, c->buf, (c->len + bs - 1) / bs * bs, &c->req);
         if (r < 0)
                 return r;
         c->req.ioprio = pr->ioprio;
