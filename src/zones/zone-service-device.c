@@ -149,8 +149,16 @@ static int zdev_attach(ZoneService *s, ZoneDevice *d, Zbd *zbd) {
                            zone_state_to_string(st), why);
                 sl->state = st;
                 (void) free_and_strdup(&d->slots[i].note, why);
-                if (st == ZONE_STATE_FREE || st == ZONE_STATE_RELEASING)
-                        d->slots[i].lease = mfree(d->slots[i].lease);
+                if (st == ZONE_STATE_FREE || st == ZONE_STATE_RELEASING) {
+                        /* Nobody holds it any more: nothing of the lease
+                         * stays on it (a listing would show a label and an
+                         * owner on a free zone), as after a Release. */
+                        sl->lease = mfree(sl->lease);
+                        sl->label = mfree(sl->label);
+                        sl->sha256 = mfree(sl->sha256);
+                        sl->owner_uid = ZONE_DB_UID_INVALID;
+                        sl->allocated_usec = sl->sealed_usec = 0;
+                }
                 (void) zone_record(d, (uint32_t) i);
         }
         zone_maybe_reset(d, true);

@@ -692,9 +692,15 @@ static void test_restart_reconcile(void **state) {
         assert_int_equal(slot(f, allocated.zone)->state, ZONE_STATE_FREE);
         assert_null(slot(f, allocated.zone)->lease);
         assert_null(zone_service_find_lease(f->s, allocated.lease, &z));
+        /* and nothing of the lease stays on it: no label, no owner */
+        assert_null(slot(f, allocated.zone)->label);
+        assert_int_equal(slot(f, allocated.zone)->owner_uid, ZONE_DB_UID_INVALID);
+        assert_int_equal(slot(f, allocated.zone)->allocated_usec, 0);
         /* writing → releasing: its partial data is reclaimed by a reset */
         assert_int_equal(slot(f, writing.zone)->state, ZONE_STATE_RELEASING);
         assert_null(slot(f, writing.zone)->lease);
+        assert_null(slot(f, writing.zone)->label);
+        assert_int_equal(slot(f, writing.zone)->owner_uid, ZONE_DB_UID_INVALID);
         assert_non_null(slot(f, writing.zone)->note);
         /* sealed, device full with the data → sealed, lease and SHA-256 kept */
         assert_int_equal(slot(f, sealed.zone)->state, ZONE_STATE_SEALED);
