@@ -92,7 +92,8 @@ void zone_slot_begin_writing(ZoneDevice *d, uint32_t z);
 /* An append ended: with r < 0 the zone holds only what reached the device;
  * else appended more bytes, and tail (taken) is the partial last block. */
 void zone_slot_appended(ZoneDevice *d, uint32_t z, int r, uint64_t appended, uint8_t *tail, uint32_t tail_len);
-void zone_slot_sealed(ZoneDevice *d, uint32_t z, const char *sha256, uint64_t verified);
+/* flush_usec: how long the flush of the write cache before it took. */
+void zone_slot_sealed(ZoneDevice *d, uint32_t z, const char *sha256, uint64_t verified, uint64_t flush_usec);
 void zone_slot_seal_mismatch(ZoneDevice *d, uint32_t z, const char *expected, const char *actual);
 /* The seal's flush failed with r: the zone is failed. */
 void zone_slot_flush_failed(ZoneDevice *d, uint32_t z, int r);

@@ -246,6 +246,7 @@ typedef struct ResetJob {
         int *results;
         size_t n;
         int flushed; /* the flush after the resets: 0, or a negative errno */
+        uint64_t flush_usec;
 } ResetJob;
 
 /* A zone is recorded free only once its reset is durable: the resets of
@@ -259,7 +260,9 @@ static void reset_run(void *data) {
                 j->results[i] = j->dev->zbd->ops->reset(j->dev->zbd, j->dev->slots[j->zones[i]].zone.start);
                 any = any || j->results[i] >= 0;
         }
+        j->flush_usec = now_usec(CLOCK_MONOTONIC);
         j->flushed = any ? zbd_flush(j->dev->zbd) : 0;
+        j->flush_usec = now_usec(CLOCK_MONOTONIC) - j->flush_usec;
 }
 
 static void retry_pending(ZoneService *s);
@@ -270,6 +273,9 @@ static void reset_done(void *data, void *userdata) {
 
         test_kill_point("reset-done");
         d->resetting = false;
+        if (j->flushed >= 0)
+                log_debug("%s: %zu resets, then the write cache flushed in %llu µs.", d->id, j->n,
+                          (unsigned long long) j->flush_usec);
         for (size_t i = 0; i < j->n; i++) {
                 uint32_t z = j->zones[i];
                 ZoneSlot *x = &d->slots[z];
@@ -639,7 +645,7 @@ void zone_slot_appended(ZoneDevice *d, uint32_t z, int r, uint64_t appended, uin
         x->bytes_written += appended;
 }
 
-void zone_slot_sealed(ZoneDevice *d, uint32_t z, const char *sha256, uint64_t verified) {
+void zone_slot_sealed(ZoneDevice *d, uint32_t z, const char *sha256, uint64_t verified, uint64_t flush_usec) {
         ZoneSlot *x = &d->slots[z];
 
         x->state = ZONE_STATE_SEALED;
@@ -647,8 +653,10 @@ void zone_slot_sealed(ZoneDevice *d, uint32_t z, const char *sha256, uint64_t ve
         x->zone.wp = x->zone.start + x->zone.capacity;
         (void) free_and_strdup(&x->sha256, sha256);
         x->sealed_usec = now_usec(CLOCK_REALTIME);
-        log_info("%s: zone %u sealed, %llu bytes (%llu of them verified while written), sha256 %s.", d->id, z,
-                 (unsigned long long) x->bytes_written, (unsigned long long) verified, sha256);
+        log_info("%s: zone %u sealed, %llu bytes (%llu of them verified while written), sha256 %s; %s %llu µs.",
+                 d->id, z, (unsigned long long) x->bytes_written, (unsigned long long) verified, sha256,
+                 d->zbd && d->zbd->write_back ? "write cache flushed in" : "no volatile write cache, no flush:",
+                 (unsigned long long) flush_usec);
 }
 
 /* The flush after the finish failed: the data read back and matched, but

@@ -149,6 +149,7 @@ struct SealJob {
         int r;       /* -ECANCELED until seal_run ran */
         const char *what;
         bool flush_failed; /* r is the flush's */
+        uint64_t flush_usec; /* how long the flush took */
 };
 
 static void seal_run(void *data) {
@@ -179,7 +180,9 @@ static void seal_run(void *data) {
          * volatile write cache (zbd_flush(): only where there is one). The
          * read-back above came from that same cache, so it proves what
          * the device holds, not what survives a power cut. */
+        j->flush_usec = now_usec(CLOCK_MONOTONIC);
         j->r = zbd_flush(j->zbd);
+        j->flush_usec = now_usec(CLOCK_MONOTONIC) - j->flush_usec;
         if (j->r < 0) {
                 j->flush_failed = true;
                 j->what = "flushing the device's write cache after the seal";
@@ -209,7 +212,7 @@ static void seal_done(void *data, void *userdata) {
         } else if (j->r < 0)
                 zone_done_io(j->done, j->userdata, j->r, j->what ? j->what : "verifying the zone");
         else {
-                zone_slot_sealed(d, j->zone, j->actual, j->verified);
+                zone_slot_sealed(d, j->zone, j->actual, j->verified, j->flush_usec);
                 (void) zone_record_then(d, j->zone, &res, "durable:io.blkmqd.Zones.Seal", j->done, j->userdata);
         }
         free(j);
