@@ -121,7 +121,7 @@ static int zones_error(const char *verb, const char *name, json_t *p) {
                             explain_errno(buf, sizeof buf, jstr(p, "message"), (int) jint(p, "errno", 0)));
         if (streq(name, "FlushFailed"))
                 return fail(EXIT_ZONE_IO, "%s: %s could not flush its write cache: %s; the data is not known "
-                            "to be on stable media, the zone is failed (blkmqctl zones release LEASE)", verb,
+                            "to be on stable media; the zone is failed until its lease is released", verb,
                             dash(jstr(p, "deviceId")),
                             explain_errno(buf, sizeof buf, jstr(p, "message"), (int) jint(p, "errno", 0)));
         if (streq(name, "LabelExists"))

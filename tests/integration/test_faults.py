@@ -10,12 +10,17 @@
 - the disk under the database fills up: Allocate answers a named error, a
   sealed object stays sealed (also across a restart), and Allocate works
   again when space returns;
+- the flush of the write cache after a seal fails (BLKMQD_TEST_FAIL_FLUSH):
+  the Seal answers FlushFailed naming the device, blkmqctl exits 10 saying
+  so, the zone is failed and stays so (a second Seal: WrongState; after a
+  restart: failed), it is no object; released, it is reset and free;
 - a drop-in becomes unreadable (a dangling link) at reload: the reload is
   refused naming the file, the old configuration stays in force;
 - no log target (stderr closed, no journal): blkmqd runs and answers.
 
 Needs root (a tmpfs for the full disk), $BLKMQD and $BLKMQCTL."""
 
+import base64
 import hashlib
 import os
 import subprocess
@@ -172,6 +177,53 @@ Database={database}
                 d2.stop()
             finally:
                 subprocess.run(["umount", "-l", mnt])
+
+        with r.case("the seal's flush fails: FlushFailed, the zone failed for good, never sealed", env):
+            fimg = os.path.join(env.tmp, "flush.img")
+            cfg = zones_conf(image=fimg, database=os.path.join(env.tmp, "flush.db"), name="flush.conf",
+                             extra="ResetBatch=1\n")
+            fsock = os.path.join(env.tmp, "flush.sock")
+            dev = "emu:" + fimg
+            # Flush 1 is the one at attach (a device that cannot flush gets
+            # no leases), flush 2 the first seal's.
+            os.environ["BLKMQD_TEST_FAIL_FLUSH"] = "2"
+            try:
+                d = env.daemon(["--config", cfg, "--varlink-address", fsock], name="flush-1")
+                d.start(timeout=15)
+            finally:
+                del os.environ["BLKMQD_TEST_FAIL_FLUSH"]
+            ctl = Ctl(ctl_bin, fsock)
+            data = os.urandom(10000)
+            h = hashlib.sha256(data).hexdigest()
+            lease = varlink_call(fsock, "io.blkmqd.Zones.Allocate", {"size": len(data)})["parameters"]["lease"]
+            varlink_call(fsock, "io.blkmqd.Zones.Append", {"lease": lease, "data": base64.b64encode(data).decode()})
+            p = ctl("zones", "seal", lease, h)
+            r.ok(p.returncode == 10 and dev in p.stderr and "could not flush its write cache" in p.stderr,
+                 "blkmqctl zones seal: exit 10, naming the device and the flush", show(p))
+            z = varlink_call(fsock, "io.blkmqd.Zones.Get", {"lease": lease})["parameters"]["zone"]
+            r.ok(z["state"] == "failed" and "flush" in z.get("note", "") and "sha256" not in z,
+                 "the zone is failed, its note says the flush failed, no SHA-256 recorded", z)
+            rep = varlink_call(fsock, "io.blkmqd.Zones.Seal", {"lease": lease, "sha256": h})
+            r.ok(rep.get("error") == "io.blkmqd.Zones.WrongState" and rep["parameters"]["state"] == "failed",
+                 "a second Seal (its flush would work now) answers WrongState: never sealed on a retry", rep)
+            r.eq(varlink_call(fsock, "io.blkmqd.Zones.ListObjects", {})["parameters"]["objects"], [],
+                 "no object")
+            rep = varlink_call(fsock, "io.blkmqd.Zones.Allocate", {"size": len(data)})
+            r.ok("error" not in rep, "the device still gives leases", rep)
+            r.ok("FlushFailed" in d.log_text() or "flush after the seal failed" in d.log_text(),
+                 "the log says so", daemon=d)
+            d.stop()
+            d = env.daemon(["--config", cfg, "--varlink-address", fsock], name="flush-2")
+            d.start(timeout=15)
+            z = varlink_call(fsock, "io.blkmqd.Zones.Get", {"lease": lease})["parameters"]["zone"]
+            r.eq(z["state"], "failed", "after a restart: still failed (the record says so)")
+            p = ctl("zones", "release", lease)
+            r.eq(p.returncode, 0, "its holder releases it")
+            idx = z["zoneIndex"]
+            r.ok(wait_for(lambda: varlink_call(fsock, "io.blkmqd.Zones.ListZones", {"device": dev})
+                          ["parameters"]["zones"][idx]["state"] == "free", 10),
+                 "reset (and flushed): free again", daemon=d)
+            d.stop()
 
         with r.case("an unreadable drop-in at reload: refused, named, the old configuration kept", env):
             cfg = env.config("[Daemon]\nProbeIntervalSec=0\n", name="reload.conf")
