@@ -205,6 +205,10 @@ res "readhash $out"
 blkmqctl zones seal $L $SHA > /dev/null || not_ok "seal after the readhash"
 blkmqctl zones release $L > /dev/null
 grep -o 'sealed, [0-9]* bytes ([0-9]* of them verified while written)' /tmp/blkmqd.log | tail -n 4 | sed 's/^/# /'
+# What each seal spent in the flush of the write cache (its log line says),
+# the STAGES seals of blkmqctl stage and the one after the readhash.
+res "flush us=$(grep -o 'write cache flushed in [0-9]* ' /tmp/blkmqd.log | tail -n $((STAGES + 1)) |
+        sed 's/.* in \([0-9]*\) /\1/' | tr '\n' ',' | sed 's/,$//')"
 
 # --- 3. Allocate + Release --------------------------------------------------
 # loop KIND N: N iterations of KIND, prints the seconds
