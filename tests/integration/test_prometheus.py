@@ -10,6 +10,8 @@ dir, and stop with it (never through systemd).
 - the series are in Prometheus (its HTTP API, /api/v1/query): the probe
   histogram, blkmqd_device_info, the settings with their source, the
   zones of an emulated zoned device; the recording rules have values;
+- a short trial on the idle disk: its verdict in Prometheus, and the
+  fleet's count by verdict;
 - a probe latency alert fires on a loop device: AlertReadLatUsec=1 (every
   probe read is slower than 1 µs), so blkmqd raises its alert after 3
   probes; /api/v1/alerts shows BlkmqdLatencyAlert firing for that device
@@ -123,6 +125,11 @@ ReadAheadKB=256
 [Device quiet]
 MatchBackingFile={env.glob('q-*.img')}
 Scheduler=mq-deadline
+# A short trial on an idle disk: a verdict (keep-idle) in the metrics.
+AutoTune=yes
+AutoScheduler=mq-deadline none
+AutoEpochSec=0.25
+AutoRounds=3
 
 [Zones]
 Emulate={os.path.join(env.tmp, 'zones.img')}
@@ -199,6 +206,17 @@ scrape_configs:
                              if len(p.query("blkmqd:devices:count_by_scheduler")) == 2 else None, 10)
             r.eq(sched, {"none": "1", "mq-deadline": "1"}, "blkmqd:devices:count_by_scheduler")
 
+        with r.case("a trial's verdict (blkmqctl trial on the idle disk)", env):
+            tr = ctl("trial", b.name, timeout=60)
+            r.ok(tr.returncode == 0, f"blkmqctl trial {b.name}", tr.stdout[-1500:] + tr.stderr[-500:])
+            verdicts = wait_for(lambda: p.query(f'blkmqd_autotune_last_verdict_info{{device="{b.name}"}} == 1'), 10)
+            verdict = verdicts[0]["metric"].get("verdict") if verdicts else None
+            r.ok(verdict in ("keep-idle", "keep-no-data", "keep-noise", "keep-best", "change"),
+                 f"blkmqd_autotune_last_verdict_info for {b.name}: verdict {verdict}", verdicts)
+            r.ok(wait_for(lambda: p.query(f'blkmqd:devices:count_by_verdict{{verdict="{verdict}"}} == 1'), 10),
+                 f"blkmqd:devices:count_by_verdict{{verdict=\"{verdict}\"}} 1",
+                 p.query("blkmqd:devices:count_by_verdict"))
+
         snaps = []
         with r.case("a probe latency alert fires (AlertReadLatUsec=1)", env):
             t_fire = time.monotonic()
@@ -236,7 +254,7 @@ scrape_configs:
                             and not p.query('ALERTS{alertname="BlkmqdLatencyAlert"}'), 15)
             r.ok(gone, f"BlkmqdLatencyAlert no longer in /api/v1/alerts nor ALERTS "
                  f"({time.monotonic() - t_res:.1f} s after the reload)", p.alerts("BlkmqdLatencyAlert"))
-            r.ok(p.query(f'blkmqd_latency_alert_active{{device="{a.name}"}} == 0'),
+            r.ok(wait_for(lambda: p.query(f'blkmqd_latency_alert_active{{device="{a.name}"}} == 0'), 5),
                  "blkmqd_latency_alert_active 0 in Prometheus")
 
         with r.case("promtool test rules on the snapshots", env):
