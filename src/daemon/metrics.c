@@ -115,6 +115,19 @@ static void render_devices(StrBuf *sb, Manager *m) {
                         tune_job_count(d->last, c);
                 metrics_text_gauge(sb, "blkmqd_device_settings_adjusted", l, 1, c[TUNE_ADJUSTED]);
         }
+        /* Read again at each write of the file (at most once a second): a
+         * few small sysfs reads per device, none while a job is in flight
+         * (its writes are no drift). */
+        metrics_text_family(sb, "blkmqd_device_settings_drifted", METRIC_GAUGE,
+                            "Settings that no longer read as blkmqd left them (something else wrote them since), "
+                            "per device.");
+        for (size_t i = 0; i < m->n_devices; i++) {
+                Device *d = m->devices[i];
+                MetricLabel l[] = { LBL("device", d->sysname) };
+                if (d->removed || !resolved_managed(&d->resolved) || !d->last || d->busy)
+                        continue;
+                metrics_text_gauge(sb, "blkmqd_device_settings_drifted", l, 1, tune_job_drifted(d->last));
+        }
 }
 
 static void render_probe_latency(StrBuf *sb, Prober *p, uint64_t now) {

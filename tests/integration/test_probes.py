@@ -55,6 +55,7 @@ FAMILIES = {
     "blkmqd_device_managed": "gauge",
     "blkmqd_device_settings_failed": "gauge",
     "blkmqd_device_settings_adjusted": "gauge",
+    "blkmqd_device_settings_drifted": "gauge",
     "blkmqd_device_info": "gauge",
     "blkmqd_probe_latency_seconds": "histogram",
     "blkmqd_probe_latency_quantile_seconds": "gauge",

@@ -10,6 +10,8 @@ dir, and stop with it (never through systemd).
 - the series are in Prometheus (its HTTP API, /api/v1/query): the probe
   histogram, blkmqd_device_info, the settings with their source, the
   zones of an emulated zoned device; the recording rules have values;
+- a setting written by hand behind blkmqd's back: drifted in the metrics,
+  BlkmqdSettingDrifted pending, gone once the value is put back;
 - a short trial on the idle disk: its verdict in Prometheus, and the
   fleet's count by verdict;
 - a probe latency alert fires on a loop device: AlertReadLatUsec=1 (every
@@ -205,6 +207,22 @@ scrape_configs:
                                       for x in p.query("blkmqd:devices:count_by_scheduler")}
                              if len(p.query("blkmqd:devices:count_by_scheduler")) == 2 else None, 10)
             r.eq(sched, {"none": "1", "mq-deadline": "1"}, "blkmqd:devices:count_by_scheduler")
+
+        with r.case("a setting changed behind blkmqd's back: drifted", env):
+            ra = f"/sys/block/{a.name}/queue/read_ahead_kb"
+            drifted = f'blkmqd_device_settings_drifted{{device="{a.name}"}}'
+            r.ok(wait_for(lambda: p.query(drifted + " == 0"), 10), f"{drifted} 0 at first", p.query(drifted))
+            with open(ra, "w") as f:
+                f.write("128")
+            r.ok(wait_for(lambda: p.query(drifted + " == 1"), 10),
+                 f"read_ahead_kb 256 -> 128 by hand: {drifted} 1", p.query(drifted))
+            pend = wait_for(lambda: [x for x in p.alerts("BlkmqdSettingDrifted")
+                                     if x["labels"].get("device") == a.name and x["state"] == "pending"], 10)
+            r.ok(pend, "BlkmqdSettingDrifted pending (for: 5m)", p.alerts("BlkmqdSettingDrifted"))
+            with open(ra, "w") as f:
+                f.write("256")
+            r.ok(wait_for(lambda: p.query(drifted + " == 0") and not p.alerts("BlkmqdSettingDrifted"), 10),
+                 f"put back: {drifted} 0, the alert gone", p.alerts("BlkmqdSettingDrifted"))
 
         with r.case("a trial's verdict (blkmqctl trial on the idle disk)", env):
             tr = ctl("trial", b.name, timeout=60)

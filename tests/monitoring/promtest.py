@@ -210,11 +210,13 @@ def build(rules_path, snaps, instance=INSTANCE, job=JOB):
     if any(n == "blkmqd_zone_objects_damaged" for n, _, _ in last):
         fire_now("BlkmqdObjectDamaged", "blkmqd_zone_objects_damaged", lambda l, v: v > 0)
 
-    # Settings that failed for the whole span (for: 5m) fire at its end,
-    # if the span is 5 minutes; none failing: none fire.
-    failing = [l for l, v in _by(last, "blkmqd_device_settings_failed") if v > 0]
-    if not failing:
-        atests.append({"eval_time": t_end, "alertname": "BlkmqdSettingFailed", "exp_alerts": []})
+    # Settings never failed, drifted or adjusted in the span: none of
+    # their alerts fires.
+    for alertname, fam in (("BlkmqdSettingFailed", "blkmqd_device_settings_failed"),
+                           ("BlkmqdSettingDrifted", "blkmqd_device_settings_drifted"),
+                           ("BlkmqdSettingAdjusted", "blkmqd_device_settings_adjusted")):
+        if not [l for s in snaps for l, v in _by(s, fam) if v > 0]:
+            atests.append({"eval_time": t_end, "alertname": alertname, "exp_alerts": []})
     # Probe errors that never grew raise nothing.
     if all(_by(s, "blkmqd_probe_errors_total") == _by(last, "blkmqd_probe_errors_total") for s in snaps):
         atests.append({"eval_time": t_end, "alertname": "BlkmqdProbeErrors", "exp_alerts": []})
