@@ -12,7 +12,7 @@ dir, and stop with it (never through systemd).
   zones of an emulated zoned device; the recording rules have values;
 - a setting written by hand behind blkmqd's back: drifted in the metrics,
   BlkmqdSettingDrifted pending, gone once the value is put back;
-- a short trial on the idle disk: its verdict in Prometheus, and the
+- a short trial on the quiet disk: its verdict in Prometheus, and the
   fleet's count by verdict;
 - a probe latency alert fires on a loop device: AlertReadLatUsec=1 (every
   probe read is slower than 1 µs), so blkmqd raises its alert after 3
@@ -127,7 +127,7 @@ ReadAheadKB=256
 [Device quiet]
 MatchBackingFile={env.glob('q-*.img')}
 Scheduler=mq-deadline
-# A short trial on an idle disk: a verdict (keep-idle) in the metrics.
+# A short trial (only the probes' reads): a verdict in the metrics.
 AutoTune=yes
 AutoScheduler=mq-deadline none
 AutoEpochSec=0.25
@@ -224,12 +224,14 @@ scrape_configs:
             r.ok(wait_for(lambda: p.query(drifted + " == 0") and not p.alerts("BlkmqdSettingDrifted"), 10),
                  f"put back: {drifted} 0, the alert gone", p.alerts("BlkmqdSettingDrifted"))
 
-        with r.case("a trial's verdict (blkmqctl trial on the idle disk)", env):
+        with r.case("a trial's verdict (blkmqctl trial on the quiet disk)", env):
             tr = ctl("trial", b.name, timeout=60)
             r.ok(tr.returncode == 0, f"blkmqctl trial {b.name}", tr.stdout[-1500:] + tr.stderr[-500:])
             verdicts = wait_for(lambda: p.query(f'blkmqd_autotune_last_verdict_info{{device="{b.name}"}} == 1'), 10)
             verdict = verdicts[0]["metric"].get("verdict") if verdicts else None
-            r.ok(verdict in ("keep-idle", "keep-no-data", "keep-noise", "keep-best", "change"),
+            # Any verdict: on a loaded machine the guard rail may end it (aborted).
+            r.ok(verdict in ("change", "keep-best", "keep-noise", "keep-hysteresis", "keep-idle", "keep-no-data",
+                             "aborted"),
                  f"blkmqd_autotune_last_verdict_info for {b.name}: verdict {verdict}", verdicts)
             r.ok(wait_for(lambda: p.query(f'blkmqd:devices:count_by_verdict{{verdict="{verdict}"}} == 1'), 10),
                  f"blkmqd:devices:count_by_verdict{{verdict=\"{verdict}\"}} 1",
