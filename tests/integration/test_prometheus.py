@@ -14,10 +14,10 @@ dir, and stop with it (never through systemd).
   BlkmqdSettingDrifted pending, gone once the value is put back;
 - a short trial on the quiet disk: its verdict in Prometheus, and the
   fleet's count by verdict;
-- a probe latency alert fires on a loop device: AlertReadLatUsec=1 (every
-  probe read is slower than 1 µs), so blkmqd raises its alert after 3
-  probes; /api/v1/alerts shows BlkmqdLatencyAlert firing for that device
-  and no other;
+- a probe latency alert fires on a loop device: none while its
+  AlertReadLatUsec= is 10 s; reloaded with 1 (every probe read is slower
+  than 1 µs), blkmqd raises its alert after 3 probes, and /api/v1/alerts
+  shows BlkmqdLatencyAlert firing for that device and no other;
 - it resolves: the threshold goes to 10 s by a reload, blkmqd's alert ends,
   and Prometheus' does;
 - six snapshots of the textfile taken while the alert was raised become
@@ -141,7 +141,7 @@ ZoneCount=4
 Database={os.path.join(env.tmp, 'zones.db')}
 """)
 
-        cfg = config(1)
+        cfg = config(10000000)    # 10 s: no alert until the test lowers it
         d = env.daemon(["--config", cfg, "--varlink-address", sock, "--log-level", "info"])
         d.start(timeout=15)
         ctl = Ctl(ctl_bin, sock)
@@ -239,6 +239,11 @@ scrape_configs:
 
         snaps = []
         with r.case("a probe latency alert fires (AlertReadLatUsec=1)", env):
+            r.ok(not p.alerts("BlkmqdLatencyAlert") and p.query(
+                 f'blkmqd_latency_alert_active{{device="{a.name}",kind="read"}} == 0'),
+                 "no BlkmqdLatencyAlert while the threshold is 10 s", p.alerts("BlkmqdLatencyAlert"))
+            config(1)
+            d.reload()
             t_fire = time.monotonic()
             firing = wait_for(lambda: [x for x in p.alerts("BlkmqdLatencyAlert") if x["state"] == "firing"], 15)
             r.ok(firing, f"/api/v1/alerts: BlkmqdLatencyAlert firing within 15 s "
