@@ -188,6 +188,14 @@ void autotuner_metrics(AutoTuner *t, StrBuf *sb) {
                 MetricLabel l[] = { { "device", a->device->sysname } };
                 metrics_text_counter(sb, "blkmqd_autotune_changes_total", l, 1, a->n_changes);
         }
+        metrics_text_family(sb, "blkmqd_autotune_last_verdict_info", METRIC_GAUGE,
+                            "The verdict of the device's last trial once it has finished (value 1; none while one runs).");
+        for (AutoDevice *a = t->devices; a; a = a->next) {
+                MetricLabel l[] = { { "device", a->device->sysname },
+                                    { "verdict", auto_verdict_to_string(a->decision.verdict) } };
+                if (a->has_result && l[1].value)
+                        metrics_text_gauge(sb, "blkmqd_autotune_last_verdict_info", l, 2, 1);
+        }
         metrics_text_family(sb, "blkmqd_autotune_candidate_read_await_seconds", METRIC_GAUGE,
                             "Median read await of each candidate in the last trial.");
         for (AutoDevice *a = t->devices; a; a = a->next)

@@ -44,8 +44,22 @@ static void render_devices(StrBuf *sb, Manager *m) {
                 if (!d->removed)
                         metrics_text_gauge(sb, "blkmqd_device_managed", l, 2, resolved_managed(&d->resolved));
         }
+        /* What identifies the kind of disk (firmware: udev's ID_REVISION), for
+         * comparing the settings of one model across a fleet. */
+        metrics_text_family(sb, "blkmqd_device_info", METRIC_GAUGE,
+                            "1 for each block device blkmqd knows, with its model, firmware and transport.");
+        for (size_t i = 0; i < m->n_devices; i++) {
+                Device *d = m->devices[i];
+                MetricLabel l[] = { LBL("device", d->sysname), LBL("id", d->info->id),
+                                    LBL("model", strempty(d->info->model)),
+                                    LBL("firmware", strempty(device_info_property(d->info, "ID_REVISION"))),
+                                    LBL("transport", strempty(d->info->transport)) };
+                if (!d->removed)
+                        metrics_text_gauge(sb, "blkmqd_device_info", l, ELEMENTSOF(l), 1);
+        }
         metrics_text_family(sb, "blkmqd_device_setting", METRIC_GAUGE,
-                            "Numeric value of a block-layer setting as read back after blkmqd applied it.");
+                            "Numeric value of a block-layer setting as read back after blkmqd applied it; "
+                            "source: the section it came from.");
         for (size_t i = 0; i < m->n_devices; i++) {
                 Device *d = m->devices[i];
                 if (d->removed || !d->last)
@@ -57,11 +71,12 @@ static void render_devices(StrBuf *sb, Manager *m) {
                         if (!v || e->knob == KNOB_SCHEDULER || safe_atolli(v, &x) < 0)
                                 continue;
                         MetricLabel l[] = { LBL("device", d->sysname), LBL("key", knob_info(e->knob)->key),
-                                                    LBL("attribute", e->attr) };
-                        metrics_text_gauge(sb, "blkmqd_device_setting", l, 3, (double) x);
+                                            LBL("attribute", e->attr), LBL("source", strempty(e->section)) };
+                        metrics_text_gauge(sb, "blkmqd_device_setting", l, ELEMENTSOF(l), (double) x);
                 }
         }
-        metrics_text_family(sb, "blkmqd_device_scheduler_info", METRIC_GAUGE, "The active I/O scheduler (value 1).");
+        metrics_text_family(sb, "blkmqd_device_scheduler_info", METRIC_GAUGE,
+                            "The active I/O scheduler (value 1); source: the section it came from.");
         for (size_t i = 0; i < m->n_devices; i++) {
                 Device *d = m->devices[i];
                 if (d->removed || !d->last)
@@ -71,8 +86,9 @@ static void render_devices(StrBuf *sb, Manager *m) {
                         const char *v = e->after ? e->after : e->before;
                         if (!v || e->knob != KNOB_SCHEDULER)
                                 continue;
-                        MetricLabel l[] = { LBL("device", d->sysname), LBL("scheduler", v) };
-                        metrics_text_gauge(sb, "blkmqd_device_scheduler_info", l, 2, 1);
+                        MetricLabel l[] = { LBL("device", d->sysname), LBL("scheduler", v),
+                                            LBL("source", strempty(e->section)) };
+                        metrics_text_gauge(sb, "blkmqd_device_scheduler_info", l, ELEMENTSOF(l), 1);
                 }
         }
         metrics_text_family(sb, "blkmqd_device_settings_failed", METRIC_GAUGE,
@@ -86,6 +102,31 @@ static void render_devices(StrBuf *sb, Manager *m) {
                 if (d->last)
                         tune_job_count(d->last, c);
                 metrics_text_gauge(sb, "blkmqd_device_settings_failed", l, 1, c[TUNE_FAILED]);
+        }
+        metrics_text_family(sb, "blkmqd_device_settings_adjusted", METRIC_GAUGE,
+                            "Settings the kernel did not take as written (it settled on another value), per device.");
+        for (size_t i = 0; i < m->n_devices; i++) {
+                Device *d = m->devices[i];
+                unsigned c[_TUNE_OUTCOME_MAX] = {};
+                MetricLabel l[] = { LBL("device", d->sysname) };
+                if (d->removed || !resolved_managed(&d->resolved))
+                        continue;
+                if (d->last)
+                        tune_job_count(d->last, c);
+                metrics_text_gauge(sb, "blkmqd_device_settings_adjusted", l, 1, c[TUNE_ADJUSTED]);
+        }
+        /* Read again at each write of the file (at most once a second): a
+         * few small sysfs reads per device, none while a job is in flight
+         * (its writes are no drift). */
+        metrics_text_family(sb, "blkmqd_device_settings_drifted", METRIC_GAUGE,
+                            "Settings that no longer read as blkmqd left them (something else wrote them since), "
+                            "per device.");
+        for (size_t i = 0; i < m->n_devices; i++) {
+                Device *d = m->devices[i];
+                MetricLabel l[] = { LBL("device", d->sysname) };
+                if (d->removed || !resolved_managed(&d->resolved) || !d->last || d->busy)
+                        continue;
+                metrics_text_gauge(sb, "blkmqd_device_settings_drifted", l, 1, tune_job_drifted(d->last));
         }
 }
 
@@ -207,6 +248,44 @@ static void render_zones(StrBuf *sb, ZoneService *zones) {
         metrics_text_family(sb, "blkmqd_zone_objects_damaged", METRIC_GAUGE,
                             "Sealed objects whose last check failed (an alert: never repaired by blkmqd).");
         metrics_text_gauge(sb, "blkmqd_zone_objects_damaged", NULL, 0, bad);
+
+        /* Per zoned device: zones by state, and how far the scrub is through
+         * its pass (objects not checked within ScrubIntervalSec=). A device
+         * gone, or emulated, is named by its deviceId. */
+        metrics_text_family(sb, "blkmqd_zones", METRIC_GAUGE, "Zones of each zoned device by state.");
+        for (size_t i = 0; zone_service_device_at(zones, i); i++) {
+                const ZoneDevice *zd = zone_service_device_at(zones, i);
+                unsigned counts[_ZONE_STATE_MAX], damaged;
+                ZoneDeviceInfo info;
+                zone_device_get_info(zd, &info);
+                zone_device_count(zd, counts, &damaged);
+                for (ZoneState st = 0; st < _ZONE_STATE_MAX; st++) {
+                        MetricLabel l[] = { LBL("device", info.sysname ?: info.id),
+                                            LBL("state", zone_state_to_string(st)) };
+                        metrics_text_gauge(sb, "blkmqd_zones", l, ELEMENTSOF(l), counts[st]);
+                }
+        }
+        metrics_text_family(sb, "blkmqd_zone_objects", METRIC_GAUGE, "Sealed objects of each zoned device.");
+        for (size_t i = 0; zone_service_device_at(zones, i); i++) {
+                const ZoneDevice *zd = zone_service_device_at(zones, i);
+                unsigned objects, due;
+                ZoneDeviceInfo info;
+                zone_device_get_info(zd, &info);
+                zone_service_scrub_progress(zones, zd, &objects, &due);
+                MetricLabel l[] = { LBL("device", info.sysname ?: info.id) };
+                metrics_text_gauge(sb, "blkmqd_zone_objects", l, 1, objects);
+        }
+        metrics_text_family(sb, "blkmqd_zone_objects_scrub_due", METRIC_GAUGE,
+                            "Sealed objects not checked within ScrubIntervalSec= (the scrub's work left).");
+        for (size_t i = 0; zone_service_device_at(zones, i); i++) {
+                const ZoneDevice *zd = zone_service_device_at(zones, i);
+                unsigned objects, due;
+                ZoneDeviceInfo info;
+                zone_device_get_info(zd, &info);
+                zone_service_scrub_progress(zones, zd, &objects, &due);
+                MetricLabel l[] = { LBL("device", info.sysname ?: info.id) };
+                metrics_text_gauge(sb, "blkmqd_zone_objects_scrub_due", l, 1, due);
+        }
 }
 
 int metrics_render(Manager *m, Prober *p, ZoneService *zones, AutoTuner *autotuner, StrBuf *sb) {

@@ -290,6 +290,40 @@ static char *active_scheduler(const char *blockdir) {
         return scheduler_active(line);
 }
 
+unsigned tune_job_drifted(const TuneJob *j) {
+        _cleanup_free_ char *active = NULL;
+        unsigned n = 0;
+
+        if (j->dry_run)
+                return 0;
+        for (size_t i = 0; i < j->n_entries; i++) {
+                const TuneEntry *e = &j->entries[i];
+                _cleanup_free_ char *cur = NULL;
+
+                if (!e->after || !e->path ||
+                    (e->outcome != TUNE_UNCHANGED && e->outcome != TUNE_CHANGED && e->outcome != TUNE_ADJUSTED))
+                        continue;
+                if (e->knob == KNOB_SCHEDULER || e->scheduler) {
+                        if (!active && !(active = active_scheduler(j->blockdir)))
+                                return n; /* gone, or bio-based now */
+                }
+                if (e->knob == KNOB_SCHEDULER) {
+                        if (!streq(active, e->after))
+                                n++;
+                        continue;
+                }
+                /* A tunable of another scheduler than the active one is not
+                 * there to compare (the scheduler's own entry counts). */
+                if (e->scheduler && !streq(e->scheduler, active))
+                        continue;
+                if (sysfs_read(e->path, &cur) < 0)
+                        continue;
+                if (!knob_value_equal(e->knob, cur, e->after))
+                        n++;
+        }
+        return n;
+}
+
 static void entry_fail(TuneEntry *e, int error, const char *what) {
         e->outcome = TUNE_FAILED;
         e->error = error;

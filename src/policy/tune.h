@@ -83,3 +83,8 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(TuneJob *, tune_job_free)
 void tune_job_sort(TuneJob *j);
 /* Counts entries by outcome. */
 void tune_job_count(const TuneJob *j, unsigned counts[_TUNE_OUTCOME_MAX]);
+/* Of an executed job, the settings that no longer read as the job left them
+ * (something else wrote them since): each attribute read again now. The
+ * scheduler by its active name; a scheduler's tunable only while that
+ * scheduler is active; an attribute gone is not counted. */
+unsigned tune_job_drifted(const TuneJob *j);

@@ -57,6 +57,10 @@ const ZoneDevice *zone_service_find_lease(const ZoneService *s, const char *leas
 void zone_device_get_info(const ZoneDevice *d, ZoneDeviceInfo *ret);
 /* Its zones in each state, and the sealed objects whose last check failed. */
 void zone_device_count(const ZoneDevice *d, unsigned ret_counts[_ZONE_STATE_MAX], unsigned *ret_damaged);
+/* Its sealed objects, and those of them the scrub has not checked within
+ * ScrubIntervalSec= (the rest of its pass; 0 while the scrub is off). */
+void zone_service_scrub_progress(const ZoneService *s, const ZoneDevice *d, unsigned *ret_objects,
+                                 unsigned *ret_due);
 /* A sealed zone with its lease and SHA-256: an object. */
 bool zone_device_is_object(const ZoneDevice *d, uint32_t zone);
 

@@ -893,6 +893,28 @@ void zone_service_find_object(ZoneService *s, const ZoneObjectRef *ref, ZoneResu
  * through the io_uring pool at ScrubRateMBps= and idle I/O priority, and
  * hashed on the verifier's thread (idle CPU priority), one at a time, the
  * one checked longest ago first. */
+static uint64_t scrub_age(const ZoneService *s, const ZoneSlot *x, uint64_t now) {
+        uint64_t last = MAX(MAX(x->scrub_usec, x->sealed_usec), s->start_usec);
+
+        return now > last ? now - last : 0;
+}
+
+void zone_service_scrub_progress(const ZoneService *s, const ZoneDevice *d, unsigned *ret_objects,
+                                 unsigned *ret_due) {
+        uint64_t now = now_usec(CLOCK_REALTIME);
+        unsigned objects = 0, due = 0;
+
+        for (size_t k = 0; k < d->n; k++) {
+                if (!zone_device_is_object(d, (uint32_t) k))
+                        continue;
+                objects++;
+                if (s->config.scrub_interval_usec && scrub_age(s, &d->slots[k], now) >= s->config.scrub_interval_usec)
+                        due++;
+        }
+        *ret_objects = objects;
+        *ret_due = due;
+}
+
 static int zone_scrub_start(ZoneService *s) {
         uint64_t now = now_usec(CLOCK_REALTIME), best_age = 0;
         ZoneDevice *bd = NULL;
@@ -904,10 +926,10 @@ static int zone_scrub_start(ZoneService *s) {
                         continue;
                 for (size_t k = 0; k < d->n; k++) {
                         const ZoneSlot *x = &d->slots[k];
-                        uint64_t last = MAX(MAX(x->scrub_usec, x->sealed_usec), s->start_usec), age;
+                        uint64_t age;
                         if (!zone_device_is_object(d, (uint32_t) k) || x->readers || x->busy || x->releasing)
                                 continue;
-                        age = now > last ? now - last : 0;
+                        age = scrub_age(s, x, now);
                         if (age >= s->config.scrub_interval_usec && age > best_age) {
                                 best_age = age;
                                 bd = d;

@@ -54,6 +54,9 @@ READ_AHEAD_KB = 256
 FAMILIES = {
     "blkmqd_device_managed": "gauge",
     "blkmqd_device_settings_failed": "gauge",
+    "blkmqd_device_settings_adjusted": "gauge",
+    "blkmqd_device_settings_drifted": "gauge",
+    "blkmqd_device_info": "gauge",
     "blkmqd_probe_latency_seconds": "histogram",
     "blkmqd_probe_latency_quantile_seconds": "gauge",
     "blkmqd_probes": "counter",                 # blkmqd_probes_total
@@ -530,14 +533,21 @@ ProbeIntervalSec={SLOW_INTERVAL}
                  f"{c.name}: no alert series (none configured)")
             for lp in (a, b):
                 ra = value_of(text, parse, "blkmqd_device_setting", device=lp.name, key="ReadAheadKB",
-                              attribute="queue/read_ahead_kb")
-                si = value_of(text, parse, "blkmqd_device_scheduler_info", device=lp.name, scheduler="none")
+                              attribute="queue/read_ahead_kb", source="Device probes")
+                si = value_of(text, parse, "blkmqd_device_scheduler_info", device=lp.name, scheduler="none",
+                              source="Device probes")
                 r.ok(ra == READ_AHEAD_KB and si == 1,
-                     f"{lp.name}: blkmqd_device_setting ReadAheadKB {READ_AHEAD_KB}, scheduler_info none 1",
+                     f"{lp.name}: blkmqd_device_setting ReadAheadKB {READ_AHEAD_KB}, scheduler_info none 1, "
+                     "both from source \"Device probes\"",
                      [l for l in text.splitlines() if lp.name in l and "setting" in l or "scheduler" in l])
             mg = samples(fams["blkmqd_device_managed"], device=a.name) if "blkmqd_device_managed" in fams else []
             r.ok(len(mg) == 1 and mg[0].value == 1 and mg[0].labels.get("id") == f"loop:{a.backing}",
                  f"blkmqd_device_managed{{device={a.name}}} 1 with its id", mg)
+            di = samples(fams["blkmqd_device_info"], device=a.name) if "blkmqd_device_info" in fams else []
+            r.ok(len(di) == 1 and di[0].value == 1 and di[0].labels.get("id") == f"loop:{a.backing}"
+                 and di[0].labels.get("transport") == "loop" and "model" in di[0].labels
+                 and "firmware" in di[0].labels,
+                 f"blkmqd_device_info{{device={a.name}}} 1 with id, transport loop, model, firmware", di)
 
         with r.case("Monitor: subscribed, then samples at most 1/s per device", env):
             i = mon.wait(lambda p: True, 5)

@@ -912,6 +912,7 @@ class Env:
         self.daemons = []
         self.pristine = {}       # loop name -> knobs when this Env first attached it
         self.removed = set()     # loop nodes removed with LOOP_CTL_REMOVE
+        self.children = []       # spawn()
         self._n = 0
 
     def __enter__(self):
@@ -992,7 +993,29 @@ class Env:
         for d in self.daemons:
             d.dump()
 
+    def spawn(self, name, argv):
+        """Another program a test runs beside blkmqd (a Prometheus, an
+        exporter): its stdout and stderr go to NAME.log in the temp dir, and
+        it is stopped (SIGTERM, then SIGKILL) when the Env closes."""
+        logf = open(os.path.join(self.tmp, name + ".log"), "wb")
+        try:
+            p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
+                                 cwd=self.tmp)
+        finally:
+            logf.close()
+        p.log_path = os.path.join(self.tmp, name + ".log")
+        self.children.append(p)
+        return p
+
     def close(self):
+        for p in self.children:
+            with contextlib.suppress(Exception):
+                p.terminate()
+                try:
+                    p.wait(5)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait(5)
         for d in self.daemons:
             with contextlib.suppress(Exception):
                 d.kill()
@@ -1032,6 +1055,14 @@ def _glob_sys(pattern):
 def loop_nodes():
     """The names of the loop device nodes now ({"loop0", ...})."""
     return {os.path.basename(p) for p in _glob_sys("/sys/block/loop*")}
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that nothing listens on now (the kernel's
+    choice for a bind to port 0)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def remove_loop_nodes(names):

@@ -628,6 +628,32 @@ static void test_execute_changes_land(void **state) {
         assert_string_equal(j->hctx_map, "0:0-1"); /* "0, 1" in the kernel's format */
 }
 
+/* Drift: what the job left, read again later, changed by someone else. */
+static void test_job_drifted(void **state) {
+        _cleanup_(env_done) Env e;
+        TuneJob *j;
+
+        env_init(&e, FX_LOOP, K_6_18);
+        want(&e, KNOB_NR_REQUESTS, "2048");
+        want(&e, KNOB_READ_AHEAD_KB, "4096");
+        want(&e, KNOB_SCHEDULER, "none");
+        j = plan(&e);
+        tune_execute(j);
+        assert_int_equal(tune_job_drifted(j), 0);
+
+        assert_int_equal(fake_sysfs_set(e.f, "queue/read_ahead_kb", "128", 0644), 0);
+        assert_int_equal(tune_job_drifted(j), 1);
+        assert_int_equal(fake_sysfs_set(e.f, "queue/scheduler", "none [mq-deadline] kyber bfq", 0644), 0);
+        assert_int_equal(tune_job_drifted(j), 2);
+        /* An attribute gone is not a drift. */
+        assert_int_equal(fake_sysfs_remove(e.f, "queue/read_ahead_kb"), 0);
+        assert_int_equal(tune_job_drifted(j), 1);
+        /* Put back as the job left them: none. */
+        assert_int_equal(fake_sysfs_set(e.f, "queue/scheduler", "[none] mq-deadline kyber bfq", 0644), 0);
+        assert_int_equal(fake_sysfs_set(e.f, "queue/read_ahead_kb", "4096", 0644), 0);
+        assert_int_equal(tune_job_drifted(j), 0);
+}
+
 static void test_execute_adjusted(void **state) {
         _cleanup_(env_done) Env e;
         TuneEntry *t;
@@ -1255,6 +1281,7 @@ int main(void) {
                 cmocka_unit_test(test_plan_bio_based_head_zoned_6_1),
                 cmocka_unit_test(test_execute_unchanged_writes_nothing),
                 cmocka_unit_test(test_execute_changes_land),
+                cmocka_unit_test(test_job_drifted),
                 cmocka_unit_test(test_execute_adjusted),
                 cmocka_unit_test(test_execute_missing_attr),
                 cmocka_unit_test(test_execute_read_only),

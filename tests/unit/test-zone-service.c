@@ -573,6 +573,51 @@ static void test_verify_through_pool(void **state) {
         assert_int_equal(slot(f, a.zone)->scrub_result, -EBADMSG);
 }
 
+/* The scrub's work left, as the metrics show it: a sealed object is due
+ * once its last check (or its seal) is ScrubIntervalSec= old; none is due
+ * while the scrub is off. */
+static void test_scrub_progress(void **state) {
+        Fixture *f = *state;
+        const size_t lens[] = { 5000 };
+        const ZoneDevice *d = zone_service_device_at(f->s, 0);
+        char sha[SHA256_HEX_SIZE];
+        unsigned objects = 99, due = 99;
+        Got a, g;
+
+        zone_service_scrub_progress(f->s, d, &objects, &due);
+        assert_int_equal(objects, 0);
+        assert_int_equal(due, 0);
+
+        allocate_and_write(f, "p", lens, ELEMENTSOF(lens), &a);
+        zone_service_scrub_progress(f->s, d, &objects, &due);
+        assert_int_equal(objects, 0); /* not sealed yet: no object */
+        sha_of(lens, ELEMENTSOF(lens), sha);
+        assert_int_equal(seal(f, a.lease, sha, OWNER, &g), ZONE_ERROR_NONE);
+
+        f->config.scrub_interval_usec = 3600ULL * 1000000;
+        zone_service_reload(f->s, &f->config);
+        zone_service_scrub_progress(f->s, d, &objects, &due);
+        assert_int_equal(objects, 1);
+        assert_int_equal(due, 0); /* sealed just now */
+
+        f->config.scrub_interval_usec = 1;
+        zone_service_reload(f->s, &f->config);
+        usleep(2000);
+        zone_service_scrub_progress(f->s, d, &objects, &due);
+        assert_int_equal(objects, 1);
+        assert_int_equal(due, 1);
+
+        f->config.scrub_interval_usec = 0;
+        zone_service_reload(f->s, &f->config);
+        zone_service_scrub_progress(f->s, d, &objects, &due);
+        assert_int_equal(objects, 1);
+        assert_int_equal(due, 0);
+
+        assert_int_equal(release(f, a.lease, OWNER, &g), ZONE_ERROR_NONE);
+        zone_service_scrub_progress(f->s, d, &objects, &due);
+        assert_int_equal(objects, 0);
+}
+
 static void test_seal_twice_release_twice(void **state) {
         Fixture *f = *state;
         const size_t lens[] = { 4096 };
@@ -741,6 +786,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_reset_flush_failed, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_attach_flush_refused, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_verify_through_pool, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_scrub_progress, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_seal_twice_release_twice, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_allocate_refused, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_active_limit, setup_active_limit, teardown),
