@@ -324,6 +324,33 @@ def varlink_ok(address, method, params=None, timeout=30, fds=()):
     return reply.get("parameters", {})
 
 
+def recorded_originals(address, sysname):
+    """{attribute: original} that blkmqd recorded for SYSNAME before its
+    first write (GetDevice's knobs), for queue/ attributes."""
+    rep = varlink_call(address, "io.blkmqd.Manager.GetDevice", {"device": sysname})
+    if "error" in rep:
+        raise VarlinkError(rep)
+    knobs = rep.get("parameters", {}).get("device", {}).get("knobs") or []
+    return {k["attribute"]: k["original"] for k in knobs
+            if k.get("original") is not None and k["attribute"].startswith("queue/")}
+
+
+def originals_missed(originals):
+    """[(sysname, attribute, recorded original, value now)] of every
+    {(sysname, attribute): original} that sysfs does not show back."""
+    missed = []
+    for (n, attr), want in sorted(originals.items()):
+        try:
+            have = sysfs_read(f"/sys/block/{n}/{attr}")
+        except OSError as e:
+            have = f"({e.strerror})"
+        if attr.endswith("scheduler"):
+            have = parse_scheduler(have) or have
+        if have != want:
+            missed.append((n, attr, want, have))
+    return missed
+
+
 # --------------------------------------------------------------------------
 # blkmqctl
 
