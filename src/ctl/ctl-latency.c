@@ -113,6 +113,16 @@ static int print_trial_result(json_t *p, void *userdata) {
 }
 
 static int render_trial(json_t *p, bool last, void *userdata) {
+        if (arg_emit_conf) {
+                /* Standard output is the configuration alone; the epochs
+                 * go to standard error as one line each. */
+                json_t *t = json_object_get(p, "trial");
+                if (last)
+                        return emit_trial_conf(userdata, p);
+                fprintf(stderr, "epoch %lld/%lld: %s measured\n", jint(t, "epoch", 0) - 1, jint(t, "epochs", 0),
+                        dash(jstr(t, "measuring")));
+                return EXIT_OK;
+        }
         return ctl_render(p, last ? print_trial_result : print_trial_epoch, NULL);
 }
 
@@ -123,7 +133,7 @@ int verb_trial(int argc, char **argv) {
 
         if (asprintf(&note, "Interrupted; the trial goes on in the daemon (blkmqctl show %s).", argv[1]) < 0)
                 return fail(EXIT_PROTOCOL, "out of memory");
-        return ctl_stream(&c, INTERFACE ".Trial", params, render_trial, NULL, note);
+        return ctl_stream(&c, INTERFACE ".Trial", params, render_trial, &c, note);
 }
 
 /* ---- latency: io.blkmqd.Metrics ---- */
