@@ -30,6 +30,9 @@ int export_options_fit(const char *verb) {
                 return fail(EXIT_USAGE, "--emit-conf goes with trial");
         if (arg_emit_conf && arg_json)
                 return fail(EXIT_USAGE, "--emit-conf prints configuration, not JSON: give one of them");
+        if (arg_json && streq(verb, "export"))
+                return fail(EXIT_USAGE, "export prints configuration, not JSON (show --json has the device, "
+                                        "explain --json the values in force)");
         return EXIT_OK;
 }
 
