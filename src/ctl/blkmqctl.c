@@ -251,6 +251,10 @@ static int dispatch_verb(int argc, char **argv) {
                 argc = 1;
                 argv = default_argv;
         }
+        /* Shell completion's helper (ctl-complete.c): not a command of
+         * the table, nor of --help. */
+        if (streq(argv[0], "__complete"))
+                return argc == 2 ? verb_complete(argc, argv) : EXIT_USAGE;
         for (size_t i = 0; i < ELEMENTSOF(verbs); i++)
                 if (streq(argv[0], verbs[i].name))
                         verb = &verbs[i];

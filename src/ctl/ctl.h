@@ -227,6 +227,9 @@ int export_options_fit(const char *verb);
 /* The section of the trial's choice; p is the trial's last reply. */
 int emit_trial_conf(Ctl *c, json_t *p);
 
+/* ctl-complete.c: __complete devices|profiles|zoned|leases|labels */
+int verb_complete(int argc, char **argv);
+
 /* ctl-stage.c */
 int verb_stage(int argc, char **argv);
 int stage_opt_settle_timeout(const char *arg);
