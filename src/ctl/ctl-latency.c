@@ -130,10 +130,15 @@ int verb_trial(int argc, char **argv) {
         _cleanup_ctl_ Ctl c = CTL("trial");
         _cleanup_(json_decrefp) json_t *params = device_params(argv[1]);
         _cleanup_free_ char *note = NULL;
+        int r;
 
         if (asprintf(&note, "Interrupted; the trial goes on in the daemon (blkmqctl show %s).", argv[1]) < 0)
                 return fail(EXIT_PROTOCOL, "out of memory");
-        return ctl_stream(&c, INTERFACE ".Trial", params, render_trial, &c, note);
+        r = ctl_stream(&c, INTERFACE ".Trial", params, render_trial, &c, arg_emit_conf ? NULL : note);
+        /* Standard output may be a drop-in being written: no note there. */
+        if (r == EXIT_OK && arg_emit_conf && ctl_quit)
+                return fail(EXIT_SETTING_FAILED, "interrupted: the trial goes on in the daemon; nothing emitted");
+        return r;
 }
 
 /* ---- latency: io.blkmqd.Metrics ---- */
