@@ -3,8 +3,8 @@
  * static keys in force) and trial DEVICE --emit-conf (the keys the trial
  * chose). Both print one [Device] section, a drop-in for
  * /etc/blkmqd/blkmqd.conf.d/ (blkmqd.conf(5)), matched by what tells that
- * kind of disk apart: model, vendor and firmware; a loop device, which has
- * none, by the name of its backing file. */
+ * kind of disk apart: model, vendor, firmware and zoned model; a loop
+ * device, which has none, by the name of its backing file. */
 #include "config.h"
 
 #include <stdio.h>
@@ -64,10 +64,11 @@ static char *glob_escape(const char *s) {
 
 /* "fleet-" and the identity, in the characters a section name may have.
  * A section of the same name in a later drop-in extends this one (and its
- * Match* lists grow), so the firmware is part of the name. */
-static void section_name(char *buf, size_t size, const char *a, const char *b) {
+ * Match* lists grow), so the firmware (and a zoned model) is part of the
+ * name. */
+static void section_name(char *buf, size_t size, const char *a, const char *b, const char *z) {
         size_t n = (size_t) snprintf(buf, size, "fleet");
-        const char *parts[] = { a, b };
+        const char *parts[] = { a, b, z };
 
         size = MIN(size, (size_t) SECTION_NAME_MAX + 1);
         for (size_t i = 0; i < ELEMENTSOF(parts); i++) {
@@ -93,7 +94,7 @@ static void section_name(char *buf, size_t size, const char *a, const char *b) {
 /* The Match* lines of the device's kind, and the section name. */
 static int match_lines(json_t *dev, char *name, size_t name_size, char **ret) {
         const char *model = jstr(dev, "model"), *vendor = jstr(dev, "vendor"), *fw = jstr(dev, "firmware");
-        const char *backing = jstr(dev, "backingFile");
+        const char *backing = jstr(dev, "backingFile"), *zoned = jstr(dev, "zoned");
         _cleanup_free_ char *m = NULL, *v = NULL, *f = NULL;
         char *s = NULL;
         int k;
@@ -104,9 +105,13 @@ static int match_lines(json_t *dev, char *name, size_t name_size, char **ret) {
                 f = fw ? glob_escape(fw) : NULL;
                 if (!m || (vendor && !v) || (fw && !f))
                         return fail(EXIT_PROTOCOL, "out of memory");
-                section_name(name, name_size, model, fw);
-                k = asprintf(&s, "MatchModel=%s\n%s%s%s%s%s%s", m, v ? "MatchVendor=" : "", strempty(v), v ? "\n" : "",
-                             f ? "MatchFirmware=" : "", strempty(f), f ? "\n" : "");
+                /* One controller model can carry conventional and zoned
+                 * namespaces (QEMU's does): the zoned model is part of the kind. */
+                if (!zoned)
+                        zoned = "none";
+                section_name(name, name_size, model, fw, streq(zoned, "none") ? NULL : zoned);
+                k = asprintf(&s, "MatchModel=%s\n%s%s%s%s%s%sMatchZoned=%s\n", m, v ? "MatchVendor=" : "", strempty(v),
+                             v ? "\n" : "", f ? "MatchFirmware=" : "", strempty(f), f ? "\n" : "", zoned);
         } else if (backing && streq_ptr(jstr(dev, "transport"), "loop")) {
                 /* A loop device is of the kind of the file it is over: the
                  * same file name, in whatever directory a host keeps it. */
@@ -115,7 +120,7 @@ static int match_lines(json_t *dev, char *name, size_t name_size, char **ret) {
                 m = glob_escape(base);
                 if (!m)
                         return fail(EXIT_PROTOCOL, "out of memory");
-                section_name(name, name_size, "loop", base);
+                section_name(name, name_size, "loop", base, NULL);
                 k = asprintf(&s, "MatchTransport=loop\nMatchBackingFile=*/%s\n", m);
         } else
                 return fail(EXIT_NO_SUCH,
