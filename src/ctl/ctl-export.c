@@ -220,6 +220,17 @@ static int get_device(Ctl *c, const char *device, json_t **ret_reply, json_t **r
         return EXIT_OK;
 }
 
+/* Did the trial's bounds have nr_requests (AutoNrRequests=)? */
+static bool any_nr_requests(json_t *t) {
+        json_t *c;
+        size_t i;
+
+        json_array_foreach(json_object_get(t, "candidates"), i, c)
+                if (jint(c, "nrRequests", 0) > 0)
+                        return true;
+        return false;
+}
+
 /* trial DEVICE --emit-conf: the last reply of the trial in p. */
 int emit_trial_conf(Ctl *c, json_t *p) {
         _cleanup_(json_decrefp) json_t *reply = NULL, *keys = json_array();
@@ -255,7 +266,7 @@ int emit_trial_conf(Ctl *c, json_t *p) {
         if (r != EXIT_OK)
                 return r;
         return print_section(dev, "the choice of a trial", t, keys,
-                             streq(jstr(w, "scheduler"), "none") && jint(w, "nrRequests", 0) <= 0
+                             streq(jstr(w, "scheduler"), "none") && any_nr_requests(t)
                                      ? "NrRequests= (blkmqd never sets nr_requests with none)"
                                      : NULL);
 }
