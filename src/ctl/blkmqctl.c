@@ -38,6 +38,7 @@ static const Verb verbs[] = {
         { "show", 2, 2, verb_show },
         { "explain", 2, 2, verb_explain },
         { "trial", 2, 2, verb_trial },
+        { "export", 2, 2, verb_export },
         { "apply", 1, 2, verb_apply },
         { "restore", 1, 2, verb_apply },
         { "reload", 1, 1, verb_reload },
@@ -60,7 +61,10 @@ static void help(void) {
                "                       outcome, section), notes, hardware queue map\n"
                "  explain DEVICE       which sections match and why; where each value comes from\n"
                "  trial DEVICE         compare the candidates of its Auto* keys on the live workload\n"
-               "                       and keep the winner (blkmqd.conf(5), AutoTune=)\n"
+               "                       and keep the winner (blkmqd.conf(5), AutoTune=); with\n"
+               "                       --emit-conf print the winner as a [Device] drop-in\n"
+               "  export DEVICE        the static keys in force, as a [Device] drop-in matched by\n"
+               "                       model and firmware (a loop device: its backing file's name)\n"
                "  apply [DEVICE]       apply the policy again (every device without DEVICE)\n"
                "  restore [DEVICE]     put back the values blkmqd replaced\n"
                "  reload               reload the configuration (a broken one is refused)\n"
@@ -103,6 +107,7 @@ static void help(void) {
                "      --json           print the replies as JSON (monitor, top: one object a line)\n"
                "      --no-legend      no table headers and footers\n"
                "      --clear          with profile: clear the active profile\n"
+               "      --emit-conf      with trial: print the decision as configuration\n"
                "      --window=WINDOW  with latency: 1m, 10m (default) or total\n"
                "      --interval=SEC   with top: seconds between refreshes (default 1)\n"
                "      --count=N        with top: stop after N refreshes\n"
@@ -185,6 +190,7 @@ static const struct {
         { "settle-timeout", required_argument, 0, stage_opt_settle_timeout },
         { "io-class", required_argument, 0, objects_opt_io_class },
         { "output", required_argument, 'o', zones_opt_output },
+        { "emit-conf", no_argument, 0, export_opt_emit_conf },
 };
 
 /* getopt_long()'s value of options[i]: its letter, else 0x100 + i (so that
@@ -245,6 +251,10 @@ static int dispatch_verb(int argc, char **argv) {
                 argc = 1;
                 argv = default_argv;
         }
+        /* Shell completion's helper (ctl-complete.c): not a command of
+         * the table, nor of --help. */
+        if (streq(argv[0], "__complete"))
+                return argc == 2 ? verb_complete(argc, argv) : EXIT_USAGE;
         for (size_t i = 0; i < ELEMENTSOF(verbs); i++)
                 if (streq(argv[0], verbs[i].name))
                         verb = &verbs[i];
@@ -260,6 +270,8 @@ static int dispatch_verb(int argc, char **argv) {
                 r = latency_options_fit(verb->name);
         if (r == EXIT_OK)
                 r = zones_options_fit(verb->name);
+        if (r == EXIT_OK)
+                r = export_options_fit(verb->name);
         if (r != EXIT_OK)
                 return r;
         return verb->fn(argc, argv);

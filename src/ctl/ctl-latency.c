@@ -113,6 +113,16 @@ static int print_trial_result(json_t *p, void *userdata) {
 }
 
 static int render_trial(json_t *p, bool last, void *userdata) {
+        if (arg_emit_conf) {
+                /* Standard output is the configuration alone; the epochs
+                 * go to standard error as one line each. */
+                json_t *t = json_object_get(p, "trial");
+                if (last)
+                        return emit_trial_conf(userdata, p);
+                fprintf(stderr, "epoch %lld/%lld: %s measured\n", jint(t, "epoch", 0) - 1, jint(t, "epochs", 0),
+                        dash(jstr(t, "measuring")));
+                return EXIT_OK;
+        }
         return ctl_render(p, last ? print_trial_result : print_trial_epoch, NULL);
 }
 
@@ -120,10 +130,15 @@ int verb_trial(int argc, char **argv) {
         _cleanup_ctl_ Ctl c = CTL("trial");
         _cleanup_(json_decrefp) json_t *params = device_params(argv[1]);
         _cleanup_free_ char *note = NULL;
+        int r;
 
         if (asprintf(&note, "Interrupted; the trial goes on in the daemon (blkmqctl show %s).", argv[1]) < 0)
                 return fail(EXIT_PROTOCOL, "out of memory");
-        return ctl_stream(&c, INTERFACE ".Trial", params, render_trial, NULL, note);
+        r = ctl_stream(&c, INTERFACE ".Trial", params, render_trial, &c, arg_emit_conf ? NULL : note);
+        /* Standard output may be a drop-in being written: no note there. */
+        if (r == EXIT_OK && arg_emit_conf && ctl_quit)
+                return fail(EXIT_SETTING_FAILED, "interrupted: the trial goes on in the daemon; nothing emitted");
+        return r;
 }
 
 /* ---- latency: io.blkmqd.Metrics ---- */

@@ -219,6 +219,17 @@ int zones_find(const char *label);
 int zones_verify(const char *what);
 int zones_cat(const char *what, const char *out);
 
+/* ctl-export.c: export, trial --emit-conf */
+extern bool arg_emit_conf;
+int verb_export(int argc, char **argv);
+int export_opt_emit_conf(const char *arg);
+int export_options_fit(const char *verb);
+/* The section of the trial's choice; p is the trial's last reply. */
+int emit_trial_conf(Ctl *c, json_t *p);
+
+/* ctl-complete.c: __complete devices|profiles|zoned|leases|labels */
+int verb_complete(int argc, char **argv);
+
 /* ctl-stage.c */
 int verb_stage(int argc, char **argv);
 int stage_opt_settle_timeout(const char *arg);

@@ -330,6 +330,10 @@ static int method_get_status(VarlinkCall *call, json_t *params, void *userdata) 
                               "devices", (int) m->n_devices, "managed", managed, "changed", changed, "failed", failed);
         if (m->profile)
                 json_object_set_new(o, "profile", json_string(m->profile));
+        json_t *profiles = json_array();
+        for (size_t i = 0; i < m->config->n_profiles; i++)
+                json_array_append_new(profiles, json_string(m->config->profiles[i].name));
+        json_object_set_new(o, "profiles", profiles);
         if (m->loop_hist.count) {
                 uint64_t p99 = 0;
                 (void) hist_percentile(&m->loop_hist, 99.0, &p99);

@@ -111,6 +111,8 @@ json_t *autotune_trial_json(const AutoDevice *a) {
                 json_object_set_new(o, "verdict", json_string(auto_verdict_to_string(a->decision.verdict)));
                 json_object_set_new(o, "reason", json_string(a->decision.reason));
                 json_object_set_new(o, "winner", json_string(autotune_candidate_format(&a->cand[a->decision.winner], buf, sizeof buf)));
+                /* the winner's own fields (scheduler, nrRequests, wbtLatUsec) are those of candidates[winnerIndex] */
+                json_object_set_new(o, "winnerIndex", json_integer(a->decision.winner));
                 json_object_set_new(o, "confidence", json_real(a->decision.confidence));
                 json_object_set_new(o, "improvement", json_real(a->decision.improvement));
                 json_object_set_new(o, "readLatency", json_string(a->decision.by_p99 ? "p99" : "await"));

@@ -67,6 +67,8 @@ static void match_done(Match *m) {
         strv_free(m->driver);
         strv_free(m->transport);
         strv_free(m->model);
+        strv_free(m->vendor);
+        strv_free(m->firmware);
         strv_free(m->serial);
         strv_free(m->wwn);
         strv_free(m->property);
@@ -324,15 +326,19 @@ static int parse_match(Parser *p, Match *m, const char *key, const char *value) 
                 return set_list(p, &m->driver, value);
         if (streq(key, "MatchTransport"))
                 return set_list(p, &m->transport, value);
-        if (streq(key, "MatchModel")) {
-                /* Model names contain blanks: the whole value is one glob. */
+        if (streq(key, "MatchModel") || streq(key, "MatchVendor")) {
+                /* Model and vendor names contain blanks: the whole value
+                 * is one glob; another line adds one. */
+                char ***l = streq(key, "MatchModel") ? &m->model : &m->vendor;
                 if (!*value) {
-                        strv_free(m->model);
-                        m->model = NULL;
+                        strv_free(*l);
+                        *l = NULL;
                         return 0;
                 }
-                return strv_extend(&m->model, value);
+                return strv_extend(l, value);
         }
+        if (streq(key, "MatchFirmware"))
+                return set_list(p, &m->firmware, value);
         if (streq(key, "MatchSerial"))
                 return set_list(p, &m->serial, value);
         if (streq(key, "MatchWWN"))

@@ -24,6 +24,8 @@ typedef struct Match {
         char **driver;
         char **transport;
         char **model;
+        char **vendor;   /* one glob each, like model: vendors contain blanks */
+        char **firmware; /* globs on the firmware revision */
         char **serial;
         char **wwn;
         char **property; /* "KEY=GLOB" */

@@ -25,6 +25,8 @@ DeviceInfo *device_info_free(DeviceInfo *d) {
         free(d->driver);
         free(d->transport);
         free(d->model);
+        free(d->vendor);
+        free(d->firmware);
         free(d->serial);
         free(d->wwn);
         free(d->backing_file);
@@ -198,6 +200,22 @@ static int device_info_load_names(DeviceInfo *d, const char *blockdir) {
                         if (*c == '_')
                                 *c = ' ';
         }
+
+        /* Vendor and firmware: what tells disks of one model apart when a
+         * setting is shipped to a fleet (blkmqctl export). NVMe has no
+         * vendor string in sysfs (only PCI ids), SCSI and ATA do. */
+        d->vendor = read_attr(blockdir, "device/vendor");
+        if (!d->vendor && (s = device_info_property(d, "ID_VENDOR"))) {
+                d->vendor = strdup(s);
+                for (char *c = d->vendor; c && *c; c++)
+                        if (*c == '_')
+                                *c = ' ';
+        }
+        d->firmware = read_attr(blockdir, "device/firmware_rev");
+        if (!d->firmware)
+                d->firmware = read_attr(blockdir, "device/rev");
+        if (!d->firmware)
+                d->firmware = dup_or_null(device_info_property(d, "ID_REVISION"));
 
         s = device_info_property(d, "ID_SERIAL_SHORT");
         d->serial = s ? strdup(s) : read_attr(blockdir, "device/serial");

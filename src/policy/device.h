@@ -18,6 +18,8 @@ typedef struct DeviceInfo {
         char *driver;       /* kernel driver of the nearest parent that has one */
         char *transport;    /* nvme, scsi, ata, usb, virtio, loop, null_blk, mmc, ... */
         char *model;
+        char *vendor;       /* SCSI/ATA vendor; NULL where sysfs and udev have none (NVMe) */
+        char *firmware;     /* firmware revision: NVMe firmware_rev, SCSI rev, or udev's ID_REVISION */
         char *serial;
         char *wwn;
         char *backing_file; /* loop devices */

@@ -20,6 +20,8 @@ json_t *device_info_to_json(const DeviceInfo *d) {
         json_object_set_new(o, "transport", str_or_null(d->transport));
         json_object_set_new(o, "driver", str_or_null(d->driver));
         json_object_set_new(o, "model", str_or_null(d->model));
+        json_object_set_new(o, "vendor", str_or_null(d->vendor));
+        json_object_set_new(o, "firmware", str_or_null(d->firmware));
         json_object_set_new(o, "serial", str_or_null(d->serial));
         json_object_set_new(o, "wwn", str_or_null(d->wwn));
         json_object_set_new(o, "zoned", json_string(d->zoned));

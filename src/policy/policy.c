@@ -64,6 +64,8 @@ bool policy_match(const Match *m, const DeviceInfo *d, char **ret_reason) {
             !glob_list(m->driver, d->driver, "MatchDriver", ret_reason) ||
             !glob_list(m->transport, d->transport, "MatchTransport", ret_reason) ||
             !glob_list(m->model, d->model, "MatchModel", ret_reason) ||
+            !glob_list(m->vendor, d->vendor, "MatchVendor", ret_reason) ||
+            !glob_list(m->firmware, d->firmware, "MatchFirmware", ret_reason) ||
             !glob_list(m->serial, d->serial, "MatchSerial", ret_reason) ||
             !glob_list(m->wwn, d->wwn, "MatchWWN", ret_reason))
                 return false;

@@ -9,7 +9,8 @@
 #     recording systemctl sees no start), yet once enabled, an upgrade
 #     restarts blkmqd.service and a removal stops it,
 #   - blkmqd --dry-run --once plans this machine's disks (sysfs bound in),
-#   - blkmqctl and libblkmq0 load, the man pages and the conffile are there,
+#   - blkmqctl and libblkmq0 load, the man pages, the conffile and the bash
+#     completion are there,
 #   - a purge leaves nothing behind.
 #
 # Costs, cached so a CI run pays little: the chroot is debootstrapped once
@@ -151,9 +152,11 @@ say "installation: $(grep -c blkmqd "$calls") systemctl calls about blkmqd units
 for f in /usr/sbin/blkmqd /usr/bin/blkmqctl /etc/blkmqd/blkmqd.conf /lib/systemd/system/blkmqd.service \
          /lib/systemd/system/blkmqd.socket /lib/udev/rules.d/60-blkmqd.rules /usr/share/man/man8/blkmqd.8.gz \
          /usr/share/man/man5/blkmqd.conf.5.gz /usr/include/blkmq/varlink.h \
-         /usr/share/doc/blkmqd/README.Debian; do
+         /usr/share/doc/blkmqd/README.Debian /usr/share/bash-completion/completions/blkmqctl; do
         [ -e "$root$f" ] || fail "$f is not installed"
 done
+chroot_run "$root" "bash -c '. /usr/share/bash-completion/completions/blkmqctl && complete -p blkmqctl'" |
+        grep -qx "complete -F _blkmqctl blkmqctl" || fail "the bash completion does not register _blkmqctl"
 chroot_run "$root" "dpkg-query -W -f='\${Conffiles}\n' blkmqd | grep -q /etc/blkmqd/blkmqd.conf" ||
         fail "/etc/blkmqd/blkmqd.conf is not a conffile"
 for p in /proc/[0-9]*; do

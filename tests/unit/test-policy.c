@@ -43,6 +43,7 @@ static DeviceInfo *nvme_device(void) {
         set(&d->driver, "nvme");
         set(&d->transport, "nvme");
         set(&d->model, "QEMU NVMe Ctrl");
+        set(&d->firmware, "7.2.22");
         set(&d->serial, "conv0");
         set(&d->wwn, "nvme.1b36-636f6e7630-51454d55204e564d65204374726c-00000001");
         assert_int_equal(strv_extend(&d->properties, "DEVNAME=/dev/nvme1n1"), 0);
@@ -93,7 +94,7 @@ static bool match_one(const char *match_lines, const DeviceInfo *d, char **ret_r
         return policy_match(&c->devices[0].match, d, ret_reason);
 }
 
-typedef enum { NVME, NVME_UNKNOWN_ROT, NVME_NO_DRIVER, LOOP } Dev;
+typedef enum { NVME, NVME_UNKNOWN_ROT, NVME_NO_DRIVER, LOOP, VENDOR } Dev;
 
 static const struct {
         Dev dev;
@@ -159,6 +160,17 @@ static const struct {
         { NVME, "MatchModel=QEMU NVMe", false, "MatchModel=QEMU NVMe: QEMU NVMe Ctrl does not match" },
         { NVME, "MatchModel=Samsung*", false, "MatchModel=Samsung*: QEMU NVMe Ctrl does not match" },
         { LOOP, "MatchModel=*", false, "MatchModel=*: (not set) does not match" },
+        /* MatchFirmware= (a list of globs), MatchVendor= (one glob, like MatchModel=) */
+        { NVME, "MatchFirmware=7.2.22", true, NULL },
+        { NVME, "MatchFirmware=7.1.* 7.2.*", true, NULL },
+        { NVME, "MatchFirmware=7.2.2", false, "MatchFirmware=7.2.2: 7.2.22 does not match" },
+        { LOOP, "MatchFirmware=*", false, "MatchFirmware=*: (not set) does not match" },
+        { NVME, "MatchVendor=*", false, "MatchVendor=*: (not set) does not match" },
+        { VENDOR, "MatchVendor=WD Blue", true, NULL },
+        { VENDOR, "MatchVendor=SEAGATE", false, "MatchVendor=SEAGATE: WD Blue does not match" },
+        /* A model with glob characters, escaped as blkmqctl export writes it */
+        { VENDOR, "MatchModel=Disk \\[v2\\] \\*", true, NULL },
+        { VENDOR, "MatchModel=Disk [v2] *", false, "MatchModel=Disk [v2] *: Disk [v2] * does not match" },
         /* MatchSerial= */
         { NVME, "MatchSerial=conv0", true, NULL },
         { NVME, "MatchSerial=znsA", false, "MatchSerial=znsA: conv0 does not match" },
@@ -185,6 +197,10 @@ static void test_match_keys(void **state) {
                         d->rotational = -1;
                 if (match_cases[i].dev == NVME_NO_DRIVER)
                         d->driver = mfree(d->driver);
+                if (match_cases[i].dev == VENDOR) { /* a SATA disk with glob characters in its model */
+                        set(&d->vendor, "WD Blue");
+                        set(&d->model, "Disk [v2] *");
+                }
 
                 reason = (char *) 0x1; /* must be reset */
                 m = match_one(match_cases[i].match, d, &reason);

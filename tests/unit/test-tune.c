@@ -252,7 +252,8 @@ static void test_device_info_udev(void **state) {
                 (char *) "ID_WWN=0x5000", (char *) "ID_BUS=ata", NULL,
         };
         char *lprops[] = { (char *) "ID_WWN=0x5000c500", (char *) "ID_WWN_VENDOR_EXTENSION=0x1234",
-                           (char *) "ID_MODEL=Some_Disk_Model", NULL };
+                           (char *) "ID_MODEL=Some_Disk_Model", (char *) "ID_VENDOR=Some_Vendor",
+                           (char *) "ID_REVISION=1.0", NULL };
 
         /* udev's serial wins over sysfs; the kernel's model (blanks kept)
          * wins over ID_MODEL (blanks as '_'); the wwid attribute wins over
@@ -260,6 +261,9 @@ static void test_device_info_udev(void **state) {
         assert_int_equal(device_info_load(f->blockdir, props, &d), 0);
         assert_string_equal(d->devnode, "/dev/nvme1n1");
         assert_string_equal(d->model, "QEMU NVMe Ctrl");
+        /* firmware_rev, space padded in sysfs; NVMe has no vendor string */
+        assert_string_equal(d->firmware, "7.2.22");
+        assert_null(d->vendor);
         assert_string_equal(d->serial, "S123");
         assert_string_equal(d->wwn, "nvme.1b36-636f6e7630-51454d55204e564d65204374726c-00000001");
         assert_string_equal(d->transport, "nvme");
@@ -274,6 +278,8 @@ static void test_device_info_udev(void **state) {
         assert_int_equal(device_info_load(l->blockdir, lprops, &dl), 0);
         /* No model in sysfs: udev's, with its '_' turned back into blanks. */
         assert_string_equal(dl->model, "Some Disk Model");
+        assert_string_equal(dl->vendor, "Some Vendor");
+        assert_string_equal(dl->firmware, "1.0");
         assert_string_equal(dl->wwn, "0x5000c5000x1234");
         assert_string_equal(dl->id, "wwn:0x5000c5000x1234");
 }

@@ -4,7 +4,9 @@
 #   conventional namespace, under a mixed direct-I/O workload (busybox dd:
 #   three 4 KiB random readers, one 128 KiB writer): blkmqctl trial compares
 #   none and mq-deadline, comes to a decision, and the scheduler in sysfs is
-#   the one it chose; SIGTERM puts the original back.
+#   the one it chose; blkmqctl export prints a drop-in matched by the
+#   model and firmware, which blkmqd --dry-run reads and matches to it;
+#   SIGTERM puts the original back.
 #   ZNS namespace (6.1 gives it none): a trial is refused, since the
 #   baseline's none could not be written back between epochs (the guard
 #   writes only mq-deadline there); with mq-deadline set, the same bounds
@@ -24,6 +26,7 @@ ProbeIntervalSec=1
 
 [Device conv]
 MatchKernel=$C
+ReadAheadKB=256
 AutoTune=yes
 AutoScheduler=none mq-deadline
 AutoEpochSec=1
@@ -82,6 +85,25 @@ W=$(echo "$last" | sed -n 's/.*"winner": *"\([^" ]*\).*/\1/p')
 check "the winner is a candidate (none or mq-deadline)" sh -c "[ '$W' = none ] || [ '$W' = mq-deadline ]"
 check_eq "$C scheduler in sysfs is the winner's" "$W" "$(sched $C)"
 check "progress came per epoch" sh -c "[ \$(grep -c '\"running\"' /tmp/trial.json) -ge 3 ]"
+
+# --- 1b. export: the namespace's keys as a drop-in matched by its kind ------
+blkmqctl --address $ADDR export $C > /tmp/export.conf 2> /tmp/export.err
+rc=$?
+sed 's/^/# export| /' /tmp/export.conf /tmp/export.err
+check_eq "blkmqctl export $C exit code" 0 $rc
+check "export matches QEMU's model" grep -qx "MatchModel=QEMU NVMe Ctrl" /tmp/export.conf
+check "and its firmware revision" grep -qx "MatchFirmware=$(cat /sys/block/$C/device/firmware_rev | tr -d ' ')" /tmp/export.conf
+check "and its zoned model" grep -qx "MatchZoned=none" /tmp/export.conf
+check "ReadAheadKB= of [Device conv]" grep -qx "ReadAheadKB=256" /tmp/export.conf
+if grep -q '"verdict": *"change"' /tmp/trial.json; then
+        check "Scheduler= as the trial chose" grep -qx "Scheduler=$W" /tmp/export.conf
+fi
+blkmqd -c /tmp/export.conf --dry-run --once > /tmp/export-dry.out 2>&1
+sed 's/^/# export dry-run| /' /tmp/export-dry.out
+check "blkmqd reads it, and its section matches $C" sh -c \
+        "sed -n '/^$C /,/^[^ ]/p' /tmp/export-dry.out | grep -q '\[Device fleet-QEMU-NVMe-Ctrl[^]]*\] (.*) matches'"
+check "but not the zoned $Z of the same model and firmware" sh -c \
+        "sed -n '/^$Z /,/^[^ ]/p' /tmp/export-dry.out | grep -q 'not managed: no \[Device\] section matches'"
 
 # --- 2. the ZNS namespace: the kernel guard leaves nothing to compare ------
 blkmqctl --address $ADDR trial $Z > /tmp/ztrial.out 2>&1
