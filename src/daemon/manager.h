@@ -35,6 +35,7 @@ typedef struct ManagerOptions {
         bool json;
         unsigned kernel_version; /* 0: from uname() */
         const char *varlink_address; /* NULL: socket activation, else the default */
+        const char *originals_dir; /* where the originals are kept on record; NULL: none (dry run, once) */
 } ManagerOptions;
 
 typedef enum ManagerEventType {
@@ -94,6 +95,11 @@ struct Manager {
          * when io_uring is not available. */
         struct UringPool *uring;
         sd_event_source *sig_term, *sig_int, *sig_hup;
+        char *originals_dir; /* NULL: originals kept in memory only */
+        /* The records found at start, until their device is seen (adopted
+         * or discarded) or the enumeration ends without it (dropped). */
+        struct OriginalsRecord **records;
+        size_t n_records;
 };
 
 int manager_new(Manager **ret, const ManagerOptions *opts, Config *config);
