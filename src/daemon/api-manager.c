@@ -519,9 +519,9 @@ static int method_reload(VarlinkCall *call, json_t *params, void *userdata) {
         ConfigError err;
         int r;
 
-        r = manager_reload(a->manager, &err);
+        r = manager_reload_notify(a->manager, "varlink", &err);
         if (r < 0 && err.file[0]) {
-                log_error("Reload over varlink refused: %s:%u: %s", err.file, err.line, err.message);
+                /* Logged with its file:line by manager_reload_notify(). */
                 return varlink_call_error(call, "io.blkmqd.Manager.ConfigInvalid",
                                           json_pack("{s:s, s:i, s:s}", "file", err.file, "line", err.line, "message",
                                                     err.message));

@@ -735,26 +735,38 @@ int manager_set_profile(Manager *m, const char *profile) {
         return manager_apply(m, NULL);
 }
 
-static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
-        Manager *m = userdata;
-        ConfigError err;
+int manager_reload_notify(Manager *m, const char *why, ConfigError *err) {
         int r;
 
+        *err = (ConfigError) {};
         if (m->state == MANAGER_STOPPING)
-                return 0;
+                return -ESHUTDOWN;
+        /* systemd 252 has no Type=notify-reload: ExecReload= (blkmqctl
+         * reload) waits for this call, and RELOADING=1 ... READY=1 tell it
+         * the same for a SIGHUP sent by hand. */
         sd_notifyf(false, "RELOADING=1\nSTATUS=Reloading configuration\nMONOTONIC_USEC=%llu",
                    (unsigned long long) now_usec(CLOCK_MONOTONIC));
-        log_info("Reloading configuration (SIGHUP).");
+        log_info("Reloading configuration (%s).", why);
         m->state = MANAGER_RELOADING;
-        r = manager_reload(m, &err);
+        r = manager_reload(m, err);
         if (r < 0) {
-                if (err.line)
-                        log_error("%s:%u: %s", err.file, err.line, err.message);
+                if (err->line)
+                        log_error("%s:%u: %s", err->file, err->line, err->message);
+                else if (err->file[0])
+                        log_error("%s: %s", err->file, err->message);
                 else
-                        log_error("%s: %s", err.file, err.message);
+                        log_error_errno(r, "Failed to reload the configuration: %m");
                 log_error("Configuration not reloaded, keeping the previous one.");
         }
+        /* READY=1 once the re-apply is done (at once when it failed). */
         manager_check_progress(m);
+        return r;
+}
+
+static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        ConfigError err;
+
+        (void) manager_reload_notify(userdata, "SIGHUP", &err);
         return 0;
 }
 

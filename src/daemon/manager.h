@@ -123,6 +123,10 @@ int manager_apply(Manager *m, Device *d);
 int manager_restore(Manager *m, Device *d);
 /* Loads the config again; on error keeps the old one and fills *err. */
 int manager_reload(Manager *m, ConfigError *err);
+/* manager_reload() as a service reloads: RELOADING=1 to systemd, the
+ * error logged with its file:line and the old config kept, READY=1 once
+ * the devices are re-applied. why: "SIGHUP", "varlink". */
+int manager_reload_notify(Manager *m, const char *why, ConfigError *err);
 /* NULL clears; -ENOENT if no such [Profile]. */
 int manager_set_profile(Manager *m, const char *profile);
 /* Tells the listeners (the Manager adapter, the trial runner) of an event. */
