@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "message-id.h"
 #include "sha256.h"
 #include "util.h"
 #include "zone-service-internal.h"
@@ -97,16 +98,23 @@ static void reset_done(void *data, void *userdata) {
                 ZoneSlot *x = &d->slots[z];
 
                 if (j->results[i] < 0) {
-                        log_warning_errno(j->results[i], "%s: zone %u: reset failed, keeping it out of use: %m",
-                                          d->id, z);
+                        char zs[16];
+                        snprintf(zs, sizeof zs, "%u", z);
+                        log_struct_errno(LOG_WARNING, j->results[i], BLKMQD_MESSAGE_ZONE_FAILED,
+                                         LOG_FIELDS({ "BLKMQD_DEVICE", d->id }, { "BLKMQD_ZONE", zs }),
+                                         "%s: zone %u: reset failed, keeping it out of use: %m", d->id, z);
                         x->state = ZONE_STATE_FAILED;
                         (void) free_and_strdup(&x->note, "reset failed");
                 } else if (j->flushed < 0) {
                         /* The device may forget the reset, and a power cut
                          * bring the old data back under a free record: out
                          * of use, as after a failed reset. */
-                        log_error_errno(j->flushed, "%s: zone %u: the flush after its reset failed, the reset is "
-                                        "not known to be durable; keeping it out of use: %m", d->id, z);
+                        char zs[16];
+                        snprintf(zs, sizeof zs, "%u", z);
+                        log_struct_errno(LOG_ERR, j->flushed, BLKMQD_MESSAGE_ZONE_FAILED,
+                                         LOG_FIELDS({ "BLKMQD_DEVICE", d->id }, { "BLKMQD_ZONE", zs }),
+                                         "%s: zone %u: the flush after its reset failed, the reset is "
+                                         "not known to be durable; keeping it out of use: %m", d->id, z);
                         x->state = ZONE_STATE_FAILED;
                         (void) free_and_strdup(&x->note, "the flush after the reset failed: not known to be empty");
                 } else {
@@ -257,7 +265,14 @@ static int zdev_attach(ZoneService *s, ZoneDevice *d, Zbd *zbd) {
                 st = zone_reconcile(sl, &why);
                 if (!why)
                         continue;
-                log_notice("%s: zone %zu: %s → %s: %s", d->id, i, zone_state_to_string(sl->state),
+                char zs[24];
+                snprintf(zs, sizeof zs, "%zu", i);
+                log_struct(st == ZONE_STATE_FAILED ? LOG_WARNING : LOG_NOTICE,
+                           st == ZONE_STATE_FAILED ? BLKMQD_MESSAGE_ZONE_FAILED : NULL,
+                           LOG_FIELDS({ "BLKMQD_DEVICE", d->id }, { "BLKMQD_ZONE", zs }, { "BLKMQD_LEASE", sl->lease },
+                                      { "BLKMQD_LABEL", sl->label }, { "BLKMQD_OLD", zone_state_to_string(sl->state) },
+                                      { "BLKMQD_NEW", zone_state_to_string(st) }),
+                           "%s: zone %zu: %s → %s: %s", d->id, i, zone_state_to_string(sl->state),
                            zone_state_to_string(st), why);
                 sl->state = st;
                 (void) free_and_strdup(&d->slots[i].note, why);
