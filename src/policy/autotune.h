@@ -58,7 +58,14 @@ typedef struct AutoTunePolicy {
         double min_iops;                /* AutoMinIOPS=: below, the disk is idle: no trial */
         bool on_hotplug;                /* AutoTrialOnHotplug= */
         bool on_workload_change;        /* AutoTrialOnWorkloadChange= */
+        unsigned max_switches;          /* AutoMaxSwitches=: scheduler switches a trial may make */
+        bool remember;                  /* AutoRemember=: workloads seen get their setting back at once */
 } AutoTunePolicy;
+
+/* A trial makes at most this many scheduler switches by default (each
+ * freezes the queue): 3 schedulers grouped per round cost 2 a round, so 6
+ * rounds fit with room for the chosen setting. */
+#define AUTOTUNE_DEFAULT_MAX_SWITCHES 16
 
 void autotune_policy_init(AutoTunePolicy *p);
 void autotune_policy_done(AutoTunePolicy *p);
@@ -165,6 +172,7 @@ typedef struct AutoSeries {
 } AutoSeries;
 
 typedef struct AutoSummary {
+        bool dropped;       /* left the race before the last round */
         double objective;   /* median of the per-epoch objective */
         double read_await_ms, write_mbps, read_mbps, iops, in_flight; /* medians */
         double read_p99_ms; /* median of the epochs' probe p99s; 0: not measured */
@@ -204,6 +212,62 @@ bool autotune_have_p99(const AutoSeries *series, size_t n);
 void autotune_decide(const AutoTunePolicy *p, const AutoSeries *series, size_t n, AutoSummary *summaries,
                      AutoDecision *ret);
 
+/* ---- racing ----
+ *
+ * A trial runs in rounds; each round measures the candidates still in the
+ * race once, and after each round autotune_race() drops a candidate that
+ * another one beats with confidence. A candidate whose epoch is far worse
+ * than the best so far leaves at once (autotune_far_worse()): the price
+ * of a trial for the workload is one epoch per bad candidate. The current
+ * setting (candidate 0) always stays: the decision compares with it. */
+
+typedef struct AutoDrop {
+        bool dropped;
+        int by;           /* the candidate that beat it, -1 */
+        unsigned epochs;  /* its epochs when it left */
+        double p;         /* the racing test's p (0 for far worse) */
+        char why[256];
+} AutoDrop;
+
+/* P(T >= t) for Student's t with df degrees of freedom (df may be
+ * fractional). */
+double autotune_t_upper(double t, double df);
+
+/* After a round: drops the candidates (never 0) that another one still in
+ * the race dominates: better in the objective with p at most
+ * (1 - confidence) / (rounds * (n - 1)), and not worse on the bound's
+ * figure (write MB/s for read latency, read latency for throughput) or,
+ * for read latency, inside the write bound with half the tolerance to
+ * spare. The
+ * test is Student's t on the logarithms with the noise pooled over the
+ * candidates in the race (and at least each pair's own). Returns how many
+ * it dropped. */
+size_t autotune_race(const AutoTunePolicy *p, const AutoSeries *series, size_t n, AutoDrop *drops);
+
+/* Whether epoch e of candidate c (not 0) is far worse than the best so
+ * far: a read await more than the guard factor times the slowest epoch of
+ * the candidate still in the race with the lowest median read await among
+ * those inside the write bound so far (at least AUTOTUNE_GUARD_FLOOR_MS).
+ * *why says against what. */
+bool autotune_far_worse(const AutoTunePolicy *p, const AutoSeries *series, size_t n, const AutoDrop *drops,
+                        size_t c, const EpochFigures *e, char *why, size_t why_size);
+
+/* The order of round `round` over the candidates still in the race:
+ * grouped by scheduler (so a round switches only between groups), groups
+ * and members forward on even rounds and backward on odd ones (A B C, C B
+ * A: a linear drift favours no position, and a round begins where the
+ * last ended, with no switch). Returns how many were written to order. */
+size_t autotune_round_order(const AutoCandidate *cand, size_t n, const AutoDrop *drops, unsigned round,
+                            size_t *order);
+/* Scheduler switches to run order[0..k) from the scheduler `from`. */
+unsigned autotune_order_switches(const AutoCandidate *cand, const size_t *order, size_t k, const char *from);
+
+/* autotune_decide() with the drops of a race (NULL: none): a dropped
+ * candidate is not chosen and needs no minimum of epochs; with every
+ * challenger dropped the current setting is kept as the best. */
+void autotune_decide_raced(const AutoTunePolicy *p, const AutoSeries *series, size_t n, const AutoDrop *drops,
+                           AutoSummary *summaries, AutoDecision *ret);
+
 /* The guard rail: true if epoch e of a candidate has a read await more
  * than the policy's factor times the slowest epoch of the baseline so far
  * (both at least AUTOTUNE_GUARD_FLOOR_MS), or saw I/O errors; *why says
@@ -232,6 +296,7 @@ typedef struct AutoSignature {
         double read_share;  /* of I/Os, 0..1 */
         double avg_kb;      /* mean request size */
         double iops;
+        double depth;       /* mean requests in flight */
 } AutoSignature;
 
 void autotune_signature(const EpochFigures *e, AutoSignature *ret);
@@ -240,3 +305,42 @@ void autotune_signature(const EpochFigures *e, AutoSignature *ret);
 bool autotune_workload_changed(const AutoSignature *a, const AutoSignature *b, double min_iops);
 
 double autotune_median(const double *v, size_t n);
+
+/* ---- workloads seen ----
+ *
+ * A workload's signature is its read share of I/Os, mean request size,
+ * rate and depth (autotune_signature()). Rate and depth follow the setting
+ * in force as much as the workload (a queue of 32 holds at most 32), so
+ * their scale is wider: the distance is the largest of
+ *   |read share a - b| / 0.25,  |log2(size a / size b)|,
+ *   |log2(rate a / rate b)| / 2,  |log2((depth a + 1) / (depth b + 1))| / 2
+ * and two signatures within AUTOTUNE_MEMORY_MATCH are the same workload. */
+#define AUTOTUNE_MEMORY_MAX 8
+#define AUTOTUNE_MEMORY_MATCH 1.0
+
+double autotune_signature_distance(const AutoSignature *a, const AutoSignature *b);
+/* The median signature of the valid epochs of series[0..n). false: none. */
+bool autotune_series_signature(const AutoSeries *series, size_t n, AutoSignature *ret);
+
+typedef struct AutoMemory {
+        AutoSignature sig;
+        AutoCandidate cand;     /* what the trial chose (or kept) for it */
+        uint64_t realtime_usec; /* when */
+} AutoMemory;
+
+/* Records what a trial chose for sig: an entry of the same workload is
+ * replaced, else the oldest makes room. */
+void autotune_memory_record(AutoMemory *m, size_t *n, const AutoSignature *sig, const AutoCandidate *c,
+                            uint64_t now_usec);
+/* The entry nearest sig within AUTOTUNE_MEMORY_MATCH; -1: none (or sig is
+ * idle, below min_iops). */
+int autotune_memory_find(const AutoMemory *m, size_t n, const AutoSignature *sig, double min_iops);
+
+/* The state file's line for an entry of the disk `id` (its diskseq):
+ * tab-separated id, diskseq, read share, size, rate, depth, time,
+ * scheduler, nr_requests, wbt_lat_usec. -EINVAL if id holds a tab or a
+ * newline. */
+int autotune_memory_format(const char *id, uint64_t diskseq, const AutoMemory *e, char *buf, size_t size);
+/* Parses such a line (without its newline); *ret_id points into a copy in
+ * idbuf. -EINVAL on a malformed line. */
+int autotune_memory_parse(const char *line, char *idbuf, size_t idsize, uint64_t *ret_diskseq, AutoMemory *ret);
