@@ -60,7 +60,10 @@ typedef struct DaemonConfig {
         char *metrics_textfile;
         uint64_t call_timeout_usec; /* a mutating call waits this long for its jobs; 0: for ever */
         unsigned autotune_trials_per_hour; /* AutoTrialsPerHour=: trials across all devices */
+        char *state_directory; /* StateDirectory=: what trials learned of workloads (autotune-memory) */
 } DaemonConfig;
+
+#define CONFIG_DEFAULT_STATE_DIRECTORY "/var/lib/blkmqd"
 
 #define CONFIG_DEFAULT_AUTOTUNE_TRIALS_PER_HOUR 12u
 

@@ -707,6 +707,10 @@ class Daemon:
         env.pop("JOURNAL_STREAM", None)     # logs must go to our stderr file
         env.pop("LISTEN_FDS", None)
         env.pop("WATCHDOG_USEC", None)
+        # What the daemon keeps across restarts (StateDirectory=: the
+        # workloads trials learned) stays in the test's own directory,
+        # shared by the daemons of one Env.
+        env["STATE_DIRECTORY"] = os.path.join(self.env.tmp, "state")
         self._log = open(self.logpath, "ab")
         self._out = open(self.outpath, "ab")
         self.proc = subprocess.Popen(self.cmdline(), stdin=subprocess.DEVNULL,
