@@ -127,6 +127,7 @@ json_t *autotune_trial_json(const AutoDevice *a) {
         if (a->policy_copied)
                 json_object_set_new(o, "maxSchedulerSwitches", json_integer(a->policy.max_switches));
         json_object_set_new(o, "applyUsec", json_integer((json_int_t) a->apply_usec));
+        json_object_set_new(o, "settleUsec", json_integer((json_int_t) a->drain_usec));
         json_object_set_new(o, "rounds", json_integer(a->round));
         if (a->stop_reason[0])
                 json_object_set_new(o, "stopReason", json_string(a->stop_reason));

@@ -22,6 +22,7 @@
 #include "varlink.h"
 
 #define SETTLE_MAX_USEC 500000ULL     /* after an apply, before an epoch starts */
+#define DRAIN_POLL_USEC 50000ULL      /* then until the queue of the candidate before drained */
 #define HOTPLUG_DELAY_USEC 10000000ULL /* a new disk gets its workload first */
 #define WATCH_INTERVAL_USEC 10000000ULL /* periodic and workload-change checks */
 /* µs: probes run faster during a trial, for a read p99 per epoch (up to
@@ -415,6 +416,16 @@ static int on_settled(sd_event_source *s, uint64_t usec, void *userdata) {
                 abort_trial(a, "cannot read stat: %s", strerror(-r));
                 return 0;
         }
+        /* The queue of the candidate before must have drained first. */
+        uint64_t now = now_usec(CLOCK_MONOTONIC);
+        if (!autotune_drained(&a->stat_applied, &a->stat0) && now < a->applied_mono + AUTOTUNE_DRAIN_MAX_USEC) {
+                r = sd_event_add_time_relative(a->tuner->manager->event, &a->timer, CLOCK_MONOTONIC,
+                                               DRAIN_POLL_USEC, 1000, on_settled, a);
+                if (r < 0)
+                        abort_trial(a, "cannot arm a timer: %s", strerror(-r));
+                return 0;
+        }
+        a->drain_usec += now - a->applied_mono;
         a->t0 = now_usec(CLOCK_MONOTONIC);
         a->probe_errors0 = probe_errors(a->tuner, a->device);
         probe_mark(a);
@@ -490,6 +501,9 @@ static void on_applied(AutoDevice *a) {
         if (settle > SETTLE_MAX_USEC)
                 settle = SETTLE_MAX_USEC;
         a->phase = PHASE_SETTLING;
+        a->applied_mono = now_usec(CLOCK_MONOTONIC);
+        if (read_stat(d, &a->stat_applied) < 0)
+                a->stat_applied = (BlockStat) {}; /* nothing in flight: settle by time alone */
         if (sd_event_add_time_relative(a->tuner->manager->event, &a->timer, CLOCK_MONOTONIC, settle, 1000, on_settled,
                                        a) < 0)
                 abort_trial(a, "%s", "cannot arm a timer");
@@ -564,6 +578,7 @@ static void trial_begin(AutoDevice *a, bool forced) {
         a->abort_reason[0] = 0;
         a->switches = 0;
         a->apply_usec = 0;
+        a->drain_usec = 0;
         a->started_usec = now_usec(CLOCK_REALTIME);
         a->started_mono = now_usec(CLOCK_MONOTONIC);
         a->ended_usec = 0;

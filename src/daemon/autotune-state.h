@@ -66,6 +66,9 @@ struct AutoDevice {
         Hist *trial_h0;
         double p99_before, p99_during, p99_after;
         BlockStat stat0;
+        BlockStat stat_applied; /* when the candidate's apply came back */
+        uint64_t applied_mono;
+        uint64_t drain_usec;    /* settling and draining, all candidates */
         uint64_t t0;
         uint64_t probe_errors0; /* the device's probe errors when the epoch began */
         Hist *probe0;           /* its probe latencies when the epoch began (NULL: no probes) */

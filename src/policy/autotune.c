@@ -497,6 +497,13 @@ int blockstat_parse(const char *text, BlockStat *ret) {
         return 0;
 }
 
+bool autotune_drained(const BlockStat *at, const BlockStat *now) {
+        if (now->rd_ios < at->rd_ios || now->wr_ios < at->wr_ios)
+                return true; /* counters went back: another disk; the epoch will say invalid */
+        uint64_t done = (now->rd_ios - at->rd_ios) + (now->wr_ios - at->wr_ios);
+        return now->in_flight == 0 || done >= at->in_flight;
+}
+
 void autotune_epoch_figures(const BlockStat *a, const BlockStat *b, uint64_t usec, EpochFigures *ret) {
         *ret = (EpochFigures) {};
         if (usec == 0 || b->rd_ios < a->rd_ios || b->wr_ios < a->wr_ios || b->rd_ticks < a->rd_ticks ||

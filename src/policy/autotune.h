@@ -132,6 +132,14 @@ typedef struct BlockStat {
 
 int blockstat_parse(const char *text, BlockStat *ret);
 
+/* Whether the requests in flight when a candidate went in (at) have left
+ * the queue by now: as many completions since as were in flight then (the
+ * queue serves roughly in order), or nothing in flight. An epoch measures
+ * only after that, so that it sees the candidate, not the tail of the one
+ * before (a deep queue of large writes takes seconds to drain). */
+bool autotune_drained(const BlockStat *at, const BlockStat *now);
+#define AUTOTUNE_DRAIN_MAX_USEC (5ULL * 1000000) /* measure anyway after this long */
+
 /* Per-epoch figures of one candidate. */
 typedef struct EpochFigures {
         double read_iops, write_iops;

@@ -830,6 +830,27 @@ static void test_round_order(void **state) {
         assert_int_equal(autotune_order_switches(c, o0, 4, "kyber"), 1);
 }
 
+/* An epoch measures once the requests in flight at the apply have left. */
+static void test_drained(void **state) {
+        BlockStat at = { .rd_ios = 1000, .wr_ios = 500, .in_flight = 200 }, now = at;
+
+        now.in_flight = 180;
+        now.rd_ios += 100;
+        now.wr_ios += 50; /* 150 of 200 done */
+        assert_false(autotune_drained(&at, &now));
+        now.wr_ios += 50; /* 200 */
+        assert_true(autotune_drained(&at, &now));
+        /* an empty queue is drained whatever came before */
+        now = at;
+        now.in_flight = 0;
+        assert_true(autotune_drained(&at, &now));
+        /* nothing in flight at the apply: at once */
+        at.in_flight = 0;
+        now = at;
+        now.in_flight = 5;
+        assert_true(autotune_drained(&at, &now));
+}
+
 static void test_signature_memory(void **state) {
         AutoSignature oltp = { .read_share = 0.7, .avg_kb = 8, .iops = 5000, .depth = 24 },
                       oltp2 = { .read_share = 0.66, .avg_kb = 9, .iops = 3200, .depth = 60 },
@@ -930,6 +951,7 @@ int main(void) {
                 cmocka_unit_test(test_far_worse),
                 cmocka_unit_test(test_retrial_finds_drift),
                 cmocka_unit_test(test_round_order),
+                cmocka_unit_test(test_drained),
                 cmocka_unit_test(test_signature_memory),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
