@@ -197,6 +197,18 @@ json_t *autotuner_device_json(AutoTuner *t, const Device *d) {
         }
         if (p && p->remember)
                 json_object_set_new(o, "workloads", memory_json(t, d));
+        if (a && a->has_promise) {
+                static const char *const names[] = { "watching", "holds", "broken" };
+                json_t *pr = json_pack("{s:s, s:b, s:s}", "state", names[a->promise_state], "watching", a->promising,
+                                       "why", a->promise_why);
+                if (a->promise.write_floor_mbps > 0)
+                        json_object_set_new(pr, "writeFloorMBps", json_real(a->promise.write_floor_mbps));
+                if (a->promise.read_ceiling_ms > 0)
+                        json_object_set_new(pr, "readCeilingMs", json_real(a->promise.read_ceiling_ms));
+                if (a->fell_back)
+                        json_object_set_new(pr, "fallback", json_string(autotune_candidate_format(&a->fallback, buf, sizeof buf)));
+                json_object_set_new(o, "promise", pr);
+        }
         if (p && p->enabled && p->interval_usec) {
                 uint64_t last = a && a->started_usec ? a->started_usec : now_usec(CLOCK_REALTIME);
                 json_object_set_new(o, "nextTrialUsec", json_integer((json_int_t) (last + p->interval_usec)));
@@ -262,6 +274,15 @@ char *autotuner_explain(AutoTuner *t, const Device *d) {
                 return NULL;
         char price[256], *t2 = NULL;
         price_text(a, price, sizeof price);
+        if (a->has_promise && !a->fell_back && a->has_choice) {
+                r = asprintf(&t2, "%s After the change: %s%s.", s, a->promise_why,
+                             a->promising ? " (watching)" : "");
+                free(s);
+                if (r < 0)
+                        return NULL;
+                s = t2;
+                t2 = NULL;
+        }
         if (a->stop_reason[0] || price[0]) {
                 r = asprintf(&t2, "%s The trial %s%s%s.", s, a->stop_reason[0] ? a->stop_reason : "",
                              a->stop_reason[0] && price[0] ? "; " : "", price);

@@ -244,6 +244,8 @@ static void finish(AutoDevice *a) {
         }
         price_compute(a);
         remember(a);
+        /* the watch's next interval starts after the trial, not across it */
+        a->watch_mono = 0;
         const AutoCandidate *chosen = &a->cand[a->decision.winner];
         autotune_candidate_format(chosen, w, sizeof w);
         autotune_candidate_format(&a->cand[0], b, sizeof b);
@@ -265,6 +267,13 @@ static void finish(AutoDevice *a) {
                 a->history.last_change_usec = now_usec(CLOCK_MONOTONIC);
                 a->n_changes++;
                 t->n_changes++;
+                autotune_promise_make(&a->policy, a->series, a->summary, a->n_cand, a->decision.winner, &a->promise);
+                a->has_promise = a->promising = true;
+                a->promise_state = AUTO_PROMISE_WATCHING;
+                a->promise_until = now_usec(CLOCK_MONOTONIC) + AUTOTUNE_PROMISE_USEC;
+                a->n_promise_e = 0;
+                a->fell_back = false;
+                snprintf(a->promise_why, sizeof a->promise_why, "watching the chosen setting on the workload");
                 log_info("%s: trial chose %s over %s: %s (switches %u, apply time %" PRIu64 " ms).", d->sysname, w, b,
                          a->decision.reason, a->switches, a->apply_usec / 1000);
         } else {
@@ -579,6 +588,7 @@ static void trial_begin(AutoDevice *a, bool forced) {
         a->switches = 0;
         a->apply_usec = 0;
         a->drain_usec = 0;
+        a->promising = a->has_promise = a->fell_back = false;
         a->started_usec = now_usec(CLOCK_REALTIME);
         a->started_mono = now_usec(CLOCK_MONOTONIC);
         a->ended_usec = 0;
@@ -837,6 +847,64 @@ void autotuner_event(AutoTuner *t, ManagerEventType type, Device *d) {
         }
 }
 
+/* After a change: one more watch interval of the chosen setting, judged
+ * against the bound the trial admitted it under. Broken: it falls back to
+ * the trial's admissible candidate with the most margin (the setting
+ * before the trial if none), says so (log, Monitor, explain, GetDevice),
+ * and leaves the broken one out of the next trials for an hour. */
+static void watch_promise(AutoDevice *a, const EpochFigures *e, uint64_t now) {
+        AutoTuner *t = a->tuner;
+        char why[256], w[96], f[96], hm[16];
+
+        if (a->n_promise_e < AUTOTUNE_PROMISE_MAX_INTERVALS)
+                a->promise_e[a->n_promise_e++] = *e;
+        AutoPromiseState st = autotune_promise_check(&a->policy, &a->promise, a->promise_e, a->n_promise_e, why,
+                                                     sizeof why);
+        if (st != AUTO_PROMISE_WATCHING)
+                snprintf(a->promise_why, sizeof a->promise_why, "%s", why);
+        a->promise_state = st;
+        if (st == AUTO_PROMISE_BROKEN) {
+                int fb = autotune_fallback(&a->policy, a->summary, a->n_cand, a->decision.winner);
+                const AutoCandidate *c = &a->cand[fb >= 0 ? fb : 0];
+                autotune_candidate_format(&a->cand[a->decision.winner], w, sizeof w);
+                autotune_candidate_format(c, f, sizeof f);
+                a->promising = false;
+                a->fell_back = true;
+                a->fallback = *c;
+                a->fallback.baseline = false;
+                autotune_tripped_add(a->tripped, &a->n_tripped, &a->cand[a->decision.winner], now);
+                /* the workload's memory gets the fallback, not the broken choice */
+                AutoMemoryDisk *m = a->policy.remember ? autotune_memory_disk(t, a->device, true) : NULL;
+                if (m) {
+                        autotune_memory_record(m->m, &m->n, &a->promise.sig, &a->fallback, now_usec(CLOCK_REALTIME));
+                        (void) autotune_memory_save(t);
+                }
+                a->choice = a->fallback;
+                a->has_choice = true;
+                a->choice_trial = a->n_trials;
+                snprintf(a->origin, sizeof a->origin, "fallback at %s", autotune_clock_hm(now_usec(CLOCK_REALTIME), hm));
+                if (snprintf(a->choice_text, sizeof a->choice_text,
+                         "%s, fallen back to at %s: %s, chosen by the trial, broke the bound it was chosen under: %.200s. "
+                         "%s is the trial's candidate that kept the bound with the most margin%s.",
+                         f, hm, w, a->promise_why, f, fb >= 0 ? "" : " (none did: the setting before the trial)") < 0)
+                        a->choice_text[0] = 0;
+                a->history.last_change_usec = now;
+                a->n_changes++;
+                t->n_changes++;
+                log_warning("%s: %s broke the bound the trial chose it under (%s); falling back to %s.",
+                            a->device->sysname, w, a->promise_why, f);
+                (void) manager_apply(t->manager, a->device);
+                emit(a);
+                return;
+        }
+        if (now >= a->promise_until) {
+                a->promising = false;
+                log_info("%s: the chosen setting %s: %s.", a->device->sysname,
+                         st == AUTO_PROMISE_HOLDS ? "kept the trial's bound" : "was not judged (too little of the workload)",
+                         a->promise_why);
+        }
+}
+
 /* A workload seen before is back (its signature is near one that a trial
  * chose for, and away from the one in force): its setting goes in at once,
  * with no trial and no dwell time. true: it was (or its setting is already
@@ -900,7 +968,8 @@ static int on_watch(sd_event_source *s, uint64_t usec, void *userdata) {
                 if (d->removed || !(p = autotune_device_policy(t, d)) || !p->enabled)
                         continue;
                 const AutoMemoryDisk *mem = p->remember ? autotune_memory_disk(t, d, false) : NULL;
-                if (!p->interval_usec && !p->on_workload_change && (!mem || mem->n == 0))
+                AutoDevice *known = autotune_find(t, d);
+                if (!p->interval_usec && !p->on_workload_change && (!mem || mem->n == 0) && !(known && known->promising))
                         continue;
                 AutoDevice *a = get(t, d);
                 if (!a || autotune_running(a) || a->phase == PHASE_FINISHING)
@@ -915,6 +984,8 @@ static int on_watch(sd_event_source *s, uint64_t usec, void *userdata) {
                         AutoSignature sig;
                         autotune_epoch_figures(&a->watch_stat, &st, now - a->watch_mono, &e);
                         autotune_signature(&e, &sig);
+                        if (a->promising)
+                                watch_promise(a, &e, now);
                         bool recalled = e.valid && recall(a, p, &sig);
                         a->prev_sig = sig;
                         a->has_prev_sig = e.valid;

@@ -91,6 +91,19 @@ struct AutoDevice {
         AutoTripped tripped[AUTOTUNE_TRIPPED_MAX];
         size_t n_tripped;
 
+        /* After a change: the chosen setting watched against the bound
+         * the trial admitted it under, for AUTOTUNE_PROMISE_USEC. */
+        bool promising;          /* watching now */
+        bool has_promise;        /* a promise was made (watching or judged) */
+        AutoPromise promise;
+        AutoPromiseState promise_state;
+        uint64_t promise_until;  /* CLOCK_MONOTONIC */
+        EpochFigures promise_e[AUTOTUNE_PROMISE_MAX_INTERVALS];
+        size_t n_promise_e;
+        char promise_why[256];
+        bool fell_back;
+        AutoCandidate fallback;  /* what it fell back to */
+
         /* workload-change detector, and the last recall of a workload seen */
         unsigned n_recalls;
         uint64_t recalled_usec; /* CLOCK_REALTIME */

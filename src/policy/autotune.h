@@ -352,3 +352,42 @@ int autotune_memory_format(const char *id, uint64_t diskseq, const AutoMemory *e
 /* Parses such a line (without its newline); *ret_id points into a copy in
  * idbuf. -EINVAL on a malformed line. */
 int autotune_memory_parse(const char *line, char *idbuf, size_t idsize, uint64_t *ret_diskseq, AutoMemory *ret);
+
+/* ---- what the trial promised, watched after the change ----
+ *
+ * A change was admitted under a bound: for read latency, the chosen
+ * setting's writes within AutoWriteTolerance= of the best candidate's; for
+ * throughput, its read latency under the target. After the change the
+ * runner watches the setting over AUTOTUNE_PROMISE_USEC, in the watch's
+ * 10 s intervals, on the workload the trial measured. */
+#define AUTOTUNE_PROMISE_USEC (300ULL * 1000000)
+#define AUTOTUNE_PROMISE_MIN_INTERVALS 6 /* a minute of the same workload before judging */
+#define AUTOTUNE_PROMISE_MAX_INTERVALS 32
+
+typedef struct AutoPromise {
+        AutoSignature sig;       /* the workload the trial measured */
+        double write_floor_mbps; /* read latency: (1 - tolerance) x the trial's best write; 0: moot */
+        double read_ceiling_ms;  /* throughput: the target; 0: moot */
+        double predicted_write_mbps, predicted_read_ms; /* the chosen setting in the trial */
+} AutoPromise;
+
+typedef enum AutoPromiseState {
+        AUTO_PROMISE_WATCHING, /* too few intervals of the workload yet */
+        AUTO_PROMISE_HOLDS,    /* inside the bound so far */
+        AUTO_PROMISE_BROKEN,   /* the median of the intervals breaks the bound */
+} AutoPromiseState;
+
+/* The promise of a trial whose decision was a change (winner). */
+void autotune_promise_make(const AutoTunePolicy *p, const AutoSeries *series, const AutoSummary *sum, size_t n,
+                           int winner, AutoPromise *ret);
+/* Judges the watched intervals e[0..k): those of the promised workload
+ * (signature within AUTOTUNE_MEMORY_MATCH, not idle) count; with at least
+ * AUTOTUNE_PROMISE_MIN_INTERVALS of them, their median write MB/s (read
+ * await) against the floor (ceiling). *why says the figures. */
+AutoPromiseState autotune_promise_check(const AutoTunePolicy *p, const AutoPromise *pr, const EpochFigures *e,
+                                        size_t k, char *why, size_t why_size);
+/* The candidate to fall back to when the chosen one broke its bound: of
+ * the admissible candidates of the trial other than chosen, the one that
+ * kept the bound with the most margin (the highest median write for read
+ * latency, the lowest read latency for throughput); -1: none. */
+int autotune_fallback(const AutoTunePolicy *p, const AutoSummary *sum, size_t n, int chosen);
