@@ -352,10 +352,12 @@ static void next_epoch(AutoDevice *a) {
                 apply_slot(a);
                 return;
         }
+        bool was[AUTOTUNE_MAX_CANDIDATES];
+        for (size_t c = 0; c < a->n_cand; c++)
+                was[c] = a->drops[c].dropped;
         if (autotune_race(&a->policy, a->series, a->n_cand, a->drops) > 0)
                 for (size_t c = 1; c < a->n_cand; c++)
-                        if (a->drops[c].dropped && a->drops[c].by >= 0 && a->drops[c].epochs == a->series[c].n &&
-                            a->drops[c].p > 0)
+                        if (a->drops[c].dropped && !was[c])
                                 log_info("%s: %s leaves the trial: %s.", a->device->sysname,
                                          autotune_candidate_format(&a->cand[c], buf, sizeof buf), a->drops[c].why);
         a->round++;
@@ -712,6 +714,7 @@ static void check_replaced(AutoTuner *t, Device *d) {
                 end_trial_now(a, "another disk appeared under the name");
         a->phase = PHASE_IDLE;
         a->has_choice = false;
+        a->promising = false;
         a->n_tripped = 0;
         autotune_memory_forget(t, d);
         a->has_sig = a->has_prev_sig = false;
@@ -788,6 +791,7 @@ void autotuner_forget(AutoTuner *t, Device *d) {
                 }
                 a->phase = PHASE_IDLE;
                 a->has_choice = false;
+                a->promising = false;
         }
 }
 
@@ -856,6 +860,10 @@ static void watch_promise(AutoDevice *a, const EpochFigures *e, uint64_t now) {
         AutoTuner *t = a->tuner;
         char why[256], w[96], f[96], hm[16];
 
+        if (!a->has_choice) {
+                a->promising = false; /* restored, or the Auto* keys went: nothing of it is in force */
+                return;
+        }
         if (a->n_promise_e < AUTOTUNE_PROMISE_MAX_INTERVALS)
                 a->promise_e[a->n_promise_e++] = *e;
         AutoPromiseState st = autotune_promise_check(&a->policy, &a->promise, a->promise_e, a->n_promise_e, why,
@@ -932,6 +940,7 @@ static bool recall(AutoDevice *a, const AutoTunePolicy *p, const AutoSignature *
         autotune_candidate_format(&e->cand, w, sizeof w);
         a->choice = e->cand;
         a->has_choice = true;
+        a->promising = false; /* the trial's promise was of another workload */
         a->recalled_usec = now_usec(CLOCK_REALTIME);
         a->n_recalls++;
         snprintf(a->origin, sizeof a->origin, "workload seen by the trial at %s", autotune_clock_hm(e->realtime_usec, hm));
