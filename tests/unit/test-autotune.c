@@ -598,6 +598,37 @@ static void test_recorded(void **state) {
         for (size_t i = 0; i < s[2].n; i++)
                 base.epochs[base.n++] = s[2].epochs[i];
         assert_true(autotune_guard(&p, &base, &s[0].epochs[0], why, sizeof why));
+
+        /* The same recording replayed as a re-trial from the good setting
+         * (32 first, then 8 and 256, in the trial's serpentine order): the
+         * old setting leaves the race after one epoch, far worse than the
+         * best so far, and the trial goes on to keep 32, where the guard
+         * rail ended it. */
+        AutoSeries src[3] = { s[2], s[1], s[0] }, r[3] = {};
+        AutoCandidate cand[3] = { { "mq-deadline", 32 }, { "mq-deadline", 8 }, { "mq-deadline", 256 } };
+        AutoDrop drops[3] = {};
+        size_t next[3] = {};
+        for (unsigned round = 0; round < 5; round++) {
+                size_t order[3];
+                size_t k = autotune_round_order(cand, 3, drops, round, order);
+                for (size_t i = 0; i < k; i++) {
+                        size_t c = order[i];
+                        if (drops[c].dropped || next[c] >= src[c].n)
+                                continue;
+                        const EpochFigures *e = &src[c].epochs[next[c]++];
+                        if (autotune_far_worse(&p, r, 3, drops, c, e, why, sizeof why))
+                                drops[c] = (AutoDrop) { .dropped = true, .by = -1, .epochs = (unsigned) r[c].n + 1 };
+                        r[c].epochs[r[c].n++] = *e;
+                }
+                autotune_race(&p, r, 3, drops);
+        }
+        assert_true(drops[2].dropped);
+        assert_int_equal(r[2].n, 1);
+        assert_false(drops[1].dropped); /* faster reads, but outside the write bound: no one dominates it */
+        autotune_decide_raced(&p, r, 3, drops, sum, &d);
+        print_message("re-trial from 32: %s (%s)\n", auto_verdict_to_string(d.verdict), d.reason);
+        assert_int_equal(d.winner, 0);
+        assert_true(d.verdict == AUTO_VERDICT_KEEP_BEST || d.verdict == AUTO_VERDICT_KEEP_NOISE);
 }
 
 /* The t distribution the race tests with. */
