@@ -9,10 +9,13 @@
  * clock). The daemon's trial runner (autotune-runner.c) feeds it the
  * figures it samples; the unit tests feed it synthetic and recorded series.
  *
- * Method. A trial measures every candidate on the live workload in short
- * epochs, interleaved: round r runs the candidates in the order rotated by
- * r (A B C, B C A, C A B, ...), so that a workload drifting during the
- * trial favours no position. Each epoch yields figures from the deltas of
+ * Method. A trial measures the candidates on the live workload in short
+ * epochs, in rounds over those still in the race: grouped by scheduler,
+ * forward then backward (autotune_round_order()), so that a workload
+ * drifting linearly during the trial favours no position; after each round
+ * the race drops the candidates beaten with confidence (autotune_race()),
+ * and one far worse than the best so far leaves after its epoch
+ * (autotune_far_worse()). Each epoch yields figures from the deltas of
  * /sys/block/X/stat. The decision compares per-epoch figures with a
  * one-sided Mann-Whitney rank test (exact null distribution, ties count a
  * half) between the best admissible candidate and the current setting: it
@@ -167,8 +170,9 @@ double autotune_objective_value(const AutoTunePolicy *p, const EpochFigures *e, 
 double autotune_read_latency(const EpochFigures *e, bool p99);
 bool autotune_objective_lower_better(const AutoTunePolicy *p);
 
-/* The order of the trial: slot s of n_cand * rounds runs candidate
- * autotune_slot_candidate(s, n_cand). */
+/* The rotated order (A B C, B C A, ...): slot s of n_cand * rounds runs
+ * candidate autotune_slot_candidate(s, n_cand). The runner now uses
+ * autotune_round_order(); the unit tests' synthetic trials use this. */
 size_t autotune_slot_candidate(size_t slot, size_t n_cand);
 
 /* One-sided Mann-Whitney: p-value of "x tends to be smaller than y". */
@@ -276,10 +280,11 @@ unsigned autotune_order_switches(const AutoCandidate *cand, const size_t *order,
 void autotune_decide_raced(const AutoTunePolicy *p, const AutoSeries *series, size_t n, const AutoDrop *drops,
                            AutoSummary *summaries, AutoDecision *ret);
 
-/* The guard rail: true if epoch e of a candidate has a read await more
- * than the policy's factor times the slowest epoch of the baseline so far
- * (both at least AUTOTUNE_GUARD_FLOOR_MS), or saw I/O errors; *why says
- * which. */
+/* The guard rail: true if epoch e of a candidate saw I/O errors, or has a
+ * read await more than the policy's factor times the slowest epoch of the
+ * baseline so far (both at least AUTOTUNE_GUARD_FLOOR_MS); *why says
+ * which. The runner ends a trial on errors only: a slow candidate leaves
+ * the race instead (autotune_far_worse(), against the best so far). */
 bool autotune_guard(const AutoTunePolicy *p, const AutoSeries *baseline, const EpochFigures *e, char *why,
                     size_t why_size);
 
