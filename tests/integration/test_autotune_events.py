@@ -18,6 +18,8 @@ life: on plain loop devices (fast, so short epochs do), with fio.
    back with no trial; a restarted daemon reads the memory from
    StateDirectory= and does the same; another medium under the name (the
    loop device attached again: a new diskseq) forgets it.
+6. AutoMaxSwitches=: a trial stops before a round that would pass the cap,
+   and one whose first round alone needs more is refused.
 
 Needs root, loop devices, udevd, fio; $BLKMQD."""
 
@@ -225,6 +227,37 @@ MatchBackingFile={mem.backing_file()}
                      daemon=d3)
                 r.ok(os.path.exists(state) and path not in open(state).read(), "and gone from the state file")
                 d3.stop()
+
+            with r.case("scheduler switches are counted and capped (AutoMaxSwitches=)", env):
+                cap = env.attach("cap")
+                cap.set("scheduler", "none")
+                ccfg = env.config(f"""\
+[Device cap]
+MatchBackingFile={cap.backing_file()}
+{TRIAL_KEYS}AutoMaxSwitches=1
+[Device cap3]
+MatchBackingFile={env.tmp}/cap3-*.img
+{TRIAL_KEYS.replace("none mq-deadline", "none mq-deadline kyber")}AutoMaxSwitches=1
+""", name="cap.conf")
+                d4 = env.daemon(["--config", ccfg, "--varlink-address", addr, "--log-level", "debug"], name="blkmqd-cap")
+                d4.start(timeout=15)
+                procs.append(fio(cap.dev, "randread", "4k"))
+                rep = varlink_call(addr, "io.blkmqd.Manager.Trial", {"device": cap.name}, timeout=120)
+                t = rep.get("parameters", {}).get("trial", {})
+                log(f"# cap 1: {t.get('verdict')}: {t.get('reason')}; {t.get('stopReason')}; "
+                    f"{t.get('schedulerSwitches')} switches, {t.get('rounds')} rounds")
+                # none -> mq-deadline is the first round's one switch; the
+                # second (backwards) would need another
+                r.eq((t.get("schedulerSwitches"), t.get("rounds")), (1, 1), "one switch, one round", daemon=d4)
+                r.ok("AutoMaxSwitches=1" in t.get("stopReason", ""), "the trial says why it stopped",
+                     detail=str(t.get("stopReason")))
+                cap3 = env.attach("cap3")
+                # once the daemon has matched it to its section
+                wait_for(lambda: autotune(addr, cap3.name).get("enabled") is True, 20, interval=0.5)
+                rep = varlink_call(addr, "io.blkmqd.Manager.Trial", {"device": cap3.name}, timeout=30)
+                r.ok("AutoMaxSwitches=1" in str(rep.get("parameters", {}).get("reason", rep)),
+                     "three schedulers need two switches a round: refused", detail=str(rep)[:300])
+                d4.stop()
         finally:
             for p in procs:
                 stop(p)
