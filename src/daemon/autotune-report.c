@@ -147,16 +147,16 @@ json_t *autotune_trial_json(const AutoDevice *a) {
         return o;
 }
 
-/* The trial's price in one phrase: "read p99 during the trial 116 ms,
- * 1.2 times the worse of before (97 ms) and after (54 ms)". buf[0] = 0
+/* The trial's price in one phrase: "a read p99 of 116 ms during it, 1.2
+ * times the worse of before (97 ms) and after (54 ms)." buf[0] = 0
  * without probes enough. */
 static char *price_text(const AutoDevice *a, char *buf, size_t size) {
         double ref = fmax(a->p99_before, a->p99_after);
         buf[0] = 0;
         if (a->p99_during > 0 && ref > 0)
                 snprintf(buf, size,
-                         "read p99 during the trial %.2f ms, %.2f times the worse of before (%.2f ms) and after "
-                         "(%.2f ms)",
+                         "a read p99 of %.2f ms during it, %.2f times the worse of before (%.2f ms) and "
+                         "after (%.2f ms).",
                          a->p99_during, a->p99_during / ref, a->p99_before, a->p99_after);
         return buf;
 }
@@ -284,8 +284,8 @@ char *autotuner_explain(AutoTuner *t, const Device *d) {
                 t2 = NULL;
         }
         if (a->stop_reason[0] || price[0]) {
-                r = asprintf(&t2, "%s The trial %s%s%s.", s, a->stop_reason[0] ? a->stop_reason : "",
-                             a->stop_reason[0] && price[0] ? "; " : "", price);
+                r = asprintf(&t2, "%s%s%s%s%s%s", s, a->stop_reason[0] ? " The last trial " : "", a->stop_reason,
+                             a->stop_reason[0] ? "." : "", price[0] ? " The last trial's price: " : "", price);
                 free(s);
                 if (r < 0)
                         return NULL;

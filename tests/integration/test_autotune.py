@@ -243,7 +243,7 @@ AutoRounds=4
                     r.ok(price.get("readP99MsBefore", 0) > 0 and price.get("ratio", 0) > 0,
                          "the price: the read p99 during the trial against before and after", detail=str(price))
                     ex = ctl("explain", loop.name).stdout
-                    r.ok("read p99 during the trial" in ex, "explain shows the price", detail=ex)
+                    r.ok("The last trial's price: a read p99 of" in ex, "explain shows the price", detail=ex)
                 if t2["verdict"] == "aborted" and " with mq-deadline nr_requests=" in t2.get("abortReason", ""):
                     # The candidate that tripped the guard rail is left out
                     # of the next trial (for an hour, or until the workload
