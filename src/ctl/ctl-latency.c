@@ -70,6 +70,7 @@ static void print_trial_table(json_t *t) {
                "READ MB/s", "IN FLIGHT", "");
         json_array_foreach(json_object_get(t, "candidates"), i, c) {
                 const char *mark = json_is_true(json_object_get(c, "refused"))              ? "refused by the kernel"
+                                   : json_is_true(json_object_get(c, "dropped"))             ? "left the race"
                                    : json_is_false(json_object_get(c, "admissible"))         ? "outside the bound"
                                    : json_is_true(json_object_get(c, "baseline"))            ? "(before the trial)"
                                                                                              : "";
@@ -92,6 +93,27 @@ static int print_trial_epoch(json_t *p, void *userdata) {
         return EXIT_OK;
 }
 
+/* Who left the race and why, and what the trial cost the workload's reads. */
+static void print_trial_price(json_t *t) {
+        json_t *c, *pr = json_object_get(t, "price");
+        size_t i;
+
+        json_array_foreach(json_object_get(t, "candidates"), i, c)
+                if (jstr(c, "dropReason"))
+                        printf("Left the race after %lld epochs: %s: %s\n", jint(c, "epochs", 0), dash(jstr(c, "setting")),
+                               jstr(c, "dropReason"));
+        if (jstr(t, "stopReason"))
+                printf("Stopped: %s\n", jstr(t, "stopReason"));
+        if (jreal(pr, "readP99MsDuring") > 0)
+                printf("Price: read p99 %.2f ms during the trial, %.2f ms before (the setting before it), %.2f ms after "
+                       "(the setting after it): %.2f times the worse\n",
+                       jreal(pr, "readP99MsDuring"), jreal(pr, "readP99MsBefore"), jreal(pr, "readP99MsAfter"),
+                       jreal(pr, "ratio"));
+        else
+                printf("Price: too few probes for a read p99 (ProbeIntervalSec=, the probes' own %s)\n",
+                       "rate during a trial is one per 20 ms");
+}
+
 /* The last reply: the outcome. */
 static int print_trial_result(json_t *p, void *userdata) {
         json_t *t = json_object_get(p, "trial");
@@ -107,8 +129,9 @@ static int print_trial_result(json_t *p, void *userdata) {
                                                                                       : "the mean read await (too few probes for a p99)");
         if (jstr(t, "note"))
                 printf("Note: %s\n", jstr(t, "note"));
-        printf("Scheduler switches: %lld, time in applies: %lld ms\n", jint(t, "schedulerSwitches", 0),
-               jint(t, "applyUsec", 0) / 1000);
+        printf("Scheduler switches: %lld (at most %lld), time in applies: %lld ms\n", jint(t, "schedulerSwitches", 0),
+               jint(t, "maxSchedulerSwitches", 0), jint(t, "applyUsec", 0) / 1000);
+        print_trial_price(t);
         return EXIT_OK;
 }
 

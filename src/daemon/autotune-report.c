@@ -38,6 +38,10 @@ static json_t *candidate_json(const AutoDevice *a, size_t c) {
                 json_object_set_new(o, "wbtLatUsec", json_integer(a->cand[c].wbt_lat_usec));
         if (a->refused[c])
                 json_object_set_new(o, "refused", json_true());
+        if (a->drops[c].dropped && !a->refused[c]) {
+                json_object_set_new(o, "dropped", json_true());
+                json_object_set_new(o, "dropReason", json_string(a->drops[c].why));
+        }
         if (s->n > 0) {
                 json_object_set_new(o, "readAwaitMs", json_real(s->read_await_ms));
                 json_object_set_new(o, "writeMBps", json_real(s->write_mbps));
@@ -122,8 +126,57 @@ json_t *autotune_trial_json(const AutoDevice *a) {
         if (a->note[0])
                 json_object_set_new(o, "note", json_string(a->note));
         json_object_set_new(o, "schedulerSwitches", json_integer(a->switches));
+        if (a->policy_copied)
+                json_object_set_new(o, "maxSchedulerSwitches", json_integer(a->policy.max_switches));
         json_object_set_new(o, "applyUsec", json_integer((json_int_t) a->apply_usec));
+        json_object_set_new(o, "settleUsec", json_integer((json_int_t) a->drain_usec));
+        json_object_set_new(o, "rounds", json_integer(a->round));
+        if (a->stop_reason[0])
+                json_object_set_new(o, "stopReason", json_string(a->stop_reason));
+        if (a->has_result) {
+                json_t *price = json_object();
+                if (a->p99_before > 0)
+                        json_object_set_new(price, "readP99MsBefore", json_real(a->p99_before));
+                if (a->p99_during > 0)
+                        json_object_set_new(price, "readP99MsDuring", json_real(a->p99_during));
+                if (a->p99_after > 0)
+                        json_object_set_new(price, "readP99MsAfter", json_real(a->p99_after));
+                double ref = fmax(a->p99_before, a->p99_after);
+                if (a->p99_during > 0 && ref > 0)
+                        json_object_set_new(price, "ratio", json_real(a->p99_during / ref));
+                json_object_set_new(o, "price", price);
+        }
         return o;
+}
+
+/* The trial's price in one phrase: "a read p99 of 116 ms during it, 1.2
+ * times the worse of before (97 ms) and after (54 ms)." buf[0] = 0
+ * without probes enough. */
+static char *price_text(const AutoDevice *a, char *buf, size_t size) {
+        double ref = fmax(a->p99_before, a->p99_after);
+        buf[0] = 0;
+        if (a->p99_during > 0 && ref > 0)
+                snprintf(buf, size,
+                         "a read p99 of %.2f ms during it, %.2f times the worse of before (%.2f ms) and "
+                         "after (%.2f ms).",
+                         a->p99_during, a->p99_during / ref, a->p99_before, a->p99_after);
+        return buf;
+}
+
+static json_t *memory_json(AutoTuner *t, const Device *d) {
+        const AutoMemoryDisk *m = autotune_memory_disk(t, d, false);
+        json_t *arr = json_array();
+        char buf[96];
+
+        for (size_t i = 0; m && i < m->n; i++) {
+                const AutoMemory *e = &m->m[i];
+                json_array_append_new(arr, json_pack("{s:f, s:f, s:f, s:f, s:s, s:I}", "readShare", e->sig.read_share,
+                                                     "requestKiB", e->sig.avg_kb, "iops", e->sig.iops, "depth",
+                                                     e->sig.depth, "setting",
+                                                     autotune_candidate_format(&e->cand, buf, sizeof buf),
+                                                     "chosenUsec", (json_int_t) e->realtime_usec));
+        }
+        return arr;
 }
 
 json_t *autotuner_device_json(AutoTuner *t, const Device *d) {
@@ -140,6 +193,23 @@ json_t *autotuner_device_json(AutoTuner *t, const Device *d) {
                 json_object_set_new(o, "changes", json_integer(a->n_changes));
                 if (a->has_choice)
                         json_object_set_new(o, "chosen", json_string(autotune_candidate_format(&a->choice, buf, sizeof buf)));
+                json_object_set_new(o, "recalls", json_integer(a->n_recalls));
+                if (a->has_choice && a->recalled_usec && a->choice_trial == a->n_trials)
+                        json_object_set_new(o, "recalledUsec", json_integer((json_int_t) a->recalled_usec));
+        }
+        if (p && p->remember)
+                json_object_set_new(o, "workloads", memory_json(t, d));
+        if (a && a->has_promise) {
+                static const char *const names[] = { "watching", "holds", "broken" };
+                json_t *pr = json_pack("{s:s, s:b, s:s}", "state", names[a->promise_state], "watching", a->promising,
+                                       "why", a->promise_why);
+                if (a->promise.write_floor_mbps > 0)
+                        json_object_set_new(pr, "writeFloorMBps", json_real(a->promise.write_floor_mbps));
+                if (a->promise.read_ceiling_ms > 0)
+                        json_object_set_new(pr, "readCeilingMs", json_real(a->promise.read_ceiling_ms));
+                if (a->fell_back)
+                        json_object_set_new(pr, "fallback", json_string(autotune_candidate_format(&a->fallback, buf, sizeof buf)));
+                json_object_set_new(o, "promise", pr);
         }
         if (p && p->enabled && p->interval_usec) {
                 uint64_t last = a && a->started_usec ? a->started_usec : now_usec(CLOCK_REALTIME);
@@ -148,15 +218,42 @@ json_t *autotuner_device_json(AutoTuner *t, const Device *d) {
         return o;
 }
 
+/* s (owned), and the workloads remembered for the disk after it. */
+static char *explain_with_memory(AutoTuner *t, const Device *d, char *s) {
+        const AutoTunePolicy *p = autotune_device_policy(t, d);
+        const AutoMemoryDisk *m = p && p->remember ? autotune_memory_disk(t, d, false) : NULL;
+        StrBuf sb = {};
+        char buf[96], hm[16];
+
+        if (!s || !m || m->n == 0)
+                return s;
+        strbuf_appendf(&sb, "%s Workloads seen (%zu):", s, m->n);
+        for (size_t i = 0; i < m->n; i++) {
+                const AutoMemory *e = &m->m[i];
+                strbuf_appendf(&sb, "%s reads %.0f %% of I/Os, %.0f KiB, %.0f I/Os per second, %.1f in flight: %s (trial at %s)",
+                              i ? ";" : "", e->sig.read_share * 100, e->sig.avg_kb, e->sig.iops, e->sig.depth,
+                              autotune_candidate_format(&e->cand, buf, sizeof buf),
+                              autotune_clock_hm(e->realtime_usec, hm));
+        }
+        strbuf_appendf(&sb, ".");
+        free(s);
+        s = strdup(strbuf_str(&sb));
+        strbuf_done(&sb);
+        return s;
+}
+
 char *autotuner_explain(AutoTuner *t, const Device *d) {
         AutoDevice *a = autotune_find(t, d);
         const AutoTunePolicy *p = autotune_device_policy(t, d);
         char *s = NULL, w[96], b[96], hm[16];
         int r;
 
+        if (a && a->has_choice && a->recalled_usec && !a->has_result)
+                return explain_with_memory(t, d, strdup(a->choice_text));
         if (!a || !a->has_result) {
                 if (p && p->enabled)
-                        return strdup("AutoTune=yes: no trial has run yet; the static keys are in force.");
+                        return explain_with_memory(t, d,
+                                                   strdup("AutoTune=yes: no trial has run yet; the static keys are in force."));
                 return NULL;
         }
         if (autotune_running(a))
@@ -175,7 +272,28 @@ char *autotuner_explain(AutoTuner *t, const Device *d) {
         else
                 r = asprintf(&s, "%s kept by the trial at %s: %s (%s).", b, hm, auto_verdict_to_string(a->decision.verdict),
                              a->decision.reason);
-        return r < 0 ? NULL : s;
+        if (r < 0)
+                return NULL;
+        char price[256], *t2 = NULL;
+        price_text(a, price, sizeof price);
+        if (a->has_promise && !a->fell_back && a->has_choice) {
+                r = asprintf(&t2, "%s After the change: %s%s.", s, a->promise_why,
+                             a->promising ? " (watching)" : "");
+                free(s);
+                if (r < 0)
+                        return NULL;
+                s = t2;
+                t2 = NULL;
+        }
+        if (a->stop_reason[0] || price[0]) {
+                r = asprintf(&t2, "%s%s%s%s%s%s", s, a->stop_reason[0] ? " The last trial " : "", a->stop_reason,
+                             a->stop_reason[0] ? "." : "", price[0] ? " The last trial's price: " : "", price);
+                free(s);
+                if (r < 0)
+                        return NULL;
+                s = t2;
+        }
+        return explain_with_memory(t, d, s);
 }
 
 void autotuner_metrics(AutoTuner *t, StrBuf *sb) {
@@ -197,6 +315,33 @@ void autotuner_metrics(AutoTuner *t, StrBuf *sb) {
                                     { "verdict", auto_verdict_to_string(a->decision.verdict) } };
                 if (a->has_result && l[1].value)
                         metrics_text_gauge(sb, "blkmqd_autotune_last_verdict_info", l, 2, 1);
+        }
+        metrics_text_family(sb, "blkmqd_autotune_recalls_total", METRIC_COUNTER,
+                            "Settings put back at once for a workload a trial had seen (no trial).");
+        for (AutoDevice *a = t->devices; a; a = a->next) {
+                MetricLabel l[] = { { "device", a->device->sysname } };
+                metrics_text_counter(sb, "blkmqd_autotune_recalls_total", l, 1, a->n_recalls);
+        }
+        metrics_text_family(sb, "blkmqd_autotune_scheduler_switches", METRIC_GAUGE,
+                            "Scheduler switches of the last trial (each freezes the queue).");
+        for (AutoDevice *a = t->devices; a; a = a->next) {
+                MetricLabel l[] = { { "device", a->device->sysname } };
+                if (a->n_trials)
+                        metrics_text_gauge(sb, "blkmqd_autotune_scheduler_switches", l, 1, a->switches);
+        }
+        metrics_text_family(sb, "blkmqd_autotune_trial_read_p99_seconds", METRIC_GAUGE,
+                            "The price of the last trial: the probes' read p99 before it (the setting before, over "
+                            "its epochs), during it, and after it (the setting in force after, over its epochs).");
+        for (AutoDevice *a = t->devices; a; a = a->next) {
+                const struct {
+                        const char *when;
+                        double v;
+                } w[] = { { "before", a->p99_before }, { "during", a->p99_during }, { "after", a->p99_after } };
+                for (size_t i = 0; i < ELEMENTSOF(w); i++) {
+                        MetricLabel l[] = { { "device", a->device->sysname }, { "when", w[i].when } };
+                        if (a->has_result && w[i].v > 0)
+                                metrics_text_gauge(sb, "blkmqd_autotune_trial_read_p99_seconds", l, 2, w[i].v / 1000);
+                }
         }
         metrics_text_family(sb, "blkmqd_autotune_candidate_read_await_seconds", METRIC_GAUGE,
                             "Median read await of each candidate in the last trial.");

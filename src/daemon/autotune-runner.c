@@ -23,6 +23,7 @@
 #include "varlink.h"
 
 #define SETTLE_MAX_USEC 500000ULL     /* after an apply, before an epoch starts */
+#define DRAIN_POLL_USEC 50000ULL      /* then until the queue of the candidate before drained */
 #define HOTPLUG_DELAY_USEC 10000000ULL /* a new disk gets its workload first */
 #define WATCH_INTERVAL_USEC 10000000ULL /* periodic and workload-change checks */
 /* µs: probes run faster during a trial, for a read p99 per epoch (up to
@@ -85,6 +86,8 @@ static void auto_device_free(AutoTuner *t, AutoDevice *a) {
         if (a->policy_copied)
                 autotune_policy_done(&a->policy);
         free(a->probe0);
+        free(a->cand_hist);
+        free(a->trial_h0);
         free(a);
 }
 
@@ -135,6 +138,40 @@ static double probe_p99_ms(AutoDevice *a) {
         return (double) ns / 1e6;
 }
 
+/* Adds the probes of the epoch just ended to candidate c's pool. */
+static void probe_pool(AutoDevice *a, size_t c) {
+        const Hist *h = probe_hist(a->tuner, a->device);
+        Hist d;
+
+        if (h && a->probe0 && a->cand_hist && hist_diff(&d, h, a->probe0) >= 0)
+                hist_merge(&a->cand_hist[c], &d);
+}
+
+/* The p99 of a pool in ms; 0 with fewer than AUTOTUNE_P99_MIN_PROBES. */
+static double hist_p99_ms(const Hist *h) {
+        uint64_t ns;
+        if (!h || h->count < AUTOTUNE_P99_MIN_PROBES || hist_percentile(h, 99, &ns) < 0)
+                return 0;
+        return (double) ns / 1e6;
+}
+
+/* The price of the trial for the workload's reads: the probes' p99 during
+ * it (every probe from its first epoch to its end, the settling between
+ * candidates included) against the setting before it and the one in force
+ * after it, each over its own epochs at the trial's probe rate. */
+static void price_compute(AutoDevice *a) {
+        const Hist *h = probe_hist(a->tuner, a->device);
+        Hist d;
+
+        a->p99_before = a->p99_during = a->p99_after = 0;
+        if (!a->cand_hist)
+                return;
+        a->p99_before = hist_p99_ms(&a->cand_hist[0]);
+        a->p99_after = hist_p99_ms(&a->cand_hist[a->decision.winner]);
+        if (h && a->trial_h0 && hist_diff(&d, h, a->trial_h0) >= 0)
+                a->p99_during = hist_p99_ms(&d);
+}
+
 /* Read errors of the device's latency probes so far (0 without probes):
  * the guard rail's I/O errors. */
 static uint64_t probe_errors(const AutoTuner *t, const Device *d) {
@@ -165,6 +202,31 @@ static void progress(AutoDevice *a) {
 
 static void apply_slot(AutoDevice *a);
 
+/* What the trial chose (or kept) for the workload it measured, for when
+ * that workload comes back. Not after an abort, an idle disk or too few
+ * epochs: those learned nothing of it. */
+static void remember(AutoDevice *a) {
+        AutoVerdict v = a->decision.verdict;
+        AutoSignature sig;
+        AutoMemoryDisk *m;
+
+        if (!a->policy.remember || a->aborted ||
+            (v != AUTO_VERDICT_CHANGE && v != AUTO_VERDICT_KEEP_BEST && v != AUTO_VERDICT_KEEP_NOISE &&
+             v != AUTO_VERDICT_KEEP_HYSTERESIS) ||
+            !autotune_series_signature(a->series, a->n_cand, &sig) || sig.iops < a->policy.min_iops)
+                return;
+        m = autotune_memory_disk(a->tuner, a->device, true);
+        if (!m)
+                return;
+        autotune_memory_record(m->m, &m->n, &sig, &a->cand[a->decision.winner], now_usec(CLOCK_REALTIME));
+        (void) autotune_memory_save(a->tuner);
+        /* the workload the watch compares with from now on; it is in
+         * force, not arriving */
+        a->sig = a->prev_sig = sig;
+        a->has_sig = a->has_prev_sig = true;
+        a->changed_samples = 0;
+}
+
 static void finish(AutoDevice *a) {
         Device *d = a->device;
         AutoTuner *t = a->tuner;
@@ -173,7 +235,7 @@ static void finish(AutoDevice *a) {
         a->ended_usec = now_usec(CLOCK_REALTIME);
         a->timer = sd_event_source_disable_unref(a->timer);
         if (!a->aborted) {
-                autotune_decide(&a->policy, a->series, a->n_cand, a->summary, &a->decision);
+                autotune_decide_raced(&a->policy, a->series, a->n_cand, a->drops, a->summary, &a->decision);
                 a->has_result = true;
         } else {
                 autotune_summarise_partial(a);
@@ -181,6 +243,10 @@ static void finish(AutoDevice *a) {
                 snprintf(a->decision.reason, sizeof a->decision.reason, "%s", a->abort_reason);
                 a->has_result = true;
         }
+        price_compute(a);
+        remember(a);
+        /* the watch's next interval starts after the trial, not across it */
+        a->watch_mono = 0;
         const AutoCandidate *chosen = &a->cand[a->decision.winner];
         autotune_candidate_format(chosen, w, sizeof w);
         autotune_candidate_format(&a->cand[0], b, sizeof b);
@@ -202,6 +268,13 @@ static void finish(AutoDevice *a) {
                 a->history.last_change_usec = now_usec(CLOCK_MONOTONIC);
                 a->n_changes++;
                 t->n_changes++;
+                autotune_promise_make(&a->policy, a->series, a->summary, a->n_cand, a->decision.winner, &a->promise);
+                a->has_promise = a->promising = true;
+                a->promise_state = AUTO_PROMISE_WATCHING;
+                a->promise_until = now_usec(CLOCK_MONOTONIC) + AUTOTUNE_PROMISE_USEC;
+                a->n_promise_e = 0;
+                a->fell_back = false;
+                snprintf(a->promise_why, sizeof a->promise_why, "watching the chosen setting on the workload");
                 log_struct(LOG_INFO, BLKMQD_MESSAGE_TRIAL_DECISION,
                            LOG_FIELDS({ "BLKMQD_DEVICE", d->sysname }, { "BLKMQD_VERDICT", auto_verdict_to_string(a->decision.verdict) },
                                       { "BLKMQD_OLD", b }, { "BLKMQD_NEW", w }, { "BLKMQD_REASON", a->decision.reason }),
@@ -250,6 +323,57 @@ static void end_trial_now(AutoDevice *a, const char *reason) {
         calls_finish(a, json_pack("{s:s, s:o}", "device", a->device->sysname, "trial", autotune_trial_json(a)));
 }
 
+/* Candidates still in the race, the current setting included. */
+static size_t in_race(const AutoDevice *a) {
+        size_t k = 0;
+        for (size_t c = 0; c < a->n_cand; c++)
+                k += !a->drops[c].dropped;
+        return k;
+}
+
+/* The next round's order, unless the trial is over: its last round done,
+ * every challenger gone, or the round's switches beyond AutoMaxSwitches=. */
+static bool plan_round(AutoDevice *a) {
+        if (a->round >= a->policy.rounds || in_race(a) < 2)
+                return false;
+        a->n_order = autotune_round_order(a->cand, a->n_cand, a->drops, a->round, a->order);
+        a->pos = 0;
+        unsigned need = autotune_order_switches(a->cand, a->order, a->n_order, a->cand[a->current].scheduler);
+        if (a->switches + need > a->policy.max_switches) {
+                snprintf(a->stop_reason, sizeof a->stop_reason,
+                         "ended after %u of %u rounds: the next would take the scheduler switches to %u, above "
+                         "AutoMaxSwitches=%u", a->round, a->policy.rounds, a->switches + need, a->policy.max_switches);
+                return false;
+        }
+        a->n_slots = a->slot + a->n_order * (a->policy.rounds - a->round);
+        return true;
+}
+
+/* After an epoch (or a candidate the kernel refused): the next candidate
+ * of the round, or the race's look at the round's end and the next round. */
+static void next_epoch(AutoDevice *a) {
+        char buf[96];
+
+        a->pos++;
+        if (a->pos < a->n_order) {
+                apply_slot(a);
+                return;
+        }
+        bool was[AUTOTUNE_MAX_CANDIDATES];
+        for (size_t c = 0; c < a->n_cand; c++)
+                was[c] = a->drops[c].dropped;
+        if (autotune_race(&a->policy, a->series, a->n_cand, a->drops) > 0)
+                for (size_t c = 1; c < a->n_cand; c++)
+                        if (a->drops[c].dropped && !was[c])
+                                log_info("%s: %s leaves the trial: %s.", a->device->sysname,
+                                         autotune_candidate_format(&a->cand[c], buf, sizeof buf), a->drops[c].why);
+        a->round++;
+        if (plan_round(a))
+                apply_slot(a);
+        else
+                finish(a);
+}
+
 static int on_epoch_end(sd_event_source *s, uint64_t usec, void *userdata) {
         AutoDevice *a = userdata;
         BlockStat b;
@@ -266,15 +390,13 @@ static int on_epoch_end(sd_event_source *s, uint64_t usec, void *userdata) {
         autotune_epoch_figures(&a->stat0, &b, now_usec(CLOCK_MONOTONIC) - a->t0, &e);
         e.errors = (unsigned) (probe_errors(a->tuner, a->device) - a->probe_errors0);
         e.read_p99_ms = probe_p99_ms(a);
-        AutoSeries *ser = &a->series[a->current];
-        if (ser->n < AUTOTUNE_MAX_EPOCHS)
-                ser->epochs[ser->n++] = e;
+        probe_pool(a, a->current);
         autotune_candidate_format(&a->cand[a->current], buf, sizeof buf);
         log_debug("%s: epoch %zu/%zu %s: read await %.2f ms, probe p99 %.2f ms, %.0f r/s, write %.1f MB/s, "
                   "in flight %.1f",
                   a->device->sysname, a->slot + 1, a->n_slots, buf, e.read_await_ms, e.read_p99_ms, e.read_iops,
                   e.write_mbps, e.in_flight);
-        if ((a->current != 0 || e.errors) && autotune_guard(&a->policy, &a->series[0], &e, why, sizeof why)) {
+        if (e.errors && autotune_guard(&a->policy, &a->series[0], &e, why, sizeof why)) {
                 char msg[400];
                 snprintf(msg, sizeof msg, "guard rail: %s with %s", why, buf);
                 if (a->current != 0)
@@ -283,12 +405,22 @@ static int on_epoch_end(sd_event_source *s, uint64_t usec, void *userdata) {
                 abort_trial(a, "%s", msg);
                 return 0;
         }
+        /* The price: a candidate far worse than the best so far leaves the
+         * trial after this one epoch (and the next trials for an hour). */
+        bool far = autotune_far_worse(&a->policy, a->series, a->n_cand, a->drops, a->current, &e, why, sizeof why);
+        AutoSeries *ser = &a->series[a->current];
+        if (ser->n < AUTOTUNE_MAX_EPOCHS)
+                ser->epochs[ser->n++] = e;
+        if (far) {
+                AutoDrop *dr = &a->drops[a->current];
+                *dr = (AutoDrop) { .dropped = true, .by = -1, .epochs = (unsigned) ser->n };
+                snprintf(dr->why, sizeof dr->why, "far worse than the best so far: %.200s", why);
+                autotune_tripped_add(a->tripped, &a->n_tripped, &a->cand[a->current], now_usec(CLOCK_MONOTONIC));
+                log_info("%s: %s leaves the trial: %s.", a->device->sysname, buf, dr->why);
+        }
         a->slot++;
         progress(a);
-        if (a->slot >= a->n_slots)
-                finish(a);
-        else
-                apply_slot(a);
+        next_epoch(a);
         return 0;
 }
 
@@ -302,6 +434,16 @@ static int on_settled(sd_event_source *s, uint64_t usec, void *userdata) {
                 abort_trial(a, "cannot read stat: %s", strerror(-r));
                 return 0;
         }
+        /* The queue of the candidate before must have drained first. */
+        uint64_t now = now_usec(CLOCK_MONOTONIC);
+        if (!autotune_drained(&a->stat_applied, &a->stat0) && now < a->applied_mono + AUTOTUNE_DRAIN_MAX_USEC) {
+                r = sd_event_add_time_relative(a->tuner->manager->event, &a->timer, CLOCK_MONOTONIC,
+                                               DRAIN_POLL_USEC, 1000, on_settled, a);
+                if (r < 0)
+                        abort_trial(a, "cannot arm a timer: %s", strerror(-r));
+                return 0;
+        }
+        a->drain_usec += now - a->applied_mono;
         a->t0 = now_usec(CLOCK_MONOTONIC);
         a->probe_errors0 = probe_errors(a->tuner, a->device);
         probe_mark(a);
@@ -314,14 +456,16 @@ static int on_settled(sd_event_source *s, uint64_t usec, void *userdata) {
 }
 
 static void apply_slot(AutoDevice *a) {
-        /* Candidates the kernel refused are passed over. */
-        while (a->slot < a->n_slots && a->refused[autotune_slot_candidate(a->slot, a->n_cand)])
-                a->slot++;
-        if (a->slot >= a->n_slots) {
-                finish(a);
+        /* Candidates the kernel refused, or that left the race in this
+         * round, are passed over. */
+        while (a->pos < a->n_order && (a->refused[a->order[a->pos]] || a->drops[a->order[a->pos]].dropped))
+                a->pos++;
+        if (a->pos >= a->n_order) {
+                a->pos = a->n_order - 1;
+                next_epoch(a);
                 return;
         }
-        a->current = autotune_slot_candidate(a->slot, a->n_cand);
+        a->current = a->order[a->pos];
         a->phase = PHASE_APPLYING;
         int r = manager_apply(a->tuner->manager, a->device);
         if (r < 0)
@@ -365,14 +509,19 @@ static void on_applied(AutoDevice *a) {
                         return;
                 }
                 a->refused[a->current] = true;
-                a->slot++;
-                apply_slot(a);
+                a->drops[a->current] = (AutoDrop) { .dropped = true, .by = -1,
+                                                    .epochs = (unsigned) a->series[a->current].n };
+                snprintf(a->drops[a->current].why, sizeof a->drops[a->current].why, "refused by the kernel");
+                next_epoch(a);
                 return;
         }
         uint64_t settle = a->policy.epoch_usec / 4;
         if (settle > SETTLE_MAX_USEC)
                 settle = SETTLE_MAX_USEC;
         a->phase = PHASE_SETTLING;
+        a->applied_mono = now_usec(CLOCK_MONOTONIC);
+        if (read_stat(d, &a->stat_applied) < 0)
+                a->stat_applied = (BlockStat) {}; /* nothing in flight: settle by time alone */
         if (sd_event_add_time_relative(a->tuner->manager->event, &a->timer, CLOCK_MONOTONIC, settle, 1000, on_settled,
                                        a) < 0)
                 abort_trial(a, "%s", "cannot arm a timer");
@@ -429,11 +578,26 @@ static void trial_begin(AutoDevice *a, bool forced) {
 
         a->n_slots = a->n_cand * a->policy.rounds;
         a->slot = 0;
+        a->round = 0;
+        a->stop_reason[0] = 0;
+        a->p99_before = a->p99_during = a->p99_after = 0;
+        memset(a->drops, 0, sizeof a->drops);
+        free(a->trial_h0);
+        a->trial_h0 = NULL;
+        const Hist *h = probe_hist(t, a->device);
+        if (h && (a->trial_h0 = malloc(sizeof *a->trial_h0)))
+                *a->trial_h0 = *h;
+        free(a->cand_hist);
+        a->cand_hist = calloc(a->n_cand, sizeof *a->cand_hist);
+        for (size_t c = 0; a->cand_hist && c < a->n_cand; c++)
+                hist_reset(&a->cand_hist[c]);
         a->forced = forced;
         a->aborted = a->has_result = false;
         a->abort_reason[0] = 0;
         a->switches = 0;
         a->apply_usec = 0;
+        a->drain_usec = 0;
+        a->promising = a->has_promise = a->fell_back = false;
         a->started_usec = now_usec(CLOCK_REALTIME);
         a->started_mono = now_usec(CLOCK_MONOTONIC);
         a->ended_usec = 0;
@@ -500,6 +664,17 @@ int autotuner_start(AutoTuner *t, Device *d, bool forced, VarlinkCall *call, cha
                 a->n_cand = 0;
                 return -EPERM;
         }
+        {
+                size_t order[AUTOTUNE_MAX_CANDIDATES], k;
+                k = autotune_round_order(a->cand, a->n_cand, NULL, 0, order);
+                unsigned need = autotune_order_switches(a->cand, order, k, a->cand[0].scheduler);
+                if (need > p->max_switches) {
+                        snprintf(why, why_size, "one round of these candidates takes %u scheduler switches, above "
+                                                "AutoMaxSwitches=%u", need, p->max_switches);
+                        a->n_cand = 0;
+                        return -EPERM;
+                }
+        }
         trial_begin(a, forced);
         r = add_call(a, call);
         if (r < 0)
@@ -507,6 +682,8 @@ int autotuner_start(AutoTuner *t, Device *d, bool forced, VarlinkCall *call, cha
         log_info("%s: trial of %zu settings, %u rounds of %.1f s epochs (%s%s%s).", d->sysname, a->n_cand, p->rounds,
                  (double) p->epoch_usec / 1e6, forced ? "asked for" : "automatic", a->note[0] ? "; " : "", a->note);
         emit(a);
+        a->current = 0;
+        (void) plan_round(a);
         apply_slot(a);
         return 0;
 }
@@ -544,8 +721,10 @@ static void check_replaced(AutoTuner *t, Device *d) {
                 end_trial_now(a, "another disk appeared under the name");
         a->phase = PHASE_IDLE;
         a->has_choice = false;
+        a->promising = false;
         a->n_tripped = 0;
-        a->has_sig = false;
+        autotune_memory_forget(t, d);
+        a->has_sig = a->has_prev_sig = false;
         a->watch_mono = 0;
         a->changed_samples = 0;
         if (p && p->enabled && p->on_hotplug)
@@ -619,6 +798,7 @@ void autotuner_forget(AutoTuner *t, Device *d) {
                 }
                 a->phase = PHASE_IDLE;
                 a->has_choice = false;
+                a->promising = false;
         }
 }
 
@@ -678,6 +858,116 @@ void autotuner_event(AutoTuner *t, ManagerEventType type, Device *d) {
         }
 }
 
+/* After a change: one more watch interval of the chosen setting, judged
+ * against the bound the trial admitted it under. Broken: it falls back to
+ * the trial's admissible candidate with the most margin (the setting
+ * before the trial if none), says so (log, Monitor, explain, GetDevice),
+ * and leaves the broken one out of the next trials for an hour. */
+static void watch_promise(AutoDevice *a, const EpochFigures *e, uint64_t now) {
+        AutoTuner *t = a->tuner;
+        char why[256], w[96], f[96], hm[16];
+
+        if (!a->has_choice) {
+                a->promising = false; /* restored, or the Auto* keys went: nothing of it is in force */
+                return;
+        }
+        if (a->n_promise_e < AUTOTUNE_PROMISE_MAX_INTERVALS)
+                a->promise_e[a->n_promise_e++] = *e;
+        AutoPromiseState st = autotune_promise_check(&a->policy, &a->promise, a->promise_e, a->n_promise_e, why,
+                                                     sizeof why);
+        if (st != AUTO_PROMISE_WATCHING)
+                snprintf(a->promise_why, sizeof a->promise_why, "%s", why);
+        a->promise_state = st;
+        if (st == AUTO_PROMISE_BROKEN) {
+                int fb = autotune_fallback(&a->policy, a->summary, a->n_cand, a->decision.winner);
+                const AutoCandidate *c = &a->cand[fb >= 0 ? fb : 0];
+                autotune_candidate_format(&a->cand[a->decision.winner], w, sizeof w);
+                autotune_candidate_format(c, f, sizeof f);
+                a->promising = false;
+                a->fell_back = true;
+                a->fallback = *c;
+                a->fallback.baseline = false;
+                autotune_tripped_add(a->tripped, &a->n_tripped, &a->cand[a->decision.winner], now);
+                /* the workload's memory gets the fallback, not the broken choice */
+                AutoMemoryDisk *m = a->policy.remember ? autotune_memory_disk(t, a->device, true) : NULL;
+                if (m) {
+                        autotune_memory_record(m->m, &m->n, &a->promise.sig, &a->fallback, now_usec(CLOCK_REALTIME));
+                        (void) autotune_memory_save(t);
+                }
+                a->choice = a->fallback;
+                a->has_choice = true;
+                a->choice_trial = a->n_trials;
+                snprintf(a->origin, sizeof a->origin, "fallback at %s", autotune_clock_hm(now_usec(CLOCK_REALTIME), hm));
+                if (snprintf(a->choice_text, sizeof a->choice_text,
+                         "%s, fallen back to at %s: %s, chosen by the trial, broke the bound it was chosen under: %.200s. "
+                         "%s is the trial's candidate that kept the bound with the most margin%s.",
+                         f, hm, w, a->promise_why, f, fb >= 0 ? "" : " (none did: the setting before the trial)") < 0)
+                        a->choice_text[0] = 0;
+                a->history.last_change_usec = now;
+                a->n_changes++;
+                t->n_changes++;
+                log_warning("%s: %s broke the bound the trial chose it under (%s); falling back to %s.",
+                            a->device->sysname, w, a->promise_why, f);
+                (void) manager_apply(t->manager, a->device);
+                emit(a);
+                return;
+        }
+        if (now >= a->promise_until) {
+                a->promising = false;
+                log_info("%s: the chosen setting %s: %s.", a->device->sysname,
+                         st == AUTO_PROMISE_HOLDS ? "kept the trial's bound" : "was not judged (too little of the workload)",
+                         a->promise_why);
+        }
+}
+
+/* A workload seen before is back (its signature is near one that a trial
+ * chose for, and away from the one in force): its setting goes in at once,
+ * with no trial and no dwell time. true: it was (or its setting is already
+ * in force), so the change detector has nothing to start. */
+static bool recall(AutoDevice *a, const AutoTunePolicy *p, const AutoSignature *sig) {
+        AutoTuner *t = a->tuner;
+        const AutoMemoryDisk *mem = p->remember ? autotune_memory_disk(t, a->device, false) : NULL;
+        char w[96], hm[16];
+        int i;
+
+        if (!mem || mem->n == 0 || (i = autotune_memory_find(mem->m, mem->n, sig, p->min_iops)) < 0)
+                return false;
+        /* It ran the interval before too: what is in force stays (a
+         * trial's choice, or a restore's static keys until the workload
+         * changes). At start the first interval counts as an arrival: the
+         * daemon put the originals back when it stopped. */
+        if (a->has_prev_sig && autotune_memory_find(mem->m, mem->n, &a->prev_sig, p->min_iops) == i)
+                return true;
+        const AutoMemory *e = &mem->m[i];
+        a->sig = *sig;
+        a->has_sig = true;
+        a->changed_samples = 0;
+        if (a->has_choice && autotune_candidate_equal(&a->choice, &e->cand))
+                return true;
+        autotune_candidate_format(&e->cand, w, sizeof w);
+        a->choice = e->cand;
+        a->has_choice = true;
+        a->promising = false; /* the trial's promise was of another workload */
+        a->recalled_usec = now_usec(CLOCK_REALTIME);
+        a->n_recalls++;
+        snprintf(a->origin, sizeof a->origin, "workload seen by the trial at %s", autotune_clock_hm(e->realtime_usec, hm));
+        snprintf(a->choice_text, sizeof a->choice_text,
+                 "%s, recalled at %s: the workload (reads %.0f %% of I/Os, %.0f KiB, %.0f I/Os per second, %.1f in "
+                 "flight) is one the trial at %s chose it for; no trial. AutoTune= wins over the static keys of these "
+                 "knobs.",
+                 w, autotune_clock_hm(a->recalled_usec, hm), sig->read_share * 100, sig->avg_kb, sig->iops, sig->depth,
+                 autotune_clock_hm(e->realtime_usec, (char[16]) {}));
+        a->choice_trial = a->n_trials;
+        a->history.last_change_usec = now_usec(CLOCK_MONOTONIC);
+        a->n_changes++;
+        t->n_changes++;
+        log_info("%s: a workload seen before is back: %s, as the trial at %s chose for it (no trial).",
+                 a->device->sysname, w, autotune_clock_hm(e->realtime_usec, hm));
+        (void) manager_apply(t->manager, a->device);
+        emit(a);
+        return true;
+}
+
 /* Every WATCH_INTERVAL: periodic trials (AutoTrialIntervalSec=) and the
  * workload-change detector (AutoTrialOnWorkloadChange=): the signature of
  * the last interval against the one after the last trial; three changed
@@ -691,8 +981,11 @@ static int on_watch(sd_event_source *s, uint64_t usec, void *userdata) {
         for (size_t i = 0; i < m->n_devices; i++) {
                 Device *d = m->devices[i];
                 const AutoTunePolicy *p;
-                if (d->removed || !(p = autotune_device_policy(t, d)) || !p->enabled ||
-                    (!p->interval_usec && !p->on_workload_change))
+                if (d->removed || !(p = autotune_device_policy(t, d)) || !p->enabled)
+                        continue;
+                const AutoMemoryDisk *mem = p->remember ? autotune_memory_disk(t, d, false) : NULL;
+                AutoDevice *known = autotune_find(t, d);
+                if (!p->interval_usec && !p->on_workload_change && (!mem || mem->n == 0) && !(known && known->promising))
                         continue;
                 AutoDevice *a = get(t, d);
                 if (!a || autotune_running(a) || a->phase == PHASE_FINISHING)
@@ -707,6 +1000,16 @@ static int on_watch(sd_event_source *s, uint64_t usec, void *userdata) {
                         AutoSignature sig;
                         autotune_epoch_figures(&a->watch_stat, &st, now - a->watch_mono, &e);
                         autotune_signature(&e, &sig);
+                        if (a->promising)
+                                watch_promise(a, &e, now);
+                        bool recalled = e.valid && recall(a, p, &sig);
+                        a->prev_sig = sig;
+                        a->has_prev_sig = e.valid;
+                        if (recalled) {
+                                a->watch_stat = st;
+                                a->watch_mono = now;
+                                continue;
+                        }
                         if (!a->has_sig) {
                                 a->sig = sig;
                                 a->has_sig = true;
@@ -765,6 +1068,7 @@ AutoTuner *autotuner_free(AutoTuner *t) {
         while (t->devices)
                 auto_device_free(t, t->devices);
         sd_event_source_disable_unref(t->watch);
+        autotune_memory_free(t);
         free(t);
         return NULL;
 }

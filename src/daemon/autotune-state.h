@@ -50,10 +50,25 @@ struct AutoDevice {
         bool policy_copied;
         AutoCandidate cand[AUTOTUNE_MAX_CANDIDATES];
         bool refused[AUTOTUNE_MAX_CANDIDATES];
+        AutoDrop drops[AUTOTUNE_MAX_CANDIDATES]; /* the race: who left, after how many epochs, why */
         AutoSeries series[AUTOTUNE_MAX_CANDIDATES];
         AutoSummary summary[AUTOTUNE_MAX_CANDIDATES];
-        size_t n_cand, slot, n_slots, current;
+        size_t n_cand, current;
+        size_t slot;    /* epochs measured so far */
+        size_t n_slots; /* the epochs the trial will measure at most, as the race stands */
+        unsigned round; /* of policy.rounds */
+        size_t order[AUTOTUNE_MAX_CANDIDATES], n_order, pos; /* the round's order, and where it is */
+        char stop_reason[160]; /* why the trial ended before its last round (the switch cap), or "" */
+        /* The price: probe latencies pooled over each candidate's epochs
+         * (n_cand) and over the whole trial (its start, then the span);
+         * NULL without probes. Read p99s in ms, 0: too few probes. */
+        Hist *cand_hist;
+        Hist *trial_h0;
+        double p99_before, p99_during, p99_after;
         BlockStat stat0;
+        BlockStat stat_applied; /* when the candidate's apply came back */
+        uint64_t applied_mono;
+        uint64_t drain_usec;    /* settling and draining, all candidates */
         uint64_t t0;
         uint64_t probe_errors0; /* the device's probe errors when the epoch began */
         Hist *probe0;           /* its probe latencies when the epoch began (NULL: no probes) */
@@ -76,7 +91,24 @@ struct AutoDevice {
         AutoTripped tripped[AUTOTUNE_TRIPPED_MAX];
         size_t n_tripped;
 
-        /* workload-change detector */
+        /* After a change: the chosen setting watched against the bound
+         * the trial admitted it under, for AUTOTUNE_PROMISE_USEC. */
+        bool promising;          /* watching now */
+        bool has_promise;        /* a promise was made (watching or judged) */
+        AutoPromise promise;
+        AutoPromiseState promise_state;
+        uint64_t promise_until;  /* CLOCK_MONOTONIC */
+        EpochFigures promise_e[AUTOTUNE_PROMISE_MAX_INTERVALS];
+        size_t n_promise_e;
+        char promise_why[256];
+        bool fell_back;
+        AutoCandidate fallback;  /* what it fell back to */
+
+        /* workload-change detector, and the last recall of a workload seen */
+        unsigned n_recalls;
+        uint64_t recalled_usec; /* CLOCK_REALTIME */
+        bool has_prev_sig;
+        AutoSignature prev_sig; /* the watch interval before the last */
         bool has_sig, sig_valid;
         AutoSignature sig;
         BlockStat watch_stat;
@@ -85,8 +117,20 @@ struct AutoDevice {
         sd_event_source *hotplug_timer;
 };
 
+/* What trials chose per workload, for one disk (its identity and
+ * diskseq), kept in StateDirectory=/autotune-memory across restarts. */
+typedef struct AutoMemoryDisk {
+        char *id;
+        uint64_t diskseq;
+        AutoMemory m[AUTOTUNE_MEMORY_MAX];
+        size_t n;
+} AutoMemoryDisk;
+
 struct AutoTuner {
         Manager *manager;
+        AutoMemoryDisk *memory;
+        size_t n_memory;
+        bool memory_loaded;
         Prober *prober; /* not owned: the error counts a guard reads; NULL: no probes */
         AutoDevice *devices;
         AutoHistory global;
@@ -104,5 +148,16 @@ bool autotune_running(const AutoDevice *a);
 void autotune_summarise_partial(AutoDevice *a);
 /* The trial as Trial, GetDevice and Monitor give it. */
 json_t *autotune_trial_json(const AutoDevice *a);
+/* autotune-memory.c: the disk's memory (NULL: none; create: a new empty
+ * one). A disk whose diskseq differs from the remembered one is another
+ * medium: its entries go. */
+AutoMemoryDisk *autotune_memory_disk(AutoTuner *t, const Device *d, bool create);
+/* Forgets d's workloads (another disk under its name) and saves. */
+void autotune_memory_forget(AutoTuner *t, const Device *d);
+/* Writes StateDirectory=/autotune-memory (atomically: a temporary file
+ * renamed over it). */
+int autotune_memory_save(AutoTuner *t);
+void autotune_memory_free(AutoTuner *t);
+
 /* "10:42:05" of a CLOCK_REALTIME time. */
 char *autotune_clock_hm(uint64_t realtime_usec, char buf[static 16]);

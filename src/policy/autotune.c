@@ -58,6 +58,8 @@ void autotune_policy_init(AutoTunePolicy *p) {
                 .interval_usec = 0,
                 .trials_per_hour = 4,
                 .min_iops = 20,
+                .max_switches = AUTOTUNE_DEFAULT_MAX_SWITCHES,
+                .remember = true,
         };
 }
 
@@ -214,6 +216,8 @@ static const AutoKey auto_keys[] = {
         { "AutoTune", AUTO_KEY_BOOL, F(enabled), 0, 0, "expected a boolean" },
         { "AutoTrialOnHotplug", AUTO_KEY_BOOL, F(on_hotplug), 0, 0, "expected a boolean" },
         { "AutoTrialOnWorkloadChange", AUTO_KEY_BOOL, F(on_workload_change), 0, 0, "expected a boolean" },
+        { "AutoRemember", AUTO_KEY_BOOL, F(remember), 0, 0, "expected a boolean" },
+        { "AutoMaxSwitches", AUTO_KEY_UINT, F(max_switches), 1, 1000, "expected a number from 1 to 1000" },
         { "AutoWriteTolerance", AUTO_KEY_PERCENT, F(write_tolerance_pct), 0, 100,
           "expected a percentage from 0 to 100" },
         { "AutoConfidence", AUTO_KEY_PERCENT, F(confidence_pct), 50, 99, "expected a percentage from 50 to 99" },
@@ -493,6 +497,13 @@ int blockstat_parse(const char *text, BlockStat *ret) {
         return 0;
 }
 
+bool autotune_drained(const BlockStat *at, const BlockStat *now) {
+        if (now->rd_ios < at->rd_ios || now->wr_ios < at->wr_ios)
+                return true; /* counters went back: another disk; the epoch will say invalid */
+        uint64_t done = (now->rd_ios - at->rd_ios) + (now->wr_ios - at->wr_ios);
+        return now->in_flight == 0 || done >= at->in_flight;
+}
+
 void autotune_epoch_figures(const BlockStat *a, const BlockStat *b, uint64_t usec, EpochFigures *ret) {
         *ret = (EpochFigures) {};
         if (usec == 0 || b->rd_ios < a->rd_ios || b->wr_ios < a->wr_ios || b->rd_ticks < a->rd_ticks ||
@@ -693,7 +704,7 @@ static int pick_best(const AutoTunePolicy *p, size_t n, bool p99, AutoSummary *s
                                                     : autotune_mann_whitney_less(obj[0], sum[0].n, obj[c], sum[c].n);
         }
         for (size_t c = 0; c < n; c++) {
-                if (!sum[c].admissible)
+                if (!sum[c].admissible || sum[c].dropped)
                         continue;
                 if (best < 0 || (lower ? sum[c].objective < sum[best].objective : sum[c].objective > sum[best].objective))
                         best = (int) c;
@@ -720,7 +731,7 @@ static double write_gain_p(const AutoSeries *current, const AutoSeries *best) {
 static bool decide_no_trial(const AutoTunePolicy *p, size_t n, const AutoSummary *sum, AutoDecision *ret) {
         /* The test needs 3 epochs per side to say anything at 95 %. */
         for (size_t c = 0; c < n; c++)
-                if (sum[c].n < 3) {
+                if (sum[c].n < 3 && !sum[c].dropped) {
                         ret->verdict = AUTO_VERDICT_KEEP_NO_DATA;
                         snprintf(ret->reason, sizeof ret->reason, "too few epochs measured (%zu of candidate %zu)",
                                  sum[c].n, c);
@@ -737,6 +748,11 @@ static bool decide_no_trial(const AutoTunePolicy *p, size_t n, const AutoSummary
 
 void autotune_decide(const AutoTunePolicy *p, const AutoSeries *series, size_t n, AutoSummary *sum,
                      AutoDecision *ret) {
+        autotune_decide_raced(p, series, n, NULL, sum, ret);
+}
+
+void autotune_decide_raced(const AutoTunePolicy *p, const AutoSeries *series, size_t n, const AutoDrop *drops,
+                           AutoSummary *sum, AutoDecision *ret) {
         double obj[AUTOTUNE_MAX_CANDIDATES][AUTOTUNE_MAX_EPOCHS];
         bool lower = autotune_objective_lower_better(p);
         /* Bonferroni: the best of n-1 challengers is tested, so each test
@@ -746,6 +762,25 @@ void autotune_decide(const AutoTunePolicy *p, const AutoSeries *series, size_t n
         bool p99 = autotune_have_p99(series, n);
         *ret = (AutoDecision) { .winner = 0, .best = -1, .p = 1, .by_p99 = p99 };
         double best_write = summarize(p, series, n, p99, sum, obj);
+        size_t left = 0;
+        for (size_t c = 0; c < n; c++) {
+                sum[c].dropped = drops && c > 0 && drops[c].dropped;
+                left += c > 0 && !sum[c].dropped;
+        }
+        if (n > 1 && left == 0) {
+                /* Every challenger left the race: each was beaten with
+                 * confidence or was far worse than one still in it. */
+                ret->verdict = sum[0].n > 0 && sum[0].iops < p->min_iops ? AUTO_VERDICT_KEEP_IDLE
+                                                                          : AUTO_VERDICT_KEEP_BEST;
+                ret->best = 0;
+                if (ret->verdict == AUTO_VERDICT_KEEP_IDLE)
+                        snprintf(ret->reason, sizeof ret->reason, "idle: %.1f I/Os per second, below %.0f",
+                                 sum[0].iops, p->min_iops);
+                else
+                        snprintf(ret->reason, sizeof ret->reason,
+                                 "the current setting is the best: every other candidate left the race");
+                return;
+        }
         if (decide_no_trial(p, n, sum, ret))
                 return;
 
@@ -884,6 +919,7 @@ void autotune_signature(const EpochFigures *e, AutoSignature *ret) {
                 .iops = ios,
                 .read_share = ios > 0 ? e->read_iops / ios : 0,
                 .avg_kb = ios > 0 ? (e->read_mbps + e->write_mbps) * 1e6 / 1024 / ios : 0,
+                .depth = e->in_flight,
         };
 }
 
@@ -900,4 +936,471 @@ bool autotune_workload_changed(const AutoSignature *a, const AutoSignature *b, d
                 return true; /* woke up, or went idle */
         return fabs(a->read_share - b->read_share) > 0.25 || factor_apart(a->avg_kb, b->avg_kb, 2) ||
                factor_apart(a->iops, b->iops, 2);
+}
+
+/* ---- racing ---- */
+
+/* The regularized incomplete beta function I_x(a, b), by its continued
+ * fraction (Lentz), for the t distribution's tail. */
+static double beta_cf(double a, double b, double x) {
+        const double tiny = 1e-300;
+        double c = 1, d = 1 - (a + b) * x / (a + 1);
+        if (fabs(d) < tiny)
+                d = tiny;
+        d = 1 / d;
+        double h = d;
+        for (int m = 1; m <= 300; m++) {
+                double m2 = 2.0 * m;
+                double num = m * (b - m) * x / ((a + m2 - 1) * (a + m2));
+                d = 1 + num * d;
+                c = 1 + num / c;
+                d = 1 / (fabs(d) < tiny ? tiny : d);
+                c = fabs(c) < tiny ? tiny : c;
+                h *= d * c;
+                num = -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1));
+                d = 1 + num * d;
+                c = 1 + num / c;
+                d = 1 / (fabs(d) < tiny ? tiny : d);
+                c = fabs(c) < tiny ? tiny : c;
+                double del = d * c;
+                h *= del;
+                if (fabs(del - 1) < 1e-12)
+                        break;
+        }
+        return h;
+}
+
+static double beta_inc(double a, double b, double x) {
+        if (x <= 0)
+                return 0;
+        if (x >= 1)
+                return 1;
+        double lbt = lgamma(a + b) - lgamma(a) - lgamma(b) + a * log(x) + b * log1p(-x);
+        if (x < (a + 1) / (a + b + 2))
+                return exp(lbt) * beta_cf(a, b, x) / a;
+        return 1 - exp(lbt) * beta_cf(b, a, 1 - x) / b;
+}
+
+static double t_upper(double t, double df) {
+        double tail = 0.5 * beta_inc(df / 2, 0.5, df / (df + t * t));
+        return t >= 0 ? tail : 1 - tail;
+}
+
+double autotune_t_upper(double t, double df) {
+        return t_upper(t, df);
+}
+
+/* The valid epochs' objective, write MB/s and read latency of one series. */
+static size_t race_values(const AutoTunePolicy *p, const AutoSeries *s, bool p99, double *obj, double *wmb,
+                          double *rlat) {
+        size_t k = 0;
+        for (size_t i = 0; i < s->n; i++) {
+                const EpochFigures *e = &s->epochs[i];
+                if (!e->valid)
+                        continue;
+                obj[k] = autotune_objective_value(p, e, p99);
+                wmb[k] = e->write_mbps;
+                rlat[k] = autotune_read_latency(e, p99);
+                k++;
+        }
+        return k;
+}
+
+/* The sample variance of the logs of v[0..k), and their mean. */
+static double log_var(const double *v, size_t k, double *ret_mean) {
+        double m = 0, q = 0;
+        for (size_t i = 0; i < k; i++)
+                m += log(v[i]);
+        m /= (double) k;
+        for (size_t i = 0; i < k; i++)
+                q += (log(v[i]) - m) * (log(v[i]) - m);
+        *ret_mean = m;
+        return k > 1 ? q / (double) (k - 1) : 0;
+}
+
+/* Why the correction is honest. A candidate c that is in truth the best
+ * (no other is better in the objective while inside the bound) leaves the
+ * race only through a false positive of one of the tests "b beats c": at
+ * most n - 1 opponents, at most `rounds` looks (one after each round: a
+ * candidate is in at most `rounds` rounds). Each test runs at
+ * alpha / (rounds * (n - 1)), so by the union bound (Bonferroni, which
+ * holds whatever the dependence between the looks) the best is dropped
+ * with probability at most alpha = 1 - AutoConfidence=, however often the
+ * race looks. Dropping only ever removes challengers: the final decision
+ * (autotune_decide_raced()) still tests its best against the current
+ * setting once, at the end, with its own Bonferroni over all n - 1
+ * challengers, the dropped ones included, so the rate of false changes is
+ * what it was without racing.
+ *
+ * The test is Student's t on the logarithms of the per-epoch figures
+ * (latency and throughput are roughly log-normal per epoch), with the
+ * noise variance pooled over every candidate in the race (the disk's
+ * relative noise is much the same under each setting): after two rounds
+ * of 8 candidates it has 8 degrees of freedom, where a pair alone has 2
+ * and a rank test of 2 epochs against 2 can never go below p = 1/6. The
+ * variance used for a pair is at least each side's own, so one noisy
+ * candidate is not judged by the others' quiet. It is an assumption
+ * (log-normal, shared noise), where the final decision's rank test makes
+ * none; a false drop costs a missed improvement, never a false change. */
+size_t autotune_race(const AutoTunePolicy *p, const AutoSeries *series, size_t n, AutoDrop *drops) {
+        double obj[AUTOTUNE_MAX_CANDIDATES][AUTOTUNE_MAX_EPOCHS], wmb[AUTOTUNE_MAX_CANDIDATES][AUTOTUNE_MAX_EPOCHS],
+                rlat[AUTOTUNE_MAX_CANDIDATES][AUTOTUNE_MAX_EPOCHS], mean[AUTOTUNE_MAX_CANDIDATES],
+                var[AUTOTUNE_MAX_CANDIDATES];
+        size_t k[AUTOTUNE_MAX_CANDIDATES], dropped = 0;
+        bool lower = autotune_objective_lower_better(p);
+        bool p99 = autotune_have_p99(series, n);
+        bool was[AUTOTUNE_MAX_CANDIDATES], usable[AUTOTUNE_MAX_CANDIDATES];
+        double ss = 0, df = 0;
+        /* a floor of 1 % relative noise per epoch: two identical figures
+         * are a coincidence of rounding, not a disk without noise */
+        const double floor_var = 0.01 * 0.01;
+
+        if (n < 2 || n > AUTOTUNE_MAX_CANDIDATES)
+                return 0;
+        double alpha = (1.0 - p->confidence_pct / 100.0) / ((double) (p->rounds ? p->rounds : 1) * (double) (n - 1));
+        for (size_t c = 0; c < n; c++) {
+                was[c] = drops[c].dropped; /* a candidate dropped at this look still counts as an opponent */
+                k[c] = race_values(p, &series[c], p99, obj[c], wmb[c], rlat[c]);
+                usable[c] = !was[c] && k[c] >= 2;
+                for (size_t i = 0; i < k[c]; i++)
+                        usable[c] = usable[c] && obj[c][i] > 0;
+                if (!usable[c])
+                        continue;
+                var[c] = log_var(obj[c], k[c], &mean[c]);
+                ss += var[c] * (double) (k[c] - 1);
+                df += (double) (k[c] - 1);
+        }
+        if (df < 2)
+                return 0;
+        double pooled = fmax(ss / df, floor_var);
+        double best_write = 0;
+        for (size_t c = 0; c < n; c++)
+                if (usable[c])
+                        best_write = fmax(best_write, autotune_median(wmb[c], k[c]));
+
+        for (size_t c = 1; c < n; c++) {
+                if (!usable[c])
+                        continue;
+                double wc = autotune_median(wmb[c], k[c]), rc = autotune_median(rlat[c], k[c]);
+                for (size_t b = 0; b < n; b++) {
+                        if (b == c || !usable[b])
+                                continue;
+                        /* b must not be worse on the bound's figure (then c
+                         * inside the bound means b inside it too), or be
+                         * inside the write bound with half the tolerance to
+                         * spare (where equal writes differ by their noise) */
+                        if (p->objective == AUTO_OBJECTIVE_READ_LATENCY) {
+                                double wb = autotune_median(wmb[b], k[b]);
+                                if (wb < wc && best_write >= AUTOTUNE_MIN_WRITE_MBPS &&
+                                    wb < best_write * (1.0 - p->write_tolerance_pct / 200.0))
+                                        continue;
+                        } else {
+                                double rb = autotune_median(rlat[b], k[b]);
+                                if (rb > rc && rb * 1000.0 > (double) p->read_target_usec)
+                                        continue;
+                        }
+                        double v = fmax(pooled, fmax(var[b], var[c]));
+                        double t = (lower ? mean[c] - mean[b] : mean[b] - mean[c]) /
+                                   sqrt(v * (1.0 / (double) k[b] + 1.0 / (double) k[c]));
+                        double pv = t_upper(t, df);
+                        if (pv > alpha)
+                                continue;
+                        drops[c] = (AutoDrop) { .dropped = true, .by = (int) b, .epochs = (unsigned) k[c], .p = pv };
+                        snprintf(drops[c].why, sizeof drops[c].why,
+                                 "beaten by candidate %zu (%.3g against %.3g, p=%.2g <= %.2g) after %zu epochs", b,
+                                 autotune_median(obj[b], k[b]), autotune_median(obj[c], k[c]), pv, alpha, k[c]);
+                        dropped++;
+                        break;
+                }
+        }
+        return dropped;
+}
+
+bool autotune_far_worse(const AutoTunePolicy *p, const AutoSeries *series, size_t n, const AutoDrop *drops,
+                        size_t c, const EpochFigures *e, char *why, size_t why_size) {
+        double best_write = 0, ref_med = INFINITY, ref_worst = 0;
+        int ref = -1;
+
+        if (c == 0 || !e->valid || e->read_iops == 0)
+                return false;
+        double med_w[AUTOTUNE_MAX_CANDIDATES], med_r[AUTOTUNE_MAX_CANDIDATES], worst_r[AUTOTUNE_MAX_CANDIDATES];
+        bool has[AUTOTUNE_MAX_CANDIDATES] = {};
+        for (size_t b = 0; b < n && b < AUTOTUNE_MAX_CANDIDATES; b++) {
+                double w[AUTOTUNE_MAX_EPOCHS], r[AUTOTUNE_MAX_EPOCHS];
+                size_t k = 0;
+                if (b == c || (drops && drops[b].dropped))
+                        continue;
+                for (size_t i = 0; i < series[b].n; i++) {
+                        const EpochFigures *f = &series[b].epochs[i];
+                        if (!f->valid || f->read_iops == 0)
+                                continue;
+                        w[k] = f->write_mbps;
+                        r[k] = f->read_await_ms;
+                        k++;
+                }
+                if (k == 0)
+                        continue;
+                has[b] = true;
+                med_w[b] = autotune_median(w, k);
+                med_r[b] = autotune_median(r, k);
+                worst_r[b] = r[0];
+                for (size_t i = 1; i < k; i++)
+                        worst_r[b] = fmax(worst_r[b], r[i]);
+                best_write = fmax(best_write, med_w[b]);
+        }
+        for (size_t b = 0; b < n && b < AUTOTUNE_MAX_CANDIDATES; b++) {
+                if (!has[b])
+                        continue;
+                if (p->objective == AUTO_OBJECTIVE_READ_LATENCY && best_write >= AUTOTUNE_MIN_WRITE_MBPS &&
+                    med_w[b] < best_write * (1.0 - p->write_tolerance_pct / 100.0))
+                        continue; /* outside the write bound so far: no reference */
+                if (med_r[b] < ref_med) {
+                        ref_med = med_r[b];
+                        ref_worst = worst_r[b];
+                        ref = (int) b;
+                }
+        }
+        if (ref < 0)
+                return false;
+        /* Its slowest epoch, not its median: one lucky epoch of the best
+         * must not end a candidate that is merely no better. */
+        double base = fmax(ref_worst, AUTOTUNE_GUARD_FLOOR_MS);
+        if (e->read_await_ms <= base * p->guard_factor)
+                return false;
+        snprintf(why, why_size, "read await %.2f ms, more than %u times the best so far's %.2f ms (candidate %d, its slowest epoch)",
+                 e->read_await_ms, p->guard_factor, base, ref);
+        return true;
+}
+
+static int sched_group(const AutoCandidate *cand, size_t c, const char *const *names, size_t *n_names) {
+        for (size_t g = 0; g < *n_names; g++)
+                if (streq(names[g], cand[c].scheduler))
+                        return (int) g;
+        return -1;
+}
+
+size_t autotune_round_order(const AutoCandidate *cand, size_t n, const AutoDrop *drops, unsigned round,
+                            size_t *order) {
+        const char *names[AUTOTUNE_MAX_CANDIDATES];
+        size_t n_names = 0, k = 0;
+
+        /* groups in the order of their first candidate: the current
+         * setting's group first, so that round 0 starts with no switch */
+        for (size_t c = 0; c < n && c < AUTOTUNE_MAX_CANDIDATES; c++)
+                if (sched_group(cand, c, names, &n_names) < 0)
+                        names[n_names++] = cand[c].scheduler;
+        bool back = round % 2 == 1;
+        for (size_t gi = 0; gi < n_names; gi++) {
+                size_t g = back ? n_names - 1 - gi : gi;
+                for (size_t ci = 0; ci < n; ci++) {
+                        size_t c = back ? n - 1 - ci : ci;
+                        if ((drops && drops[c].dropped) || !streq(cand[c].scheduler, names[g]))
+                                continue;
+                        order[k++] = c;
+                }
+        }
+        return k;
+}
+
+unsigned autotune_order_switches(const AutoCandidate *cand, const size_t *order, size_t k, const char *from) {
+        unsigned s = 0;
+        for (size_t i = 0; i < k; i++) {
+                const char *sch = cand[order[i]].scheduler;
+                if (!from || !streq(from, sch))
+                        s++;
+                from = sch;
+        }
+        return s;
+}
+
+/* ---- workloads seen ---- */
+
+static double log2_ratio(double a, double b) {
+        if (a <= 0 && b <= 0)
+                return 0;
+        if (a <= 0 || b <= 0)
+                return INFINITY;
+        return fabs(log2(a / b));
+}
+
+double autotune_signature_distance(const AutoSignature *a, const AutoSignature *b) {
+        double d = fabs(a->read_share - b->read_share) / 0.25;
+        d = fmax(d, log2_ratio(a->avg_kb, b->avg_kb));
+        d = fmax(d, log2_ratio(a->iops, b->iops) / 2);
+        d = fmax(d, log2_ratio(a->depth + 1, b->depth + 1) / 2);
+        return d;
+}
+
+bool autotune_series_signature(const AutoSeries *series, size_t n, AutoSignature *ret) {
+        double rs[AUTOTUNE_MAX_EPOCHS * 2], kb[AUTOTUNE_MAX_EPOCHS * 2], io[AUTOTUNE_MAX_EPOCHS * 2],
+                dp[AUTOTUNE_MAX_EPOCHS * 2];
+        size_t k = 0;
+
+        for (size_t c = 0; c < n; c++)
+                for (size_t i = 0; i < series[c].n && k < ELEMENTSOF(rs); i++) {
+                        AutoSignature s;
+                        if (!series[c].epochs[i].valid)
+                                continue;
+                        autotune_signature(&series[c].epochs[i], &s);
+                        rs[k] = s.read_share, kb[k] = s.avg_kb, io[k] = s.iops, dp[k] = s.depth;
+                        k++;
+                }
+        if (k == 0)
+                return false;
+        *ret = (AutoSignature) { .read_share = autotune_median(rs, k), .avg_kb = autotune_median(kb, k),
+                                 .iops = autotune_median(io, k), .depth = autotune_median(dp, k) };
+        return true;
+}
+
+void autotune_memory_record(AutoMemory *m, size_t *n, const AutoSignature *sig, const AutoCandidate *c,
+                            uint64_t now_usec) {
+        size_t at = *n;
+        double best = INFINITY;
+
+        for (size_t i = 0; i < *n; i++) {
+                double d = autotune_signature_distance(&m[i].sig, sig);
+                if (d <= AUTOTUNE_MEMORY_MATCH && d < best) {
+                        best = d;
+                        at = i;
+                }
+        }
+        if (at == *n && *n == AUTOTUNE_MEMORY_MAX) {
+                at = 0;
+                for (size_t i = 1; i < *n; i++)
+                        if (m[i].realtime_usec < m[at].realtime_usec)
+                                at = i;
+        }
+        m[at] = (AutoMemory) { .sig = *sig, .cand = *c, .realtime_usec = now_usec };
+        m[at].cand.baseline = false;
+        if (at == *n)
+                (*n)++;
+}
+
+int autotune_memory_find(const AutoMemory *m, size_t n, const AutoSignature *sig, double min_iops) {
+        int at = -1;
+        double best = INFINITY;
+
+        if (sig->iops < min_iops)
+                return -1;
+        for (size_t i = 0; i < n; i++) {
+                double d = autotune_signature_distance(&m[i].sig, sig);
+                if (d <= AUTOTUNE_MEMORY_MATCH && d < best) {
+                        best = d;
+                        at = (int) i;
+                }
+        }
+        return at;
+}
+
+int autotune_memory_format(const char *id, uint64_t diskseq, const AutoMemory *e, char *buf, size_t size) {
+        if (!id || !*id || strpbrk(id, "\t\n") || strpbrk(e->cand.scheduler, "\t\n "))
+                return -EINVAL;
+        int r = snprintf(buf, size, "%s\t%" PRIu64 "\t%.6g\t%.6g\t%.6g\t%.6g\t%" PRIu64 "\t%s\t%u\t%lld", id, diskseq,
+                         e->sig.read_share, e->sig.avg_kb, e->sig.iops, e->sig.depth, e->realtime_usec,
+                         e->cand.scheduler, e->cand.nr_requests,
+                         e->cand.wbt_lat_usec == AUTO_WBT_UNSET ? LLONG_MIN : e->cand.wbt_lat_usec);
+        return r < 0 || (size_t) r >= size ? -ENOBUFS : 0;
+}
+
+int autotune_memory_parse(const char *line, char *idbuf, size_t idsize, uint64_t *ret_diskseq, AutoMemory *ret) {
+        const char *tab = strchr(line, '\t');
+        AutoMemory e = {};
+        uint64_t seq;
+        char sched[32];
+        long long wbt;
+        int used = 0;
+
+        if (!tab || tab == line || (size_t) (tab - line) >= idsize)
+                return -EINVAL;
+        if (sscanf(tab + 1, "%" SCNu64 "\t%lf\t%lf\t%lf\t%lf\t%" SCNu64 "\t%31[^\t]\t%u\t%lld%n", &seq,
+                   &e.sig.read_share, &e.sig.avg_kb, &e.sig.iops, &e.sig.depth, &e.realtime_usec, sched,
+                   &e.cand.nr_requests, &wbt, &used) != 9 ||
+            tab[1 + used] != 0)
+                return -EINVAL;
+        if (!isfinite(e.sig.read_share) || e.sig.read_share < 0 || e.sig.read_share > 1 || !(e.sig.avg_kb >= 0) ||
+            !(e.sig.iops >= 0) || !(e.sig.depth >= 0) || !isfinite(e.sig.avg_kb) || !isfinite(e.sig.iops) ||
+            !isfinite(e.sig.depth) || !*sched)
+                return -EINVAL;
+        snprintf(e.cand.scheduler, sizeof e.cand.scheduler, "%s", sched);
+        e.cand.wbt_lat_usec = wbt == LLONG_MIN ? AUTO_WBT_UNSET : wbt;
+        memcpy(idbuf, line, (size_t) (tab - line));
+        idbuf[tab - line] = 0;
+        *ret_diskseq = seq;
+        *ret = e;
+        return 0;
+}
+
+/* ---- what the trial promised ---- */
+
+void autotune_promise_make(const AutoTunePolicy *p, const AutoSeries *series, const AutoSummary *sum, size_t n,
+                           int winner, AutoPromise *ret) {
+        double best_write = 0;
+
+        *ret = (AutoPromise) {};
+        for (size_t c = 0; c < n; c++)
+                if (sum[c].n > 0 && !sum[c].dropped)
+                        best_write = fmax(best_write, sum[c].write_mbps);
+        (void) autotune_series_signature(series, n, &ret->sig);
+        if (winner < 0 || (size_t) winner >= n)
+                return;
+        ret->predicted_write_mbps = sum[winner].write_mbps;
+        ret->predicted_read_ms = sum[winner].read_p99_ms > 0 ? sum[winner].read_p99_ms : sum[winner].read_await_ms;
+        if (p->objective == AUTO_OBJECTIVE_READ_LATENCY) {
+                if (best_write >= AUTOTUNE_MIN_WRITE_MBPS)
+                        ret->write_floor_mbps = best_write * (1.0 - p->write_tolerance_pct / 100.0);
+        } else
+                ret->read_ceiling_ms = (double) p->read_target_usec / 1000.0;
+}
+
+AutoPromiseState autotune_promise_check(const AutoTunePolicy *p, const AutoPromise *pr, const EpochFigures *e,
+                                        size_t k, char *why, size_t why_size) {
+        double w[AUTOTUNE_PROMISE_MAX_INTERVALS], r[AUTOTUNE_PROMISE_MAX_INTERVALS];
+        size_t m = 0;
+
+        for (size_t i = 0; i < k && m < AUTOTUNE_PROMISE_MAX_INTERVALS; i++) {
+                AutoSignature s;
+                if (!e[i].valid)
+                        continue;
+                autotune_signature(&e[i], &s);
+                if (s.iops < p->min_iops || autotune_signature_distance(&s, &pr->sig) > AUTOTUNE_MEMORY_MATCH)
+                        continue; /* another workload: it promised nothing of that */
+                w[m] = e[i].write_mbps;
+                r[m] = e[i].read_await_ms;
+                m++;
+        }
+        if (m < AUTOTUNE_PROMISE_MIN_INTERVALS)
+                return AUTO_PROMISE_WATCHING;
+        double mw = autotune_median(w, m), mr = autotune_median(r, m);
+        if (pr->write_floor_mbps > 0 && mw < pr->write_floor_mbps) {
+                snprintf(why, why_size,
+                         "writes %.1f MB/s over %zu intervals of the workload, below the %.1f MB/s the trial's bound "
+                         "assumed (it measured %.1f)",
+                         mw, m, pr->write_floor_mbps, pr->predicted_write_mbps);
+                return AUTO_PROMISE_BROKEN;
+        }
+        if (pr->read_ceiling_ms > 0 && mr > pr->read_ceiling_ms) {
+                snprintf(why, why_size,
+                         "read await %.2f ms over %zu intervals of the workload, above the target of %.2f ms (the trial "
+                         "measured %.2f)",
+                         mr, m, pr->read_ceiling_ms, pr->predicted_read_ms);
+                return AUTO_PROMISE_BROKEN;
+        }
+        snprintf(why, why_size, "holds over %zu intervals of the workload: writes %.1f MB/s, read await %.2f ms", m, mw,
+                 mr);
+        return AUTO_PROMISE_HOLDS;
+}
+
+int autotune_fallback(const AutoTunePolicy *p, const AutoSummary *sum, size_t n, int chosen) {
+        int fb = -1;
+
+        for (size_t c = 0; c < n; c++) {
+                if ((int) c == chosen || !sum[c].admissible || sum[c].dropped || sum[c].n == 0)
+                        continue;
+                if (fb < 0)
+                        fb = (int) c;
+                else if (p->objective == AUTO_OBJECTIVE_READ_LATENCY ? sum[c].write_mbps > sum[fb].write_mbps
+                                                                      : sum[c].read_await_ms < sum[fb].read_await_ms)
+                        fb = (int) c;
+        }
+        return fb;
 }

@@ -9,10 +9,13 @@
  * clock). The daemon's trial runner (autotune-runner.c) feeds it the
  * figures it samples; the unit tests feed it synthetic and recorded series.
  *
- * Method. A trial measures every candidate on the live workload in short
- * epochs, interleaved: round r runs the candidates in the order rotated by
- * r (A B C, B C A, C A B, ...), so that a workload drifting during the
- * trial favours no position. Each epoch yields figures from the deltas of
+ * Method. A trial measures the candidates on the live workload in short
+ * epochs, in rounds over those still in the race: grouped by scheduler,
+ * forward then backward (autotune_round_order()), so that a workload
+ * drifting linearly during the trial favours no position; after each round
+ * the race drops the candidates beaten with confidence (autotune_race()),
+ * and one far worse than the best so far leaves after its epoch
+ * (autotune_far_worse()). Each epoch yields figures from the deltas of
  * /sys/block/X/stat. The decision compares per-epoch figures with a
  * one-sided Mann-Whitney rank test (exact null distribution, ties count a
  * half) between the best admissible candidate and the current setting: it
@@ -58,7 +61,14 @@ typedef struct AutoTunePolicy {
         double min_iops;                /* AutoMinIOPS=: below, the disk is idle: no trial */
         bool on_hotplug;                /* AutoTrialOnHotplug= */
         bool on_workload_change;        /* AutoTrialOnWorkloadChange= */
+        unsigned max_switches;          /* AutoMaxSwitches=: scheduler switches a trial may make */
+        bool remember;                  /* AutoRemember=: workloads seen get their setting back at once */
 } AutoTunePolicy;
+
+/* A trial makes at most this many scheduler switches by default (each
+ * freezes the queue): 3 schedulers grouped per round cost 2 a round, so 6
+ * rounds fit with room for the chosen setting. */
+#define AUTOTUNE_DEFAULT_MAX_SWITCHES 16
 
 void autotune_policy_init(AutoTunePolicy *p);
 void autotune_policy_done(AutoTunePolicy *p);
@@ -125,6 +135,14 @@ typedef struct BlockStat {
 
 int blockstat_parse(const char *text, BlockStat *ret);
 
+/* Whether the requests in flight when a candidate went in (at) have left
+ * the queue by now: as many completions since as were in flight then (the
+ * queue serves roughly in order), or nothing in flight. An epoch measures
+ * only after that, so that it sees the candidate, not the tail of the one
+ * before (a deep queue of large writes takes seconds to drain). */
+bool autotune_drained(const BlockStat *at, const BlockStat *now);
+#define AUTOTUNE_DRAIN_MAX_USEC (5ULL * 1000000) /* measure anyway after this long */
+
 /* Per-epoch figures of one candidate. */
 typedef struct EpochFigures {
         double read_iops, write_iops;
@@ -152,8 +170,9 @@ double autotune_objective_value(const AutoTunePolicy *p, const EpochFigures *e, 
 double autotune_read_latency(const EpochFigures *e, bool p99);
 bool autotune_objective_lower_better(const AutoTunePolicy *p);
 
-/* The order of the trial: slot s of n_cand * rounds runs candidate
- * autotune_slot_candidate(s, n_cand). */
+/* The rotated order (A B C, B C A, ...): slot s of n_cand * rounds runs
+ * candidate autotune_slot_candidate(s, n_cand). The runner now uses
+ * autotune_round_order(); the unit tests' synthetic trials use this. */
 size_t autotune_slot_candidate(size_t slot, size_t n_cand);
 
 /* One-sided Mann-Whitney: p-value of "x tends to be smaller than y". */
@@ -165,6 +184,7 @@ typedef struct AutoSeries {
 } AutoSeries;
 
 typedef struct AutoSummary {
+        bool dropped;       /* left the race before the last round */
         double objective;   /* median of the per-epoch objective */
         double read_await_ms, write_mbps, read_mbps, iops, in_flight; /* medians */
         double read_p99_ms; /* median of the epochs' probe p99s; 0: not measured */
@@ -204,10 +224,67 @@ bool autotune_have_p99(const AutoSeries *series, size_t n);
 void autotune_decide(const AutoTunePolicy *p, const AutoSeries *series, size_t n, AutoSummary *summaries,
                      AutoDecision *ret);
 
-/* The guard rail: true if epoch e of a candidate has a read await more
- * than the policy's factor times the slowest epoch of the baseline so far
- * (both at least AUTOTUNE_GUARD_FLOOR_MS), or saw I/O errors; *why says
- * which. */
+/* ---- racing ----
+ *
+ * A trial runs in rounds; each round measures the candidates still in the
+ * race once, and after each round autotune_race() drops a candidate that
+ * another one beats with confidence. A candidate whose epoch is far worse
+ * than the best so far leaves at once (autotune_far_worse()): the price
+ * of a trial for the workload is one epoch per bad candidate. The current
+ * setting (candidate 0) always stays: the decision compares with it. */
+
+typedef struct AutoDrop {
+        bool dropped;
+        int by;           /* the candidate that beat it, -1 */
+        unsigned epochs;  /* its epochs when it left */
+        double p;         /* the racing test's p (0 for far worse) */
+        char why[256];
+} AutoDrop;
+
+/* P(T >= t) for Student's t with df degrees of freedom (df may be
+ * fractional). */
+double autotune_t_upper(double t, double df);
+
+/* After a round: drops the candidates (never 0) that another one still in
+ * the race dominates: better in the objective with p at most
+ * (1 - confidence) / (rounds * (n - 1)), and not worse on the bound's
+ * figure (write MB/s for read latency, read latency for throughput) or,
+ * for read latency, inside the write bound with half the tolerance to
+ * spare. The
+ * test is Student's t on the logarithms with the noise pooled over the
+ * candidates in the race (and at least each pair's own). Returns how many
+ * it dropped. */
+size_t autotune_race(const AutoTunePolicy *p, const AutoSeries *series, size_t n, AutoDrop *drops);
+
+/* Whether epoch e of candidate c (not 0) is far worse than the best so
+ * far: a read await more than the guard factor times the slowest epoch of
+ * the candidate still in the race with the lowest median read await among
+ * those inside the write bound so far (at least AUTOTUNE_GUARD_FLOOR_MS).
+ * *why says against what. */
+bool autotune_far_worse(const AutoTunePolicy *p, const AutoSeries *series, size_t n, const AutoDrop *drops,
+                        size_t c, const EpochFigures *e, char *why, size_t why_size);
+
+/* The order of round `round` over the candidates still in the race:
+ * grouped by scheduler (so a round switches only between groups), groups
+ * and members forward on even rounds and backward on odd ones (A B C, C B
+ * A: a linear drift favours no position, and a round begins where the
+ * last ended, with no switch). Returns how many were written to order. */
+size_t autotune_round_order(const AutoCandidate *cand, size_t n, const AutoDrop *drops, unsigned round,
+                            size_t *order);
+/* Scheduler switches to run order[0..k) from the scheduler `from`. */
+unsigned autotune_order_switches(const AutoCandidate *cand, const size_t *order, size_t k, const char *from);
+
+/* autotune_decide() with the drops of a race (NULL: none): a dropped
+ * candidate is not chosen and needs no minimum of epochs; with every
+ * challenger dropped the current setting is kept as the best. */
+void autotune_decide_raced(const AutoTunePolicy *p, const AutoSeries *series, size_t n, const AutoDrop *drops,
+                           AutoSummary *summaries, AutoDecision *ret);
+
+/* The guard rail: true if epoch e of a candidate saw I/O errors, or has a
+ * read await more than the policy's factor times the slowest epoch of the
+ * baseline so far (both at least AUTOTUNE_GUARD_FLOOR_MS); *why says
+ * which. The runner ends a trial on errors only: a slow candidate leaves
+ * the race instead (autotune_far_worse(), against the best so far). */
 bool autotune_guard(const AutoTunePolicy *p, const AutoSeries *baseline, const EpochFigures *e, char *why,
                     size_t why_size);
 
@@ -232,6 +309,7 @@ typedef struct AutoSignature {
         double read_share;  /* of I/Os, 0..1 */
         double avg_kb;      /* mean request size */
         double iops;
+        double depth;       /* mean requests in flight */
 } AutoSignature;
 
 void autotune_signature(const EpochFigures *e, AutoSignature *ret);
@@ -240,3 +318,81 @@ void autotune_signature(const EpochFigures *e, AutoSignature *ret);
 bool autotune_workload_changed(const AutoSignature *a, const AutoSignature *b, double min_iops);
 
 double autotune_median(const double *v, size_t n);
+
+/* ---- workloads seen ----
+ *
+ * A workload's signature is its read share of I/Os, mean request size,
+ * rate and depth (autotune_signature()). Rate and depth follow the setting
+ * in force as much as the workload (a queue of 32 holds at most 32), so
+ * their scale is wider: the distance is the largest of
+ *   |read share a - b| / 0.25,  |log2(size a / size b)|,
+ *   |log2(rate a / rate b)| / 2,  |log2((depth a + 1) / (depth b + 1))| / 2
+ * and two signatures within AUTOTUNE_MEMORY_MATCH are the same workload. */
+#define AUTOTUNE_MEMORY_MAX 8
+#define AUTOTUNE_MEMORY_MATCH 1.0
+
+double autotune_signature_distance(const AutoSignature *a, const AutoSignature *b);
+/* The median signature of the valid epochs of series[0..n). false: none. */
+bool autotune_series_signature(const AutoSeries *series, size_t n, AutoSignature *ret);
+
+typedef struct AutoMemory {
+        AutoSignature sig;
+        AutoCandidate cand;     /* what the trial chose (or kept) for it */
+        uint64_t realtime_usec; /* when */
+} AutoMemory;
+
+/* Records what a trial chose for sig: an entry of the same workload is
+ * replaced, else the oldest makes room. */
+void autotune_memory_record(AutoMemory *m, size_t *n, const AutoSignature *sig, const AutoCandidate *c,
+                            uint64_t now_usec);
+/* The entry nearest sig within AUTOTUNE_MEMORY_MATCH; -1: none (or sig is
+ * idle, below min_iops). */
+int autotune_memory_find(const AutoMemory *m, size_t n, const AutoSignature *sig, double min_iops);
+
+/* The state file's line for an entry of the disk `id` (its diskseq):
+ * tab-separated id, diskseq, read share, size, rate, depth, time,
+ * scheduler, nr_requests, wbt_lat_usec. -EINVAL if id holds a tab or a
+ * newline. */
+int autotune_memory_format(const char *id, uint64_t diskseq, const AutoMemory *e, char *buf, size_t size);
+/* Parses such a line (without its newline); *ret_id points into a copy in
+ * idbuf. -EINVAL on a malformed line. */
+int autotune_memory_parse(const char *line, char *idbuf, size_t idsize, uint64_t *ret_diskseq, AutoMemory *ret);
+
+/* ---- what the trial promised, watched after the change ----
+ *
+ * A change was admitted under a bound: for read latency, the chosen
+ * setting's writes within AutoWriteTolerance= of the best candidate's; for
+ * throughput, its read latency under the target. After the change the
+ * runner watches the setting over AUTOTUNE_PROMISE_USEC, in the watch's
+ * 10 s intervals, on the workload the trial measured. */
+#define AUTOTUNE_PROMISE_USEC (300ULL * 1000000)
+#define AUTOTUNE_PROMISE_MIN_INTERVALS 6 /* a minute of the same workload before judging */
+#define AUTOTUNE_PROMISE_MAX_INTERVALS 32
+
+typedef struct AutoPromise {
+        AutoSignature sig;       /* the workload the trial measured */
+        double write_floor_mbps; /* read latency: (1 - tolerance) x the trial's best write; 0: moot */
+        double read_ceiling_ms;  /* throughput: the target; 0: moot */
+        double predicted_write_mbps, predicted_read_ms; /* the chosen setting in the trial */
+} AutoPromise;
+
+typedef enum AutoPromiseState {
+        AUTO_PROMISE_WATCHING, /* too few intervals of the workload yet */
+        AUTO_PROMISE_HOLDS,    /* inside the bound so far */
+        AUTO_PROMISE_BROKEN,   /* the median of the intervals breaks the bound */
+} AutoPromiseState;
+
+/* The promise of a trial whose decision was a change (winner). */
+void autotune_promise_make(const AutoTunePolicy *p, const AutoSeries *series, const AutoSummary *sum, size_t n,
+                           int winner, AutoPromise *ret);
+/* Judges the watched intervals e[0..k): those of the promised workload
+ * (signature within AUTOTUNE_MEMORY_MATCH, not idle) count; with at least
+ * AUTOTUNE_PROMISE_MIN_INTERVALS of them, their median write MB/s (read
+ * await) against the floor (ceiling). *why says the figures. */
+AutoPromiseState autotune_promise_check(const AutoTunePolicy *p, const AutoPromise *pr, const EpochFigures *e,
+                                        size_t k, char *why, size_t why_size);
+/* The candidate to fall back to when the chosen one broke its bound: of
+ * the admissible candidates of the trial other than chosen, the one that
+ * kept the bound with the most margin (the highest median write for read
+ * latency, the lowest read latency for throughput); -1: none. */
+int autotune_fallback(const AutoTunePolicy *p, const AutoSummary *sum, size_t n, int chosen);

@@ -96,6 +96,7 @@ Config *config_free(Config *c) {
         free(c->daemon.admin_group);
         free(c->daemon.metrics_textfile);
         free(c->daemon.originals_directory);
+        free(c->daemon.state_directory);
         free(c->zones.emulate);
         free(c->zones.database);
         strv_free(c->files);
@@ -122,8 +123,18 @@ static Config *config_new(void) {
         c->zones.scrub_interval_usec = ZONES_SCRUB_INTERVAL_DEFAULT_USEC;
         c->zones.scrub_rate = ZONES_SCRUB_RATE_DEFAULT;
         c->zones.database = strdup("/var/lib/blkmqd/zones.db");
-        if (!c->zones.database)
+        /* systemd's StateDirectory= hands it over in $STATE_DIRECTORY (the
+         * first of a colon-separated list) */
+        const char *sd = getenv("STATE_DIRECTORY");
+        if (sd && sd[0] == '/')
+                c->daemon.state_directory = strndup(sd, strcspn(sd, ":"));
+        else
+                c->daemon.state_directory = strdup(CONFIG_DEFAULT_STATE_DIRECTORY);
+        if (!c->zones.database || !c->daemon.state_directory) {
+                free(c->zones.database);
+                free(c->daemon.state_directory);
                 return mfree(c);
+        }
         return c;
 }
 
@@ -471,6 +482,11 @@ static int parse_daemon(Parser *p, const char *key, const char *value) {
                 if (*value && (value[0] != '/' || n < 6 || !streq(value + n - 5, ".prom")))
                         return parser_error(p, "MetricsTextfile=: expected an absolute path ending in .prom (node_exporter's textfile collector), got \"%s\"", value);
                 return free_and_strdup(&d->metrics_textfile, *value ? value : NULL);
+        }
+        if (streq(key, "StateDirectory")) {
+                if (value[0] != '/')
+                        return parser_error(p, "StateDirectory=: expected an absolute path, got \"%s\"", value);
+                return free_and_strdup(&d->state_directory, value);
         }
         if (streq(key, "CallTimeoutSec")) {
                 long long v;

@@ -63,7 +63,10 @@ typedef struct DaemonConfig {
         uint64_t call_timeout_usec; /* a mutating call waits this long for its jobs; 0: for ever */
         unsigned autotune_trials_per_hour; /* AutoTrialsPerHour=: trials across all devices */
         char *originals_directory; /* OriginalsDirectory=: NULL: $RUNTIME_DIRECTORY or the default */
+        char *state_directory; /* StateDirectory=: what trials learned of workloads (autotune-memory) */
 } DaemonConfig;
+
+#define CONFIG_DEFAULT_STATE_DIRECTORY "/var/lib/blkmqd"
 
 #define CONFIG_DEFAULT_AUTOTUNE_TRIALS_PER_HOUR 12u
 

@@ -12,9 +12,18 @@ life: on plain loop devices (fast, so short epochs do), with fio.
    or an abort, the call gets its reply, and the daemon answers.
 4. Stopping the daemon during a trial puts the setting from before the
    trial back (the scheduler and nr_requests the disk had).
+5. Workloads seen (AutoRemember=, the default): a trial records the
+   workload and its choice (GetDevice, the state file); after a restore
+   and another workload, the first workload's return gets that setting
+   back with no trial; a restarted daemon reads the memory from
+   StateDirectory= and does the same; another medium under the name (the
+   loop device attached again: a new diskseq) forgets it.
+6. AutoMaxSwitches=: a trial stops before a round that would pass the cap,
+   and one whose first round alone needs more is refused.
 
 Needs root, loop devices, udevd, fio; $BLKMQD."""
 
+import os
 import shutil
 import subprocess
 import threading
@@ -154,6 +163,101 @@ AutoTrialOnWorkloadChange=yes
                 after = (steady.scheduler(), steady.attr("nr_requests"))
                 r.eq(after, before, "scheduler and nr_requests are as before the trial")
                 log(f"# trial call at the stop: {str(out[0])[:200] if out else 'no reply'}")
+
+            with r.case("a workload seen before gets its setting back at once, across restarts (AutoRemember=)", env):
+                mem = env.attach("mem")
+                mcfg = env.config(f"""\
+[Daemon]
+ProbeIntervalSec=1
+AutoTrialsPerHour=60
+
+[Device mem]
+MatchBackingFile={mem.backing_file()}
+{TRIAL_KEYS}""", name="mem.conf")
+                d2 = env.daemon(["--config", mcfg, "--varlink-address", addr, "--log-level", "debug"], name="blkmqd-mem")
+                d2.start(timeout=15)
+                procs.append(fio(mem.dev, "randread", "4k"))
+                time.sleep(2)
+                rep = varlink_call(addr, "io.blkmqd.Manager.Trial", {"device": mem.name}, timeout=120)
+                t = rep.get("parameters", {}).get("trial", {})
+                log(f"# workload A: {t.get('verdict')} {t.get('winner')}: {t.get('reason')}")
+                r.ok(t.get("verdict") in ("change", "keep-best", "keep-noise", "keep-hysteresis"),
+                     f"the trial came to a decision on the workload ({t.get('verdict')})", daemon=d2)
+                seen = autotune(addr, mem.name).get("workloads", [])
+                r.eq([w.get("setting") for w in seen], [t.get("winner")], "GetDevice: one workload, with the trial's setting")
+                r.ok(bool(seen) and seen[0].get("readShare", 0) > 0.9, "its signature: reads", detail=str(seen))
+                state = os.path.join(env.tmp, "state", "autotune-memory")
+                r.ok(os.path.exists(state) and mem.backing_file() in open(state).read(),
+                     "kept in the state directory under the disk's identity")
+                # The static keys back; then another workload, unknown: no recall, no trial.
+                varlink_call(addr, "io.blkmqd.Manager.Restore", {"device": mem.name})
+                stop(procs.pop())
+                procs.append(fio(mem.dev, "write", "256k"))
+                time.sleep(25)
+                at = autotune(addr, mem.name)
+                r.eq((at.get("recalls"), at.get("trials")), (0, 1), "another workload: no recall, no trial")
+                stop(procs.pop())
+                procs.append(fio(mem.dev, "randread", "4k"))
+                ok = wait_for(lambda: autotune(addr, mem.name).get("recalls", 0) >= 1, 40, interval=0.5)
+                at = autotune(addr, mem.name)
+                r.ok(ok, "the first workload back: its setting at once (a recall)", daemon=d2)
+                r.eq((at.get("chosen"), at.get("trials")), (t.get("winner"), 1), "the trial's setting, with no trial")
+                ex = varlink_call(addr, "io.blkmqd.Manager.Explain", {"device": mem.name}).get("parameters", {})
+                r.ok("recalled" in str(ex.get("autotune")) and "Workloads seen (1)" in str(ex.get("autotune")),
+                     "explain says so and lists the workload", detail=str(ex.get("autotune")))
+                r.ok("a workload seen before is back" in d2.log_text(), "the log says so")
+
+                d2.stop()
+                d3 = env.daemon(["--config", mcfg, "--varlink-address", addr, "--log-level", "debug"], name="blkmqd-mem2")
+                d3.start(timeout=15)
+                ok = wait_for(lambda: autotune(addr, mem.name).get("recalls", 0) >= 1, 40, interval=0.5)
+                at = autotune(addr, mem.name)
+                r.ok(ok and at.get("trials", 0) == 0, "after a restart: read from the state directory, recalled "
+                     "with no trial", daemon=d3, detail=str(at))
+                r.eq([w.get("setting") for w in at.get("workloads", [])], [t.get("winner")], "the same memory")
+
+                stop(procs.pop())
+                path = mem.backing_file()
+                env.detach(mem)
+                mem2 = env.attach(path=path)
+                # once the daemon has seen the new attachment (its uevent)
+                wait_for(lambda: autotune(addr, mem2.name).get("workloads", None) == [], 20, interval=0.5)
+                seen = autotune(addr, mem2.name).get("workloads", None)
+                r.eq(seen, [], f"attached again ({mem2.name}, another diskseq): the workloads are forgotten",
+                     daemon=d3)
+                r.ok(os.path.exists(state) and path not in open(state).read(), "and gone from the state file")
+                d3.stop()
+
+            with r.case("scheduler switches are counted and capped (AutoMaxSwitches=)", env):
+                cap = env.attach("cap")
+                cap.set("scheduler", "none")
+                ccfg = env.config(f"""\
+[Device cap]
+MatchBackingFile={cap.backing_file()}
+{TRIAL_KEYS}AutoMaxSwitches=1
+[Device cap3]
+MatchBackingFile={env.tmp}/cap3-*.img
+{TRIAL_KEYS.replace("none mq-deadline", "none mq-deadline kyber")}AutoMaxSwitches=1
+""", name="cap.conf")
+                d4 = env.daemon(["--config", ccfg, "--varlink-address", addr, "--log-level", "debug"], name="blkmqd-cap")
+                d4.start(timeout=15)
+                procs.append(fio(cap.dev, "randread", "4k"))
+                rep = varlink_call(addr, "io.blkmqd.Manager.Trial", {"device": cap.name}, timeout=120)
+                t = rep.get("parameters", {}).get("trial", {})
+                log(f"# cap 1: {t.get('verdict')}: {t.get('reason')}; {t.get('stopReason')}; "
+                    f"{t.get('schedulerSwitches')} switches, {t.get('rounds')} rounds")
+                # none -> mq-deadline is the first round's one switch; the
+                # second (backwards) would need another
+                r.eq((t.get("schedulerSwitches"), t.get("rounds")), (1, 1), "one switch, one round", daemon=d4)
+                r.ok("AutoMaxSwitches=1" in t.get("stopReason", ""), "the trial says why it stopped",
+                     detail=str(t.get("stopReason")))
+                cap3 = env.attach("cap3")
+                # once the daemon has matched it to its section
+                wait_for(lambda: autotune(addr, cap3.name).get("enabled") is True, 20, interval=0.5)
+                rep = varlink_call(addr, "io.blkmqd.Manager.Trial", {"device": cap3.name}, timeout=30)
+                r.ok("AutoMaxSwitches=1" in str(rep.get("parameters", {}).get("reason", rep)),
+                     "three schedulers need two switches a round: refused", detail=str(rep)[:300])
+                d4.stop()
         finally:
             for p in procs:
                 stop(p)

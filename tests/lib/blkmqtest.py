@@ -738,6 +738,10 @@ class Daemon:
         # instances of one service share /run/blkmqd/originals), never in
         # the machine's: another test's daemon must not adopt them.
         env["RUNTIME_DIRECTORY"] = self.env.originals_dir
+        # What the daemon keeps across restarts (StateDirectory=: the
+        # workloads trials learned) stays in the test's own directory,
+        # shared by the daemons of one Env.
+        env["STATE_DIRECTORY"] = os.path.join(self.env.tmp, "state")
         self._log = open(self.logpath, "ab")
         self._out = open(self.outpath, "ab")
         self.proc = subprocess.Popen(self.cmdline(), stdin=subprocess.DEVNULL,

@@ -460,6 +460,15 @@ static void test_parse(void **state) {
         assert_int_equal(autotune_policy_parse(&p, "AutoWbtLatUsec", "-1 0 2000", buf, sizeof buf, &msg), 0);
         assert_int_equal(p.n_wbt_lat_usec, 3);
         assert_int_equal(autotune_policy_parse(&p, "AutoBogus", "1", buf, sizeof buf, &msg), -ENOENT);
+        /* the scheduler switches of a trial, and the memory of workloads */
+        assert_int_equal(p.max_switches, AUTOTUNE_DEFAULT_MAX_SWITCHES);
+        assert_true(p.remember);
+        assert_int_equal(autotune_policy_parse(&p, "AutoMaxSwitches", "6", buf, sizeof buf, &msg), 0);
+        assert_int_equal(p.max_switches, 6);
+        assert_int_equal(autotune_policy_parse(&p, "AutoMaxSwitches", "0", buf, sizeof buf, &msg), -EINVAL);
+        assert_string_equal(msg, "expected a number from 1 to 1000");
+        assert_int_equal(autotune_policy_parse(&p, "AutoRemember", "no", buf, sizeof buf, &msg), 0);
+        assert_false(p.remember);
         autotune_policy_done(&p);
 }
 
@@ -589,6 +598,412 @@ static void test_recorded(void **state) {
         for (size_t i = 0; i < s[2].n; i++)
                 base.epochs[base.n++] = s[2].epochs[i];
         assert_true(autotune_guard(&p, &base, &s[0].epochs[0], why, sizeof why));
+
+        /* The same recording replayed as a re-trial from the good setting
+         * (32 first, then 8 and 256, in the trial's serpentine order): the
+         * old setting leaves the race after one epoch, far worse than the
+         * best so far, and the trial goes on to keep 32, where the guard
+         * rail ended it. */
+        AutoSeries src[3] = { s[2], s[1], s[0] }, r[3] = {};
+        AutoCandidate cand[3] = { { "mq-deadline", 32 }, { "mq-deadline", 8 }, { "mq-deadline", 256 } };
+        AutoDrop drops[3] = {};
+        size_t next[3] = {};
+        for (unsigned round = 0; round < 5; round++) {
+                size_t order[3];
+                size_t k = autotune_round_order(cand, 3, drops, round, order);
+                for (size_t i = 0; i < k; i++) {
+                        size_t c = order[i];
+                        if (drops[c].dropped || next[c] >= src[c].n)
+                                continue;
+                        const EpochFigures *e = &src[c].epochs[next[c]++];
+                        if (autotune_far_worse(&p, r, 3, drops, c, e, why, sizeof why))
+                                drops[c] = (AutoDrop) { .dropped = true, .by = -1, .epochs = (unsigned) r[c].n + 1 };
+                        r[c].epochs[r[c].n++] = *e;
+                }
+                autotune_race(&p, r, 3, drops);
+        }
+        assert_true(drops[2].dropped);
+        assert_int_equal(r[2].n, 1);
+        assert_false(drops[1].dropped); /* faster reads, but outside the write bound: no one dominates it */
+        autotune_decide_raced(&p, r, 3, drops, sum, &d);
+        print_message("re-trial from 32: %s (%s)\n", auto_verdict_to_string(d.verdict), d.reason);
+        assert_int_equal(d.winner, 0);
+        assert_true(d.verdict == AUTO_VERDICT_KEEP_BEST || d.verdict == AUTO_VERDICT_KEEP_NOISE);
+}
+
+/* The t distribution the race tests with. */
+static void test_t_distribution(void **state) {
+        assert_true(fabs(autotune_t_upper(2.0, 4) - 0.0581) < 0.0005);
+        assert_true(fabs(autotune_t_upper(1.0, 1) - 0.25) < 1e-9);
+        assert_true(fabs(autotune_t_upper(0, 7) - 0.5) < 1e-12);
+        assert_true(fabs(autotune_t_upper(-2.0, 4) - (1 - 0.0581)) < 0.0005);
+        assert_true(fabs(autotune_t_upper(4.501, 8) - 0.001) < 0.0001);
+        assert_true(autotune_t_upper(50, 1.5) < 0.01);
+}
+
+/* 8 candidates: the current (10 ms), one clearly better (3 ms), six worse
+ * (15-30 ms), 5 % noise, writes equal. */
+static void fill_race(AutoSeries *s, size_t n, const double *mean, unsigned rounds, const AutoDrop *drops) {
+        for (unsigned r = 0; r < rounds; r++)
+                for (size_t c = 0; c < n; c++) {
+                        if (drops && drops[c].dropped)
+                                continue;
+                        s[c].epochs[s[c].n++] = (EpochFigures) {
+                                .valid = true, .read_iops = 300, .write_iops = 80,
+                                .read_await_ms = noisy(mean[c], 0.05), .write_mbps = noisy(90, 0.02),
+                        };
+                }
+}
+
+static void test_race(void **state) {
+        AutoTunePolicy p = policy();
+        AutoSeries s[8] = {};
+        AutoDrop drops[8] = {};
+        AutoSummary sum[8];
+        AutoDecision d;
+        double mean[8] = { 10, 3, 15, 18, 20, 25, 28, 30 };
+
+        rng_state = 7;
+        /* one round: nothing to test yet (one epoch a side) */
+        fill_race(s, 8, mean, 1, drops);
+        assert_int_equal(autotune_race(&p, s, 8, drops), 0);
+        /* two rounds: every worse one is beaten with confidence; the
+         * current setting stays, whatever it is */
+        fill_race(s, 8, mean, 1, drops);
+        assert_int_equal(autotune_race(&p, s, 8, drops), 6);
+        assert_false(drops[0].dropped);
+        assert_false(drops[1].dropped);
+        for (size_t c = 2; c < 8; c++) {
+                assert_true(drops[c].dropped);
+                assert_int_equal(drops[c].epochs, 2);
+                assert_non_null(strstr(drops[c].why, "beaten by candidate"));
+        }
+        /* the rest of the trial only for the two left; the decision sees
+         * the drops and changes to the better one */
+        fill_race(s, 8, mean, 4, drops);
+        assert_int_equal(s[1].n, 6);
+        assert_int_equal(s[2].n, 2);
+        autotune_decide_raced(&p, s, 8, drops, sum, &d);
+        assert_int_equal(d.verdict, AUTO_VERDICT_CHANGE);
+        assert_int_equal(d.winner, 1);
+        assert_true(sum[2].dropped);
+        /* without the drops the same series are "too few epochs" */
+        autotune_decide(&p, s, 8, sum, &d);
+        assert_int_equal(d.verdict, AUTO_VERDICT_KEEP_NO_DATA);
+
+        /* every challenger out: keep the current one as the best at once */
+        memset(s, 0, sizeof s);
+        memset(drops, 0, sizeof drops);
+        double mean2[3] = { 3, 15, 20 };
+        fill_race(s, 3, mean2, 2, drops);
+        assert_int_equal(autotune_race(&p, s, 3, drops), 2);
+        autotune_decide_raced(&p, s, 3, drops, sum, &d);
+        assert_int_equal(d.verdict, AUTO_VERDICT_KEEP_BEST);
+        assert_int_equal(d.winner, 0);
+
+        /* faster reads at half the writes do not knock out a candidate
+         * that writes more: it could be the only one inside the bound */
+        memset(s, 0, sizeof s);
+        memset(drops, 0, sizeof drops);
+        double mean3[2] = { 10, 2 };
+        fill_race(s, 2, mean3, 3, drops);
+        assert_int_equal(autotune_race(&p, s, 2, drops), 0); /* candidate 0 never leaves */
+        for (size_t i = 0; i < s[1].n; i++)
+                s[1].epochs[i].write_mbps = 40;
+        AutoSeries s3[3] = { s[0], s[1], s[0] }; /* 2: writes 90, reads 10 ms */
+        assert_int_equal(autotune_race(&p, s3, 3, drops), 0);
+}
+
+/* Equal candidates with 30 % noise: how often the race drops one over
+ * 6 rounds of looks. The correction keeps it under 1 - confidence over
+ * the whole trial for each candidate (here far under: Bonferroni is
+ * conservative). */
+static void test_race_no_false_drop(void **state) {
+        AutoTunePolicy p = policy();
+        unsigned trials_dropping = 0, trials = 300;
+
+        for (unsigned seed = 1; seed <= trials; seed++) {
+                AutoSeries s[4] = {};
+                AutoDrop drops[4] = {};
+                double mean[4] = { 10, 10, 10, 10 };
+                size_t total = 0;
+                rng_state = seed;
+                for (unsigned r = 0; r < p.rounds; r++) {
+                        for (size_t c = 0; c < 4; c++)
+                                if (!drops[c].dropped)
+                                        s[c].epochs[s[c].n++] = (EpochFigures) {
+                                                .valid = true, .read_iops = 300, .write_iops = 80,
+                                                .read_await_ms = noisy(mean[c], 0.3), .write_mbps = noisy(90, 0.1),
+                                        };
+                        total += autotune_race(&p, s, 4, drops);
+                }
+                trials_dropping += total > 0;
+        }
+        print_message("trials of 4 equal candidates with a drop: %u of %u\n", trials_dropping, trials);
+        assert_true(trials_dropping <= trials * 5 / 100);
+}
+
+/* The price: a candidate far worse than the best so far leaves after one
+ * epoch, compared with the best so far, not the current setting. */
+static void test_far_worse(void **state) {
+        AutoTunePolicy p = policy();
+        AutoSeries s[3] = {};
+        AutoDrop drops[3] = {};
+        char why[256];
+        EpochFigures e = { .valid = true, .read_iops = 300, .write_mbps = 90 };
+
+        /* the current setting reads in 3.19 ms, candidate 1 in 2 ms */
+        s[0].epochs[s[0].n++] = (EpochFigures) { .valid = true, .read_iops = 300, .read_await_ms = 3.19, .write_mbps = 90 };
+        s[1].epochs[s[1].n++] = (EpochFigures) { .valid = true, .read_iops = 300, .read_await_ms = 2.0, .write_mbps = 90 };
+        e.read_await_ms = 7.9;
+        assert_false(autotune_far_worse(&p, s, 3, drops, 2, &e, why, sizeof why)); /* < 4 x 2 */
+        e.read_await_ms = 8.1;
+        assert_true(autotune_far_worse(&p, s, 3, drops, 2, &e, why, sizeof why)); /* > 4 x 2, < 4 x 3.19 */
+        assert_non_null(strstr(why, "best so far"));
+        assert_non_null(strstr(why, "candidate 1"));
+        /* the current setting itself never leaves */
+        assert_false(autotune_far_worse(&p, s, 3, drops, 0, &e, why, sizeof why));
+        /* a dropped candidate is no reference */
+        drops[1].dropped = true;
+        assert_false(autotune_far_worse(&p, s, 3, drops, 2, &e, why, sizeof why));
+        drops[1].dropped = false;
+        /* nor one outside the write bound so far: candidate 1 writes 30 */
+        s[1].epochs[0].write_mbps = 30;
+        assert_false(autotune_far_worse(&p, s, 3, drops, 2, &e, why, sizeof why));
+        /* the floor: 0.1 ms against 3.9 is noise-level */
+        s[1].epochs[0] = (EpochFigures) { .valid = true, .read_iops = 300, .read_await_ms = 0.1, .write_mbps = 90 };
+        s[0].epochs[0].read_await_ms = 0.1;
+        e.read_await_ms = 3.9;
+        assert_false(autotune_far_worse(&p, s, 3, drops, 2, &e, why, sizeof why));
+}
+
+/* A re-trial from a good setting (the issue's case: the current setting
+ * reads in 3.19 ms, the first candidate measured in 15.14): the old guard
+ * rail ends the whole trial; the race drops that candidate and goes on to
+ * find the better one that drift created. */
+static void test_retrial_finds_drift(void **state) {
+        AutoTunePolicy p = policy();
+        AutoSeries s[4] = {};
+        AutoDrop drops[4] = {};
+        AutoSummary sum[4];
+        AutoDecision d;
+        char why[256];
+        double mean[4] = { 3.19, 15.14, 1.6, 4.0 };
+        unsigned epochs = 0;
+
+        rng_state = 11;
+        for (unsigned r = 0; r < p.rounds; r++) {
+                size_t order[4];
+                size_t k = autotune_round_order((AutoCandidate[4]) { { "kyber" }, { "none" }, { "kyber" }, { "bfq" } },
+                                                4, drops, r, order);
+                for (size_t i = 0; i < k; i++) {
+                        size_t c = order[i];
+                        if (drops[c].dropped)
+                                continue;
+                        EpochFigures e = { .valid = true, .read_iops = 300, .write_iops = 80,
+                                           .read_await_ms = noisy(mean[c], 0.05), .write_mbps = noisy(90, 0.02) };
+                        epochs++;
+                        if (c == 1 && r == 0)
+                                assert_true(autotune_guard(&p, &s[0], &e, why, sizeof why) || s[0].n == 0);
+                        if (autotune_far_worse(&p, s, 4, drops, c, &e, why, sizeof why)) {
+                                drops[c] = (AutoDrop) { .dropped = true, .by = -1, .epochs = (unsigned) s[c].n + 1 };
+                                snprintf(drops[c].why, sizeof drops[c].why, "%.200s", why);
+                        }
+                        s[c].epochs[s[c].n++] = e;
+                }
+                autotune_race(&p, s, 4, drops);
+        }
+        assert_true(drops[1].dropped);
+        assert_int_equal(s[1].n, 1); /* one epoch of the bad candidate: the price */
+        autotune_decide_raced(&p, s, 4, drops, sum, &d);
+        assert_int_equal(d.verdict, AUTO_VERDICT_CHANGE);
+        assert_int_equal(d.winner, 2);
+        assert_true(epochs < 4 * p.rounds);
+}
+
+static void test_round_order(void **state) {
+        AutoCandidate c[6] = { { "kyber" }, { "none" }, { "mq-deadline" }, { "kyber" }, { "mq-deadline" }, { "none" } };
+        AutoDrop drops[6] = {};
+        size_t o0[6], o1[6];
+        char from[32] = "kyber";
+
+        size_t k0 = autotune_round_order(c, 6, drops, 0, o0), k1 = autotune_round_order(c, 6, drops, 1, o1);
+        assert_int_equal(k0, 6);
+        assert_int_equal(k1, 6);
+        /* round 0 starts with the current setting; grouped by scheduler */
+        assert_int_equal(o0[0], 0);
+        assert_int_equal(o0[1], 3);
+        assert_int_equal(autotune_order_switches(c, o0, k0, from), 2);
+        /* round 1 is round 0 backwards: it starts where round 0 ended */
+        for (size_t i = 0; i < 6; i++)
+                assert_int_equal(o1[i], o0[5 - i]);
+        assert_int_equal(autotune_order_switches(c, o1, k1, c[o0[5]].scheduler), 2);
+        /* 6 rounds: 12 switches where the rotated order makes 6 a round */
+        unsigned total = 0, rotated = 0;
+        for (unsigned r = 0; r < 6; r++) {
+                size_t o[6];
+                size_t k = autotune_round_order(c, 6, drops, r, o);
+                total += autotune_order_switches(c, o, k, from);
+                snprintf(from, sizeof from, "%s", c[o[k - 1]].scheduler);
+        }
+        const char *prev = "kyber";
+        for (size_t sl = 0; sl < 36; sl++) {
+                const char *s = c[autotune_slot_candidate(sl, 6)].scheduler;
+                rotated += !streq(s, prev);
+                prev = s;
+        }
+        print_message("switches over 6 rounds: %u grouped, %u rotated\n", total, rotated);
+        assert_int_equal(total, 12);
+        assert_true(rotated > total);
+        /* dropped candidates are passed over */
+        drops[1].dropped = drops[5].dropped = true;
+        assert_int_equal(autotune_round_order(c, 6, drops, 0, o0), 4);
+        assert_int_equal(autotune_order_switches(c, o0, 4, "kyber"), 1);
+}
+
+/* An epoch measures once the requests in flight at the apply have left. */
+static void test_drained(void **state) {
+        BlockStat at = { .rd_ios = 1000, .wr_ios = 500, .in_flight = 200 }, now = at;
+
+        now.in_flight = 180;
+        now.rd_ios += 100;
+        now.wr_ios += 50; /* 150 of 200 done */
+        assert_false(autotune_drained(&at, &now));
+        now.wr_ios += 50; /* 200 */
+        assert_true(autotune_drained(&at, &now));
+        /* an empty queue is drained whatever came before */
+        now = at;
+        now.in_flight = 0;
+        assert_true(autotune_drained(&at, &now));
+        /* nothing in flight at the apply: at once */
+        at.in_flight = 0;
+        now = at;
+        now.in_flight = 5;
+        assert_true(autotune_drained(&at, &now));
+}
+
+/* The issue's pgbench case: SELECTs beside a bulk writer, tolerance 25 %;
+ * the trial measured the chosen setting at 946 MB/s against the best's
+ * 1,178; after the change it wrote 697. */
+static void test_promise(void **state) {
+        AutoTunePolicy p = policy();
+        AutoSeries s[3] = {};
+        AutoSummary sum[3];
+        AutoDecision d;
+        AutoPromise pr;
+        char why[256];
+        double rd[3] = { 80, 30, 14 }, wr[3] = { 1080, 1178, 946 };
+
+        p.write_tolerance_pct = 25;
+        rng_state = 5;
+        for (unsigned r = 0; r < 6; r++)
+                for (size_t c = 0; c < 3; c++)
+                        s[c].epochs[s[c].n++] = (EpochFigures) {
+                                .valid = true, .read_iops = 900, .write_iops = 1000,
+                                .read_await_ms = noisy(rd[c], 0.05), .write_mbps = noisy(wr[c], 0.02),
+                                .read_mbps = 3.6, .in_flight = 40,
+                        };
+        autotune_decide(&p, s, 3, sum, &d);
+        assert_int_equal(d.verdict, AUTO_VERDICT_CHANGE);
+        assert_int_equal(d.winner, 2);
+        autotune_promise_make(&p, s, sum, 3, d.winner, &pr);
+        assert_true(fabs(pr.write_floor_mbps - 0.75 * sum[1].write_mbps) < 1e-9);
+
+        EpochFigures w[10];
+        for (int i = 0; i < 10; i++)
+                w[i] = (EpochFigures) { .valid = true, .read_iops = 900, .write_iops = 1000 * 697.0 / 946,
+                                        .read_await_ms = 15, .write_mbps = 697, .read_mbps = 3.6, .in_flight = 40 };
+        /* under a minute of the workload: no judgement yet */
+        assert_int_equal(autotune_promise_check(&p, &pr, w, 5, why, sizeof why), AUTO_PROMISE_WATCHING);
+        assert_int_equal(autotune_promise_check(&p, &pr, w, 10, why, sizeof why), AUTO_PROMISE_BROKEN);
+        assert_non_null(strstr(why, "697.0 MB/s"));
+        /* the fallback: the admissible candidate with the most margin */
+        assert_int_equal(autotune_fallback(&p, sum, 3, d.winner), 1);
+        /* writing as promised: holds */
+        for (int i = 0; i < 10; i++)
+                w[i].write_mbps = 930;
+        assert_int_equal(autotune_promise_check(&p, &pr, w, 10, why, sizeof why), AUTO_PROMISE_HOLDS);
+        /* another workload (reads only) promised nothing */
+        for (int i = 0; i < 10; i++)
+                w[i] = (EpochFigures) { .valid = true, .read_iops = 3000, .read_await_ms = 2, .read_mbps = 12,
+                                        .in_flight = 8 };
+        assert_int_equal(autotune_promise_check(&p, &pr, w, 10, why, sizeof why), AUTO_PROMISE_WATCHING);
+        /* nothing else admissible: no fallback */
+        sum[0].admissible = sum[1].admissible = false;
+        assert_int_equal(autotune_fallback(&p, sum, 3, d.winner), -1);
+}
+
+static void test_signature_memory(void **state) {
+        AutoSignature oltp = { .read_share = 0.7, .avg_kb = 8, .iops = 5000, .depth = 24 },
+                      oltp2 = { .read_share = 0.66, .avg_kb = 9, .iops = 3200, .depth = 60 },
+                      backup = { .read_share = 0.05, .avg_kb = 1024, .iops = 300, .depth = 64 },
+                      idle = { .read_share = 0.7, .avg_kb = 8, .iops = 5, .depth = 0.1 };
+        AutoMemory m[AUTOTUNE_MEMORY_MAX];
+        size_t n = 0;
+        AutoCandidate kyber = { .scheduler = "kyber", .nr_requests = 64, .wbt_lat_usec = AUTO_WBT_UNSET },
+                      bfq = { .scheduler = "bfq", .wbt_lat_usec = 0, .baseline = true };
+
+        /* the scales: share by 0.25, size by a factor 2, rate and depth by 4 */
+        assert_true(autotune_signature_distance(&oltp, &oltp) == 0);
+        assert_true(autotune_signature_distance(&oltp, &oltp2) <= AUTOTUNE_MEMORY_MATCH);
+        assert_true(autotune_signature_distance(&oltp, &backup) > 4);
+        AutoSignature x = oltp;
+        x.read_share = 0.7 - 0.26;
+        assert_true(autotune_signature_distance(&oltp, &x) > 1);
+        x = oltp;
+        x.avg_kb = 17;
+        assert_true(autotune_signature_distance(&oltp, &x) > 1);
+        x = oltp;
+        x.iops = 5000 * 3.9;
+        assert_true(autotune_signature_distance(&oltp, &x) < 1);
+        x.iops = 5000 * 4.1;
+        assert_true(autotune_signature_distance(&oltp, &x) > 1);
+        x = oltp;
+        x.depth = 0; /* depth is counted + 1: an idle queue is not infinitely far */
+        assert_true(isfinite(autotune_signature_distance(&oltp, &x)));
+
+        autotune_memory_record(m, &n, &oltp, &kyber, 1000);
+        autotune_memory_record(m, &n, &backup, &bfq, 2000);
+        assert_int_equal(n, 2);
+        assert_false(m[1].cand.baseline);
+        assert_int_equal(autotune_memory_find(m, n, &oltp2, 20), 0);
+        assert_int_equal(autotune_memory_find(m, n, &backup, 20), 1);
+        assert_int_equal(autotune_memory_find(m, n, &idle, 20), -1);
+        /* the same workload again replaces its entry */
+        autotune_memory_record(m, &n, &oltp2, &bfq, 3000);
+        assert_int_equal(n, 2);
+        assert_string_equal(m[0].cand.scheduler, "bfq");
+        /* full: the oldest makes room */
+        for (int i = 0; i < AUTOTUNE_MEMORY_MAX; i++) {
+                AutoSignature s = { .read_share = 0.5, .avg_kb = 4 << (2 * i), .iops = 100, .depth = 1 };
+                autotune_memory_record(m, &n, &s, &kyber, 10000 + i);
+        }
+        assert_int_equal(n, AUTOTUNE_MEMORY_MAX);
+        assert_int_equal(autotune_memory_find(m, n, &backup, 20), -1);
+
+        /* the state file's lines */
+        char line[512], id[256];
+        uint64_t seq;
+        AutoMemory e;
+        AutoMemory w = { .sig = backup, .cand = bfq, .realtime_usec = 1790000000000000ULL };
+        assert_int_equal(autotune_memory_format("loop:/var/tmp/a b.img", 42, &w, line, sizeof line), 0);
+        assert_int_equal(autotune_memory_parse(line, id, sizeof id, &seq, &e), 0);
+        assert_string_equal(id, "loop:/var/tmp/a b.img");
+        assert_int_equal(seq, 42);
+        assert_string_equal(e.cand.scheduler, "bfq");
+        assert_int_equal(e.cand.wbt_lat_usec, 0);
+        assert_true(fabs(e.sig.avg_kb - 1024) < 1e-9);
+        w.cand = kyber;
+        assert_int_equal(autotune_memory_format("serial:X", 0, &w, line, sizeof line), 0);
+        assert_int_equal(autotune_memory_parse(line, id, sizeof id, &seq, &e), 0);
+        assert_int_equal(e.cand.wbt_lat_usec, AUTO_WBT_UNSET);
+        assert_int_equal(e.cand.nr_requests, 64);
+        assert_int_equal(autotune_memory_format("a\tb", 0, &w, line, sizeof line), -EINVAL);
+        assert_int_equal(autotune_memory_parse("serial:X\t1\t2", id, sizeof id, &seq, &e), -EINVAL);
+        assert_int_equal(autotune_memory_parse("serial:X\t0\t1.5\t8\t100\t1\t0\tkyber\t0\t0", id, sizeof id, &seq, &e),
+                         -EINVAL); /* read share above 1 */
+        assert_int_equal(autotune_memory_parse("serial:X\t0\t0.5\t8\t100\t1\t0\tkyber\t0\t0 junk", id, sizeof id, &seq,
+                                               &e), -EINVAL);
 }
 
 int main(void) {
@@ -612,6 +1027,15 @@ int main(void) {
                 cmocka_unit_test(test_slots),
                 cmocka_unit_test(test_workload_change),
                 cmocka_unit_test(test_recorded),
+                cmocka_unit_test(test_t_distribution),
+                cmocka_unit_test(test_race),
+                cmocka_unit_test(test_race_no_false_drop),
+                cmocka_unit_test(test_far_worse),
+                cmocka_unit_test(test_retrial_finds_drift),
+                cmocka_unit_test(test_round_order),
+                cmocka_unit_test(test_drained),
+                cmocka_unit_test(test_promise),
+                cmocka_unit_test(test_signature_memory),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

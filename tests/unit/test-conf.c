@@ -170,6 +170,7 @@ static const char good_conf[] =
         "ProbeThreads=2\n"
         "MetricsTextfile=/var/lib/node_exporter/blkmqd.prom\n"
         "OriginalsDirectory=/run/blkmqd-test/originals\n"
+        "StateDirectory=/srv/blkmqd-state\n"
         "\n"
         "[Device nvme]\n"
         "MatchKernel=nvme*n*  nvme0c0n1\n"
@@ -289,6 +290,7 @@ static void test_good_file(void **state) {
         assert_int_equal(c->daemon.probe_threads, 2);
         assert_string_equal(c->daemon.metrics_textfile, "/var/lib/node_exporter/blkmqd.prom");
         assert_string_equal(c->daemon.originals_directory, "/run/blkmqd-test/originals");
+        assert_string_equal(c->daemon.state_directory, "/srv/blkmqd-state");
         assert_string_equal(c->zones.emulate, "/var/lib/blkmqd/zones.img");
         assert_int_equal(c->zones.zone_size, UINT64_C(64) << 20);
         assert_int_equal(c->zones.zone_capacity, UINT64_C(60) << 20);
@@ -390,6 +392,17 @@ static void test_defaults(void **state) {
         assert_string_equal(c->files[0], "empty.conf");
         config_free(TAKE_PTR(c));
 
+        /* StateDirectory=: systemd's $STATE_DIRECTORY (its first path), else /var/lib/blkmqd */
+        unsetenv("STATE_DIRECTORY");
+        assert_int_equal(config_load_string("", "empty.conf", &c, &err), 0);
+        assert_string_equal(c->daemon.state_directory, CONFIG_DEFAULT_STATE_DIRECTORY);
+        config_free(TAKE_PTR(c));
+        setenv("STATE_DIRECTORY", "/var/lib/blkmqd-a:/var/lib/other", 1);
+        assert_int_equal(config_load_string("", "empty.conf", &c, &err), 0);
+        assert_string_equal(c->daemon.state_directory, "/var/lib/blkmqd-a");
+        config_free(TAKE_PTR(c));
+        unsetenv("STATE_DIRECTORY");
+
         /* An empty section is a section; comments and blank lines only. */
         assert_int_equal(config_load_string("# x\n\n[Device a]\n\n; y\n", "s.conf", &c, &err), 0);
         assert_int_equal(c->n_devices, 1);
@@ -442,6 +455,7 @@ static const struct {
         { "[Device a]\nProbeSizeKB=2048\n", 2, "ProbeSizeKB=: value out of range" },
         { "[Daemon]\nMetricsTextfile=/tmp/m.txt\n", 2, "MetricsTextfile=: expected an absolute path ending in .prom" },
         { "[Daemon]\nProbeIntervalSec=0.001\n", 2, "ProbeIntervalSec=: expected seconds" },
+        { "[Daemon]\nStateDirectory=state\n", 2, "StateDirectory=: expected an absolute path" },
         { "[Daemon]\nProbeThreads=0\n", 2, "ProbeThreads=: expected a number from 1 to 64" },
         { "[Zones]\nEmulate=zones.img\n", 2, "Emulate=: expected an absolute path" },
         { "[Zones]\nZoneSizeMB=0\n", 2, "ZoneSizeMB=: expected MiB from 1 to 65536" },
