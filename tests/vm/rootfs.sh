@@ -27,13 +27,14 @@ base="systemd systemd-sysv udev kmod nvme-cli zbd-utils util-linux procps"
 deps=$(for d in "$@"; do dpkg-deb -f "$d" Depends; done | tr ',' '\n' |
         sed -e 's/([^)]*)//g' -e 's/|.*//' -e 's/[[:space:]]//g' | grep -v '^$' |
         grep -vxE 'blkmqd|libblkmq0|libblkmq-dev' || true)
-# The setup below is part of what the stamp compares: bump "setup-N" when it changes.
-list="setup-2 $(printf "%s\n" $base $deps | sort -u | tr "\n" " ")"
+list=$(printf '%s\n' $base $deps | sort -u | tr '\n' ' ')
+# The stamp: the list and the setup below (bump setup-N when that changes).
+stamp="setup-2 $list"
 
 mkdir -p "$cache/apt-archives/partial"
 exec 9>"$cache/.lock"
 flock 9
-if [ -s "$tar" ] && [ "$(cat "$cache/rootfs-systemd.list" 2>/dev/null)" = "$list" ]; then
+if [ -s "$tar" ] && [ "$(cat "$cache/rootfs-systemd.list" 2>/dev/null)" = "$stamp" ]; then
         echo "$tar"
         exit 0
 fi
@@ -71,6 +72,6 @@ chroot_run "$dir" "
 chroot_umount_all
 rm -f "$dir/etc/resolv.conf"
 tar -C "$dir" -cf "$tar.part" . && mv "$tar.part" "$tar"
-echo "$list" > "$cache/rootfs-systemd.list"
+echo "$stamp" > "$cache/rootfs-systemd.list"
 echo "rootfs: built in $(( $(date +%s) - t )) s, $(du -sm "$tar" | cut -f1) MiB" >&2
 echo "$tar"

@@ -402,7 +402,7 @@ vm_zbd_agrees() {
 # --rootfs: the initramfs only finds the root disk (virtio-blk, serial
 # blkmqd-root), copies /payload over it (the guest library, the script, the
 # modules, --file files, the test unit) and hands over to systemd. The
-# script runs as blkmqd-vm-test.service once multi-user.target is reached,
+# script runs as vm-test.service once multi-user.target is reached,
 # its output on the serial console, and powers the guest off with systemctl.
 ROOT_INIT = r"""#!/bin/busybox sh
 /bin/busybox mkdir -p /proc /sys /dev /newroot /bin /sbin /usr/bin /usr/sbin
@@ -434,7 +434,7 @@ exec switch_root /newroot /lib/systemd/systemd
 """
 
 ROOT_RUNNER = r"""#!/vm/busybox sh
-# Run by blkmqd-vm-test.service (systemd as PID 1), output on ttyS0.
+# Run by vm-test.service (systemd as PID 1), output on ttyS0.
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export HOME=/root TERM=dumb LC_ALL=C.UTF-8
 stty -F /dev/ttyS0 -echo 2>/dev/null
@@ -483,9 +483,9 @@ def build_rootfs_payload(tree, args, token, env, marks):
     tree.data("payload/vm/run.sh", run, 0o755)
     tree.file("payload/vm/script.sh", args.script, 0o755)
     tree.data("payload/vm/env", "".join("export %s=%s\n" % (k, shquote(v)) for k, v in env.items()))
-    tree.data("payload/etc/systemd/system/blkmqd-vm-test.service", ROOT_UNIT)
-    tree.symlink("payload/etc/systemd/system/multi-user.target.wants/blkmqd-vm-test.service",
-                 "/etc/systemd/system/blkmqd-vm-test.service")
+    tree.data("payload/etc/systemd/system/vm-test.service", ROOT_UNIT)
+    tree.symlink("payload/etc/systemd/system/multi-user.target.wants/vm-test.service",
+                 "/etc/systemd/system/vm-test.service")
 
 
 def build_guest_files(tree, args, token, env):

@@ -1,0 +1,85 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# vm-systemd, boot 3 (blkmqd enabled, running when boot 2 powered off): the
+# previous boot's stop in the journal; blkmqd up at boot (boot -> READY);
+# hotplug through the udev rule when stopped-but-enabled and when disabled;
+# apt-get remove restores every original, purge leaves nothing.
+. /vm/daemon-lib.sh
+. /vm/systemd-lib.sh
+
+echo "# $(systemd-analyze time 2>&1 | head -n1)"
+disks_boot
+# --- 12. the poweroff at the end of boot 2 ---------------------------------------
+journalctl -b -1 -q -o short-monotonic -u blkmqd.service 2>/dev/null | tail -n 12 | sed 's/^/# boot -1| /'
+check "journal -b -1: blkmqd.service deactivated successfully" \
+        sh -c "journalctl -b -1 -q -u blkmqd.service | grep -q 'Deactivated successfully'"
+check_eq "journal -b -1: no failure of blkmqd.service" 0 \
+        "$(journalctl -b -1 -q -u blkmqd.service | grep -c -e 'Failed with result' -e 'Main process exited, code=')"
+check "journal -b -1: MESSAGE_ID=restore for $C scheduler back to none" \
+        jhas -b -1 MESSAGE_ID=$MID_RESTORE BLKMQD_DEVICE=$C BLKMQD_KNOB=scheduler BLKMQD_NEW=none
+# Written back before systemd considered the unit stopped (and so before
+# shutdown.target, the unmounts and the disks' removal).
+last_restore=$(journalctl -b -1 -o json MESSAGE_ID=$MID_RESTORE 2>/dev/null | tail -n1 |
+        sed -n 's/.*"__MONOTONIC_TIMESTAMP":"\([0-9]*\)".*/\1/p')
+stopped=$(journalctl -b -1 -o json -u blkmqd.service 2>/dev/null | grep 'Deactivated successfully' | tail -n1 |
+        sed -n 's/.*"__MONOTONIC_TIMESTAMP":"\([0-9]*\)".*/\1/p')
+check "journal -b -1: the last restore (${last_restore:-none}) before the unit stopped (${stopped:-none})" \
+        [ -n "$last_restore" -a -n "$stopped" ] && [ "${last_restore:-0}" -lt "${stopped:-0}" ]
+
+# --- 2. started at boot --------------------------------------------------------
+check_eq "blkmqd.service active at boot (enabled)" active "$(prop blkmqd.service ActiveState)"
+t_ready=$(prop blkmqd.service ActiveEnterTimestampMonotonic)
+t_exit=$(prop blkmqd.service InactiveExitTimestampMonotonic)
+t_sysinit=$(prop sysinit.target ActiveEnterTimestampMonotonic)
+echo "# TIMING boot -> READY=1: $(usec_s $t_ready) s after the kernel started; start job -> READY $(usec_ms $t_exit $t_ready) ms (under TCG)"
+echo "$(usec_s $t_ready)" > $ST/boot-to-ready-s
+check "READY before sysinit.target (Before=sysinit.target)" [ "$t_ready" -le "$t_sysinit" ]
+check "$C tuned at boot" vm_wait_for 20 tuned_conv $C
+
+# --- 3. hotplug: stopped but enabled -> the udev rule starts it -----------------
+systemctl stop blkmqd.service blkmqd.socket
+check_eq "stopped (service and socket), still enabled" "inactive enabled" \
+        "$(prop blkmqd.service ActiveState) $(systemctl is-enabled blkmqd.service)"
+hotplug_conv conv-add hot3
+check "udev's SYSTEMD_WANTS started blkmqd.service" vm_wait_for 20 active_is blkmqd.service active
+check_match "the device unit of $H wants blkmqd.service" "*blkmqd.service*" "$(systemctl show -P Wants /dev/$H)"
+check "hot-added $H tuned" vm_wait_for 20 tuned_conv $H
+
+# --- disabled -> a hotplug starts nothing -----------------------------------------
+systemctl disable --now blkmqd.service blkmqd.socket > /dev/null 2>&1
+check_eq "disabled and stopped" "inactive disabled" \
+        "$(prop blkmqd.service ActiveState) $(systemctl is-enabled blkmqd.service)"
+hotplug_conv conv-add2 hot4
+udevadm settle -t 20
+sleep 3
+check_eq "disabled: the hotplug started nothing" inactive "$(prop blkmqd.service ActiveState)"
+check "no blkmqd process" no_blkmqd
+check_eq "the device unit of $H wants nothing of blkmqd" "" "$(systemctl show -P Wants /dev/$H | grep -o blkmqd)"
+check_eq "$H untouched" "none 128" "$(sched $H) $(qattr $H read_ahead_kb)"
+
+# --- 11. remove and purge ----------------------------------------------------------
+systemctl enable --now blkmqd.service > /dev/null 2>&1
+check "enabled and started again" vm_wait_for 20 tuned_conv $C
+check "$H tuned" vm_wait_for 20 tuned_conv $H
+dpkg -L blkmqd libblkmq0 > /tmp/files.txt
+apt-get remove -y -q blkmqd > /tmp/apt.log 2>&1
+check_eq "apt-get remove blkmqd" 0 $?
+tail -n 4 /tmp/apt.log | sed 's/^/# apt| /'
+check_eq "removed: blkmqd.service inactive" inactive "$(prop blkmqd.service ActiveState)"
+check "no blkmqd process" no_blkmqd
+for d in $R $C $P $Z; do
+        check "$d: every queue attribute as at boot 1" same_as $ST/boot1 $d
+done
+check_eq "$H back to its defaults" "none 128" "$(sched $H) $(qattr $H read_ahead_kb)"
+apt-get purge -y -q blkmqd libblkmq0 > /tmp/apt.log 2>&1
+check_eq "apt-get purge blkmqd libblkmq0" 0 $?
+systemctl daemon-reload
+check_eq "dpkg knows neither" "" "$(dpkg-query -W -f='${db:Status-Status} ' blkmqd libblkmq0 2>/dev/null | tr -d ' ' | sed 's/not-installed//g')"
+left=
+while read -r f; do
+        [ -f "$f" ] || [ -L "$f" ] && left="$left $f"
+done < /tmp/files.txt
+check_eq "no packaged file left" "" "$left"
+check_eq "no unit left (systemctl list-unit-files)" 0 "$(systemctl list-unit-files --no-legend 'blkmqd*' | wc -l)"
+check_eq "no file named blkmqd left" "" "$(find / -xdev -name '*blkmqd*' -not -path '/vm/*' -not -path '/root/debs/*' -not -path '/var/lib/vmtest/*' 2>/dev/null | tr '\n' ' ')"
+check_eq "no state, config or runtime directory" "" "$(ls -d /var/lib/blkmqd /etc/blkmqd /run/blkmqd 2>/dev/null)"
+vm_summary
