@@ -81,6 +81,8 @@ LBA1=$(fld /tmp/obj1.out "Start LBA")
 check_eq "obj1: dd from LBA $LBA1 hashes as the file" "$SHA1" "$(readback $Z "$LBA1" 1048577)"
 check_eq "obj1: blkzone: its zone is full (sealed)" fu "$(zone_cond $Z "$LBA1")"
 objects_intact() {
+        vm_wait_for 30 zone_listed $Z
+        blkmqctl zones find obj1 > /tmp/find.out 2>&1 || sed 's/^/# zones find| /' /tmp/find.out
         check_eq "$1: obj1 still a sealed object" "$SHA1" "$(blkmqctl zones find obj1 2>/dev/null | sed -n 's/^ *SHA256: //p')"
         check_eq "$1: obj1 zone full (blkzone)" fu "$(zone_cond $Z "$LBA1")"
         check_eq "$1: obj1 read back with dd" "$SHA1" "$(readback $Z "$LBA1" 1048577)"
@@ -111,7 +113,7 @@ check "reload without the drop-in: $C read_ahead_kb 4096" vm_wait_for 10 attr_is
 mkdir -p $SVC
 printf '[Service]\nWatchdogSec=3s\nRestartSec=1s\n' > $SVC/50-vmtest.conf
 systemctl daemon-reload
-check_eq "WatchdogUSec from the drop-in" 3000000 "$(prop blkmqd.service WatchdogUSec)"
+check_eq "WatchdogUSec from the drop-in" 3s "$(prop blkmqd.service WatchdogUSec)"
 systemctl restart blkmqd.service
 check "restarted with the shortened watchdog" vm_wait_for 20 active_is blkmqd.service active
 check "$C tuned again" vm_wait_for 20 tuned_conv $C
@@ -148,6 +150,8 @@ check "replugged ZNS path ${P2:-none}: mq-deadline" vm_wait_for 20 sched_is "$P2
 # --- 5b. a later stop restores the values from before the first start ---------
 systemctl stop blkmqd.service
 check_eq "stopped" inactive "$(prop blkmqd.service ActiveState)"
+active_is blkmqd.service inactive || systemctl status --no-pager -n 30 blkmqd.service blkmqd.socket | sed 's/^/# status| /'
+vm_wait_for 30 active_is blkmqd.service inactive
 check "$C: every queue attribute as at boot 1 (originals survived two restarts)" same_as $ST/boot1 $C
 check_eq "$H restored to its defaults" "none 128" "$(sched $H) $(qattr $H read_ahead_kb)"
 check "journal: MESSAGE_ID=restore for $C read_ahead_kb" \
@@ -165,6 +169,8 @@ echo "# killed; blkmqd.service $(prop blkmqd.service ActiveState)/$(prop blkmqd.
 Hold=$H
 hotplug_conv conv-swap hot3
 echo "# $Hold re-attached to another file: now $H ($(qstate $H))"
+# A start job waits for the restart timer (auto-restart): stop, then start.
+systemctl stop blkmqd.service
 systemctl start blkmqd.service
 check "started again" vm_wait_for 20 active_is blkmqd.service active
 check "$H (other file) tuned" vm_wait_for 20 tuned_conv $H
