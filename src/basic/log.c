@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <systemd/sd-journal.h>
@@ -78,35 +80,112 @@ static int stderr_kind_get(void) {
         return k;
 }
 
-int log_internal(int level, int error, const char *file, int line, const char *func,
-                 const char *fmt, ...) {
-        char msg[2048], out[2100];
+static bool needs_quotes(const char *v) {
+        return !*v || strpbrk(v, " \t\n\"\\]") != NULL;
+}
+
+int log_format_fields(char *out, size_t size, const char *message_id, const LogField *fields) {
+        size_t n = 0;
+        bool first = true;
+
+#define PUT(...)                                                                        \
+        do {                                                                            \
+                int _k_ = snprintf(n < size ? out + n : NULL, n < size ? size - n : 0, __VA_ARGS__); \
+                if (_k_ > 0)                                                            \
+                        n += (size_t) _k_;                                              \
+        } while (0)
+
+        if (size > 0)
+                out[0] = 0;
+        if (message_id) {
+                PUT(" [MESSAGE_ID=%s", message_id);
+                first = false;
+        }
+        for (const LogField *f = fields; f && f->key; f++) {
+                if (!f->value)
+                        continue;
+                PUT("%s%s=", first ? " [" : " ", f->key);
+                first = false;
+                if (!needs_quotes(f->value)) {
+                        PUT("%s", f->value);
+                        continue;
+                }
+                PUT("\"");
+                for (const char *c = f->value; *c; c++) {
+                        if (*c == '"' || *c == '\\')
+                                PUT("\\%c", *c);
+                        else if (*c == '\n')
+                                PUT("\\n");
+                        else
+                                PUT("%c", *c);
+                }
+                PUT("\"");
+        }
+        if (!first)
+                PUT("]");
+#undef PUT
+        return (int) n;
+}
+
+static int log_dispatch(int level, int error, const char *file, int line, const char *func, const char *message_id,
+                        const LogField *fields, const char *fmt, va_list ap) {
+        char msg[2048], out[4200], extra[2048] = "";
         int saved = errno, t, n;
-        va_list ap;
 
         if (error < 0)
                 error = -error;
         /* Let %m print the error we were handed. */
         errno = error;
-        va_start(ap, fmt);
         vsnprintf(msg, sizeof msg, fmt, ap);
-        va_end(ap);
 
         t = atomic_load(&target);
         if (t == LOG_TARGET_AUTO)
                 t = stderr_kind_get() == STDERR_JOURNAL ? LOG_TARGET_JOURNAL : LOG_TARGET_CONSOLE;
 
-        if (t == LOG_TARGET_JOURNAL) {
+        if (t == LOG_TARGET_JOURNAL && (message_id || fields)) {
+                /* Up to 16 fields beside the 7 of every entry. */
+                char buf[24][512];
+                struct iovec iov[24];
+                size_t k = 0;
+
+#define FIELD(...)                                                                         \
+                do {                                                                       \
+                        int _n_ = snprintf(buf[k], sizeof buf[k], __VA_ARGS__);            \
+                        iov[k] = (struct iovec) { .iov_base = buf[k],                      \
+                                                  .iov_len = _n_ < (int) sizeof buf[k] ? (size_t) _n_ : sizeof buf[k] - 1 }; \
+                        k++;                                                               \
+                } while (0)
+                FIELD("PRIORITY=%i", level);
+                FIELD("CODE_FILE=%s", file);
+                FIELD("CODE_LINE=%d", line);
+                FIELD("CODE_FUNC=%s", func);
+                if (error)
+                        FIELD("ERRNO=%i", error);
+                if (message_id)
+                        FIELD("MESSAGE_ID=%s", message_id);
+                for (const LogField *f = fields; f && f->key && k < ELEMENTSOF(buf) - 1; f++)
+                        if (f->value)
+                                FIELD("%s=%s", f->key, f->value);
+#undef FIELD
+                /* MESSAGE last and not cut at 512 bytes. */
+                _cleanup_free_ char *m = NULL;
+                if (asprintf(&m, "MESSAGE=%s", msg) >= 0) {
+                        iov[k++] = (struct iovec) { .iov_base = m, .iov_len = strlen(m) };
+                        sd_journal_sendv(iov, (int) k);
+                }
+        } else if (t == LOG_TARGET_JOURNAL) {
                 char cf[64], ln[32];
                 snprintf(cf, sizeof cf, "CODE_FILE=%s", file);
                 snprintf(ln, sizeof ln, "CODE_LINE=%d", line);
                 sd_journal_send_with_location(cf, ln, func, "MESSAGE=%s", msg, "PRIORITY=%i", level,
                                               error ? "ERRNO=%i" : NULL, error, NULL);
         } else {
+                if (message_id || fields)
+                        (void) log_format_fields(extra, sizeof extra, message_id, fields);
                 if (stderr_kind_get() == STDERR_TTY)
-                        n = snprintf(out, sizeof out, "%s\n", msg);
+                        n = snprintf(out, sizeof out, "%s%s\n", msg, extra);
                 else
-                        n = snprintf(out, sizeof out, "<%i>%s\n", level, msg);
+                        n = snprintf(out, sizeof out, "<%i>%s%s\n", level, msg, extra);
                 if (n > (int) sizeof out - 1) {
                         n = sizeof out - 1;
                         out[n - 1] = '\n';
@@ -115,4 +194,25 @@ int log_internal(int level, int error, const char *file, int line, const char *f
         }
         errno = saved;
         return -error;
+}
+
+int log_internal(int level, int error, const char *file, int line, const char *func, const char *fmt, ...) {
+        va_list ap;
+        int r;
+
+        va_start(ap, fmt);
+        r = log_dispatch(level, error, file, line, func, NULL, NULL, fmt, ap);
+        va_end(ap);
+        return r;
+}
+
+int log_struct_internal(int level, int error, const char *file, int line, const char *func, const char *message_id,
+                        const LogField *fields, const char *fmt, ...) {
+        va_list ap;
+        int r;
+
+        va_start(ap, fmt);
+        r = log_dispatch(level, error, file, line, func, message_id, fields, fmt, ap);
+        va_end(ap);
+        return r;
 }

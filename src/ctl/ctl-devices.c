@@ -135,6 +135,36 @@ int verb_devices(int argc, char **argv) {
 
 /* ---- show ---- */
 
+/* "Adopted: 3 originals from blkmqd[1234], recorded 2026-…": one line per
+ * earlier instance whose originals this one took over at start. */
+static void print_adopted(json_t *list) {
+        json_t *a, *b;
+        size_t i, k;
+
+        json_array_foreach(list, i, a) {
+                long long pid = jint(a, "pid", 0), first = jint(a, "recordedUsec", 0);
+                unsigned n = 0;
+                bool seen = false;
+                char when[64], buf[256];
+
+                json_array_foreach(list, k, b) {
+                        if (jint(b, "pid", 0) != pid)
+                                continue;
+                        if (k < i)
+                                seen = true;
+                        n++;
+                        if (jint(b, "recordedUsec", 0) < first)
+                                first = jint(b, "recordedUsec", 0);
+                }
+                if (seen)
+                        continue;
+                format_timestamp(when, sizeof when, first, false);
+                snprintf(buf, sizeof buf, "%u original%s from an earlier instance, blkmqd[%lld], recorded %s", n,
+                         n == 1 ? "" : "s", pid, when);
+                field("Adopted", buf);
+        }
+}
+
 static void print_identity(json_t *d) {
         _cleanup_free_ char *matched = join_strings(json_object_get(d, "matched"), ", ");
         char buf[512];
@@ -172,6 +202,8 @@ static void print_identity(json_t *d) {
         }
         snprintf(buf, sizeof buf, "%lld (%lld failed)", jint(d, "jobs", 0), jint(d, "failedJobs", 0));
         field("Jobs", buf);
+        field("Originals kept in", jstr(d, "originalsRecord"));
+        print_adopted(json_object_get(d, "originalsAdopted"));
 }
 
 /* Every setting: original, wanted, current, outcome, section; then the

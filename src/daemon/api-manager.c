@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "api-manager.h"
+#include "originals-record.h"
 #include "autotune-runner.h"
 #include "io.blkmqd.Manager.varlink.h"
 #include "log.h"
@@ -405,6 +406,10 @@ static json_t *device_json(const ApiManager *a, const Device *d) {
                 json_object_del(k, "before");
                 if (orig)
                         json_object_set_new(k, "original", json_string(orig->value));
+                if (orig && original_adopted(orig))
+                        json_object_set_new(k, "originalFrom",
+                                            json_pack("{s:i, s:I}", "pid", orig->pid, "recordedUsec",
+                                                      (json_int_t) orig->recorded_usec));
                 json_array_append_new(knobs, k);
         }
         json_object_set_new(o, "knobs", knobs);
@@ -418,6 +423,22 @@ static json_t *device_json(const ApiManager *a, const Device *d) {
                 json_object_set_new(o, "lastJobUsec", json_integer((json_int_t) d->last->usec));
         json_object_set_new(o, "jobs", json_integer(d->n_jobs));
         json_object_set_new(o, "failedJobs", json_integer(d->n_failed_jobs));
+        {
+                json_t *adopted = json_array();
+                for (size_t i = 0; i < d->n_originals; i++)
+                        if (original_adopted(&d->originals[i]))
+                                json_array_append_new(adopted, json_pack("{s:s, s:s, s:i, s:I}", "attribute",
+                                                                         d->originals[i].attr, "value",
+                                                                         d->originals[i].value, "pid", d->originals[i].pid,
+                                                                         "recordedUsec",
+                                                                         (json_int_t) d->originals[i].recorded_usec));
+                json_object_set_new(o, "originalsAdopted", adopted);
+        }
+        if (d->record_sig && a->manager->originals_dir) {
+                _cleanup_free_ char *rp = originals_record_path(a->manager->originals_dir, d->sysname);
+                if (rp)
+                        json_object_set_new(o, "originalsRecord", json_string(rp));
+        }
         if (a->autotuner) {
                 json_t *t = autotuner_device_json(a->autotuner, d);
                 if (t)
@@ -498,9 +519,9 @@ static int method_reload(VarlinkCall *call, json_t *params, void *userdata) {
         ConfigError err;
         int r;
 
-        r = manager_reload(a->manager, &err);
+        r = manager_reload_notify(a->manager, "varlink", &err);
         if (r < 0 && err.file[0]) {
-                log_error("Reload over varlink refused: %s:%u: %s", err.file, err.line, err.message);
+                /* Logged with its file:line by manager_reload_notify(). */
                 return varlink_call_error(call, "io.blkmqd.Manager.ConfigInvalid",
                                           json_pack("{s:s, s:i, s:s}", "file", err.file, "line", err.line, "message",
                                                     err.message));

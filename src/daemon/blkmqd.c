@@ -34,6 +34,8 @@
  * what it needs, and torn down in an order that lets the worker pools'
  * last callbacks land (daemon_free()). */
 
+#define ORIGINALS_DIR_DEFAULT "/run/blkmqd/originals"
+
 /* Exit codes: 0 success; 1 bad usage or configuration, or a fatal error;
  * 2 --once finished but some setting failed. */
 
@@ -42,6 +44,7 @@ typedef struct Args {
         const char *sysfs_root;
         const char *proc_root;
         const char *varlink_address;
+        const char *originals_dir;
         unsigned kernel_version;
         bool dry_run, once, json;
         int log_level;
@@ -60,6 +63,9 @@ static void help(void) {
                "      --log-target=TARGET  auto, console or journal\n"
                "      --varlink-address=PATH  serve the varlink API at PATH instead of the\n"
                "                           socket systemd passes or " VARLINK_ADDRESS "\n"
+               "      --originals-dir=DIR  keep the original values on record in DIR instead of\n"
+               "                           OriginalsDirectory=, $RUNTIME_DIRECTORY or\n"
+               "                           " ORIGINALS_DIR_DEFAULT "\n"
                "      --sysfs-root=DIR     tune the tree below DIR instead of /sys (testing)\n"
                "      --kernel-version=X.Y behave as on kernel X.Y (testing the zoned guard)\n"
                "  -h, --help               show this help\n"
@@ -99,6 +105,7 @@ static int parse_args(int argc, char **argv, Args *a) {
                 ARG_KERNEL_VERSION,
                 ARG_LOG_TARGET,
                 ARG_VARLINK_ADDRESS,
+                ARG_ORIGINALS_DIR,
         };
         static const struct option options[] = {
                 { "config", required_argument, NULL, 'c' },
@@ -108,6 +115,7 @@ static int parse_args(int argc, char **argv, Args *a) {
                 { "log-level", required_argument, NULL, 'l' },
                 { "log-target", required_argument, NULL, ARG_LOG_TARGET },
                 { "varlink-address", required_argument, NULL, ARG_VARLINK_ADDRESS },
+                { "originals-dir", required_argument, NULL, ARG_ORIGINALS_DIR },
                 { "sysfs-root", required_argument, NULL, ARG_SYSFS_ROOT },
                 { "proc-root", required_argument, NULL, ARG_PROC_ROOT },
                 { "kernel-version", required_argument, NULL, ARG_KERNEL_VERSION },
@@ -145,6 +153,13 @@ static int parse_args(int argc, char **argv, Args *a) {
                         break;
                 case ARG_VARLINK_ADDRESS:
                         a->varlink_address = optarg;
+                        break;
+                case ARG_ORIGINALS_DIR:
+                        if (optarg[0] != '/') {
+                                log_error("--originals-dir= needs an absolute path, got \"%s\".", optarg);
+                                return -EINVAL;
+                        }
+                        a->originals_dir = optarg;
                         break;
                 case ARG_SYSFS_ROOT:
                         a->sysfs_root = optarg;
@@ -505,7 +520,25 @@ int main(int argc, char **argv) {
         else if (config->daemon.log_level >= 0)
                 log_set_max_level(config->daemon.log_level);
 
+        /* Where the originals are kept on record: the option, the config,
+         * the unit's RuntimeDirectory= (systemd sets $RUNTIME_DIRECTORY;
+         * with several, the first), the default. */
+        _cleanup_free_ char *runtime_dir = NULL;
+        const char *originals_dir = a.originals_dir ? a.originals_dir : config->daemon.originals_directory;
+        const char *rd = getenv("RUNTIME_DIRECTORY");
+        if (!originals_dir && rd && rd[0] == '/') {
+                runtime_dir = strndup(rd, strcspn(rd, ":"));
+                if (!runtime_dir) {
+                        config_free(config);
+                        return log_oom(), 1;
+                }
+                originals_dir = runtime_dir;
+        }
+        if (!originals_dir)
+                originals_dir = ORIGINALS_DIR_DEFAULT;
+
         ManagerOptions opts = {
+                .originals_dir = originals_dir,
                 .config_path = a.config_path,
                 .sysfs_root = a.sysfs_root,
                 .proc_root = a.proc_root,

@@ -8,9 +8,12 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "managed-device.h"
+#include "knobs.h"
 #include "log.h"
+#include "originals-record.h"
 #include "sysfs.h"
 #include "util.h"
 
@@ -84,16 +87,25 @@ static void record_implied(Device *d, Knob knob, const char *attr, const char *b
                 device_find_original(d, attr)->implied = true;
 }
 
-void device_record_originals(Device *d, const TuneJob *j) {
+/* predict: before j's writes, with every value that differs from the one
+ * wanted taken as about to change, and nothing put back yet: a superset of
+ * what the job will leave on record. */
+static void record_originals(Device *d, const TuneJob *j, bool predict) {
         for (size_t i = 0; i < j->n_entries; i++) {
                 const TuneEntry *e = &j->entries[i];
                 bool ours = e->section && streq(e->section, "original");
+                TuneOutcome outcome = e->outcome;
 
-                if (ours && (e->outcome == TUNE_CHANGED || e->outcome == TUNE_UNCHANGED)) {
+                if (predict && ours)
+                        continue; /* on record until it is put back */
+                if (predict && outcome == TUNE_PENDING)
+                        outcome = e->before && e->wanted && !knob_value_equal(e->knob, e->before, e->wanted)
+                                          ? TUNE_CHANGED : TUNE_UNCHANGED;
+                if (ours && (outcome == TUNE_CHANGED || outcome == TUNE_UNCHANGED)) {
                         device_drop_original(d, e->attr);
                         continue;
                 }
-                if (ours || (e->outcome != TUNE_CHANGED && e->outcome != TUNE_ADJUSTED))
+                if (ours || (outcome != TUNE_CHANGED && outcome != TUNE_ADJUSTED))
                         continue;
                 if (device_add_original(d, e) < 0)
                         log_oom();
@@ -108,6 +120,140 @@ void device_record_originals(Device *d, const TuneJob *j) {
                 if (e->knob == KNOB_SCHEDULER || e->knob == KNOB_NR_REQUESTS)
                         record_implied(d, KNOB_ASYNC_DEPTH, "queue/async_depth", j->async_depth_before);
         }
+}
+
+void device_record_originals(Device *d, const TuneJob *j) {
+        record_originals(d, j, false);
+}
+
+bool original_adopted(const Original *o) {
+        return o->pid != 0 && o->pid != (int) getpid();
+}
+
+static int original_copy(Original *dst, const Original *src) {
+        *dst = *src;
+        dst->attr = strdup(src->attr);
+        dst->value = strdup(src->value);
+        dst->path = src->path ? strdup(src->path) : NULL;
+        dst->scheduler = src->scheduler ? strdup(src->scheduler) : NULL;
+        if (!dst->attr || !dst->value || (src->path && !dst->path) || (src->scheduler && !dst->scheduler)) {
+                original_done(dst);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+/* What a job's write-ahead needs, copied at plan time: the job runs on a
+ * worker while the loop may replace the device's info. */
+typedef struct RecordAhead {
+        char *dir;
+        OriginalsIdentity identity;
+        DeviceInfo info;    /* only blockdir: what record_implied() reads */
+        Device device;      /* the originals at plan time, and info */
+        char *sig;          /* what the record file holds */
+        bool wrote;         /* sig is new: written by the job */
+} RecordAhead;
+
+static void record_ahead_free(void *data) {
+        RecordAhead *a = data;
+
+        if (!a)
+                return;
+        free(a->dir);
+        originals_identity_done(&a->identity);
+        free(a->info.blockdir);
+        device_forget_originals(&a->device);
+        free(a->sig);
+        free(a);
+}
+
+static void record_ahead_run(TuneJob *j, void *data) {
+        RecordAhead *a = data;
+        _cleanup_free_ char *sig = NULL;
+        int r;
+
+        record_originals(&a->device, j, true);
+        sig = originals_signature(a->device.originals, a->device.n_originals);
+        /* Only what would put a new value on record is written: a job that
+         * changes nothing, or only what is on record already, costs nothing. */
+        if (!sig || streq_ptr(sig, a->sig))
+                return;
+        r = originals_record_write(a->dir, &a->identity, a->device.originals, a->device.n_originals);
+        if (r < 0) {
+                log_warning_errno(r, "%s: cannot put the original values on record in %s, changing them anyway "
+                                  "(a restart after a crash will not know them): %m", j->sysname, a->dir);
+                return;
+        }
+        free(a->sig);
+        a->sig = TAKE_PTR(sig);
+        a->wrote = true;
+        test_kill_point("originals-recorded");
+}
+
+int device_record_ahead(Device *d, TuneJob *j, const char *dir) {
+        RecordAhead *a;
+
+        a = calloc(1, sizeof *a);
+        if (!a)
+                return -ENOMEM;
+        a->device.info = &a->info;
+        if (!(a->dir = strdup(dir)) || !(a->info.blockdir = strdup(d->info->blockdir)) ||
+            originals_identity_from_info(d->info, &a->identity) < 0 ||
+            (d->record_sig && !(a->sig = strdup(d->record_sig))))
+                goto oom;
+        a->device.originals = calloc(d->n_originals + 1, sizeof(Original));
+        if (!a->device.originals)
+                goto oom;
+        for (size_t i = 0; i < d->n_originals; i++) {
+                if (original_copy(&a->device.originals[i], &d->originals[i]) < 0)
+                        goto oom;
+                a->device.n_originals++;
+        }
+        j->before_write = record_ahead_run;
+        j->before_write_data = a;
+        j->before_write_free = record_ahead_free;
+        return 0;
+oom:
+        record_ahead_free(a);
+        return -ENOMEM;
+}
+
+void device_record_sync(Device *d, const TuneJob *j, const char *dir) {
+        _cleanup_free_ char *sig = NULL;
+        RecordAhead *a = j->before_write == record_ahead_run ? j->before_write_data : NULL;
+        int r;
+
+        if (a && a->wrote) {
+                free(d->record_sig);
+                d->record_sig = TAKE_PTR(a->sig);
+        }
+        sig = originals_signature(d->originals, d->n_originals);
+        if (streq_ptr(sig, d->record_sig) || (d->n_originals > 0 && !sig))
+                return;
+        if (d->n_originals == 0) {
+                r = originals_record_remove(dir, d->sysname);
+        } else {
+                OriginalsIdentity id;
+                r = originals_identity_from_info(d->info, &id);
+                if (r >= 0) {
+                        r = originals_record_write(dir, &id, d->originals, d->n_originals);
+                        originals_identity_done(&id);
+                }
+        }
+        if (r < 0) {
+                log_warning_errno(r, "%s: cannot update the record of its original values in %s: %m", d->sysname, dir);
+                return;
+        }
+        free(d->record_sig);
+        d->record_sig = TAKE_PTR(sig);
+}
+
+void device_adopt_originals(Device *d, Original *o, size_t n) {
+        device_forget_originals(d);
+        d->originals = o;
+        d->n_originals = n;
+        free(d->record_sig);
+        d->record_sig = originals_signature(o, n);
 }
 
 void device_prune_originals(Device *d) {

@@ -7,6 +7,7 @@
 
 #include "device.h"
 #include "policy.h"
+#include "originals-record.h"
 #include "tune.h"
 
 /* A block device the manager manages: its state, the originals that
@@ -14,15 +15,6 @@
 
 typedef struct Manager Manager;
 
-/* A value blkmqd changed, as it was before: what restore puts back. */
-typedef struct Original {
-        Knob knob;
-        char *attr;
-        char *path;
-        char *value;
-        char *scheduler; /* iosched tunables: the scheduler it belongs to */
-        bool implied;    /* changed as a side effect of the scheduler switch (nr_requests) */
-} Original;
 
 typedef struct Device {
         Manager *manager;
@@ -40,6 +32,7 @@ typedef struct Device {
         unsigned n_jobs;
         unsigned n_failed_jobs;
         unsigned generation; /* bumped when another disk appears under the name (its identity changed) */
+        char *record_sig;    /* originals_signature() of what its record file holds (NULL: no file) */
 } Device;
 
 
@@ -50,6 +43,21 @@ Original *device_find_original(Device *d, const char *attr);
  * nr_requests; both move queue/async_depth: marked implied); drops the
  * originals that a put-back entry of j restored. */
 void device_record_originals(Device *d, const TuneJob *j);
+/* The write-ahead record of j's originals: j puts the values it is about to
+ * change on record in dir (originals-record.h) on its worker thread, after
+ * reading them and before its first write. Cost: one JSON file written and
+ * renamed in a tmpfs (tens of µs) on the apply thread, only for a job that
+ * is about to change a value not yet on record; nothing on the loop. */
+int device_record_ahead(Device *d, TuneJob *j, const char *dir);
+/* After device_record_originals(): makes the record file hold exactly the
+ * device's originals (rewritten on the loop only where the job's outcome
+ * differs from what its write-ahead assumed: a failure, a restore; removed
+ * when none are left). */
+void device_record_sync(Device *d, const TuneJob *j, const char *dir);
+/* Takes the originals of an earlier instance's record as the device's own. */
+void device_adopt_originals(Device *d, Original *o, size_t n);
+/* Whether an original came from an earlier instance. */
+bool original_adopted(const Original *o);
 /* After a restore: drops the iosched originals of a scheduler no longer
  * active (nothing left to put them back into). */
 void device_prune_originals(Device *d);

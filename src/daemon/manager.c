@@ -17,6 +17,8 @@
 #include "uring-pool.h"
 #include "log.h"
 #include "manager.h"
+#include "message-id.h"
+#include "originals-record.h"
 #include "plan-print.h"
 #include "sysfs.h"
 #include "util.h"
@@ -61,6 +63,7 @@ static Device *device_free(Device *d) {
         manager_free_info(d->manager, d->info);
         resolved_done(&d->resolved);
         device_forget_originals(d);
+        free(d->record_sig);
         tune_job_free(d->last);
         free(d);
         return NULL;
@@ -217,6 +220,9 @@ static void job_done(void *data, void *userdata) {
         d->busy = false;
         if (d->removed) {
                 log_debug("%s: job finished after removal, dropping its results.", j->sysname);
+                /* Its record goes with it, unless another disk has the name by now. */
+                if (m->originals_dir && !manager_find_device(m, d->sysname))
+                        (void) originals_record_remove(m->originals_dir, d->sysname);
                 tune_job_free(j);
                 manager_remove_device_slot(m, d);
                 device_free(d);
@@ -228,6 +234,8 @@ static void job_done(void *data, void *userdata) {
          * of a scheduler that is gone again no longer need putting back. */
         if (j->restore)
                 device_prune_originals(d);
+        if (m->originals_dir)
+                device_record_sync(d, j, m->originals_dir);
 
         device_log_results(d, j);
         d->n_jobs++;
@@ -258,6 +266,10 @@ static int device_submit(Device *d, TuneJob *j) {
         Manager *m = d->manager;
         int r;
 
+        if (m->originals_dir && device_record_ahead(d, j, m->originals_dir) < 0) {
+                tune_job_free(j);
+                return log_oom();
+        }
         /* A job somebody waits for (a call about this one device) goes
          * ahead of a hotplug backlog; the others keep their order. */
         r = (d->urgent ? work_pool_submit_first : work_pool_submit)(m->pool, job_run, job_done, j, d);
@@ -406,6 +418,62 @@ int manager_apply(Manager *m, Device *d) {
         return r;
 }
 
+/* The record an earlier instance left of d's originals, found at start:
+ * adopted if it is of the same disk, else discarded. */
+static void manager_claim_record(Manager *m, Device *d) {
+        _cleanup_(originals_identity_done) OriginalsIdentity now = {};
+        OriginalsRecord *rec = NULL;
+        char why[512];
+        const char *mismatch;
+
+        for (size_t i = 0; i < m->n_records; i++)
+                if (streq(m->records[i]->identity.sysname, d->sysname)) {
+                        rec = m->records[i];
+                        memmove(&m->records[i], &m->records[i + 1], sizeof(rec) * (m->n_records - i - 1));
+                        m->n_records--;
+                        break;
+                }
+        if (!rec)
+                return;
+        if (originals_identity_from_info(d->info, &now) < 0) {
+                log_oom();
+                originals_record_free(rec);
+                return;
+        }
+        mismatch = originals_identity_mismatch(&rec->identity, &now, why, sizeof why);
+        if (mismatch) {
+                log_notice("%s: discarding the original values recorded by blkmqd[%d] (%s): not the same disk: %s.",
+                           d->sysname, rec->pid, rec->path, mismatch);
+                if (unlink(rec->path) < 0 && errno != ENOENT)
+                        log_warning_errno(errno, "%s: cannot remove %s: %m", d->sysname, rec->path);
+        } else {
+                char pid[16];
+                snprintf(pid, sizeof pid, "%d", rec->pid);
+                log_struct(LOG_NOTICE, BLKMQD_MESSAGE_ORIGINALS_ADOPTED,
+                           LOG_FIELDS({ "BLKMQD_DEVICE", d->sysname }, { "BLKMQD_PID", pid }, { "BLKMQD_RECORD", rec->path }),
+                                 "%s: adopting %zu original value%s recorded by blkmqd[%d] (%s): a stop puts "
+                                 "them back.", d->sysname, rec->n_originals, rec->n_originals == 1 ? "" : "s",
+                                 rec->pid, rec->path);
+                device_adopt_originals(d, TAKE_PTR(rec->originals), rec->n_originals);
+                rec->n_originals = 0;
+        }
+        originals_record_free(rec);
+}
+
+/* The records whose device the first enumeration did not find. */
+static void manager_drop_records(Manager *m) {
+        for (size_t i = 0; i < m->n_records; i++) {
+                OriginalsRecord *rec = m->records[i];
+                log_info("%s: the disk whose original values blkmqd[%d] recorded is gone, dropping %s.",
+                         rec->identity.sysname, rec->pid, rec->path);
+                if (unlink(rec->path) < 0 && errno != ENOENT)
+                        log_warning_errno(errno, "Cannot remove %s: %m", rec->path);
+                originals_record_free(rec);
+        }
+        m->records = mfree(m->records);
+        m->n_records = 0;
+}
+
 /* A device seen, with its identity read from sysfs (r, info: of
  * device_info_load(), which this takes). */
 static void manager_device_loaded(Manager *m, const char *sysname, int r, DeviceInfo *info) {
@@ -448,6 +516,7 @@ static void manager_device_loaded(Manager *m, const char *sysname, int r, Device
                 d->manager = m;
                 d->info = TAKE_PTR(info);
                 log_debug("%s: new device %s", sysname, d->info->id);
+                manager_claim_record(m, d);
                 manager_emit(m, MANAGER_EVENT_DEVICE_ADDED, d);
         } else {
                 if (!streq(d->info->id, info->id)) {
@@ -549,6 +618,8 @@ static void manager_device_removed(Manager *m, const char *sysname) {
                         continue;
                 log_info("%s: removed%s.", sysname, d->n_originals ? ", forgetting its original values" : "");
                 manager_emit(m, MANAGER_EVENT_DEVICE_REMOVED, d);
+                if (m->originals_dir && !d->busy && d->record_sig)
+                        (void) originals_record_remove(m->originals_dir, d->sysname);
                 if (d->busy) {
                         d->removed = true; /* freed when its job is back */
                         return;
@@ -591,6 +662,7 @@ static void manager_udev_event(Manager *m, UdevJob *j) {
         case UDEV_ACTION_SYNCED: {
                 /* Devices that enumeration did not find again are gone. */
                 manager_drop_vanished(m, false);
+                manager_drop_records(m);
                 m->sync_generation++;
                 manager_check_progress(m);
                 break;
@@ -663,26 +735,38 @@ int manager_set_profile(Manager *m, const char *profile) {
         return manager_apply(m, NULL);
 }
 
-static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
-        Manager *m = userdata;
-        ConfigError err;
+int manager_reload_notify(Manager *m, const char *why, ConfigError *err) {
         int r;
 
+        *err = (ConfigError) {};
         if (m->state == MANAGER_STOPPING)
-                return 0;
+                return -ESHUTDOWN;
+        /* systemd 252 has no Type=notify-reload: ExecReload= (blkmqctl
+         * reload) waits for this call, and RELOADING=1 ... READY=1 tell it
+         * the same for a SIGHUP sent by hand. */
         sd_notifyf(false, "RELOADING=1\nSTATUS=Reloading configuration\nMONOTONIC_USEC=%llu",
                    (unsigned long long) now_usec(CLOCK_MONOTONIC));
-        log_info("Reloading configuration (SIGHUP).");
+        log_info("Reloading configuration (%s).", why);
         m->state = MANAGER_RELOADING;
-        r = manager_reload(m, &err);
+        r = manager_reload(m, err);
         if (r < 0) {
-                if (err.line)
-                        log_error("%s:%u: %s", err.file, err.line, err.message);
+                if (err->line)
+                        log_error("%s:%u: %s", err->file, err->line, err->message);
+                else if (err->file[0])
+                        log_error("%s: %s", err->file, err->message);
                 else
-                        log_error("%s: %s", err.file, err.message);
+                        log_error_errno(r, "Failed to reload the configuration: %m");
                 log_error("Configuration not reloaded, keeping the previous one.");
         }
+        /* READY=1 once the re-apply is done (at once when it failed). */
         manager_check_progress(m);
+        return r;
+}
+
+static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        ConfigError err;
+
+        (void) manager_reload_notify(userdata, "SIGHUP", &err);
         return 0;
 }
 
@@ -729,6 +813,10 @@ Manager *manager_free(Manager *m) {
                 return NULL;
         manager_stop(m);
         free(m->listeners);
+        for (size_t i = 0; i < m->n_records; i++)
+                originals_record_free(m->records[i]);
+        free(m->records);
+        free(m->originals_dir);
         for (size_t i = 0; i < m->n_devices; i++)
                 device_free(m->devices[i]);
         free(m->devices);
@@ -757,6 +845,8 @@ int manager_new(Manager **ret, const ManagerOptions *opts, Config *config) {
         m->start_usec = now_usec(CLOCK_MONOTONIC);
         hist_init(&m->loop_hist);
         if (opts->config_path && !(m->config_path = strdup(opts->config_path)))
+                return -ENOMEM;
+        if (opts->originals_dir && !opts->dry_run && !opts->once && !(m->originals_dir = strdup(opts->originals_dir)))
                 return -ENOMEM;
         m->tune.sysfs_root = strdup(opts->sysfs_root ? opts->sysfs_root : "/sys");
         m->tune.proc_root = strdup(opts->proc_root ? opts->proc_root : "/proc");
@@ -820,6 +910,14 @@ int manager_start(Manager *m) {
                  m->tune.kernel_version >> 16, (m->tune.kernel_version >> 8) & 0xff, m->config->daemon.apply_threads);
         STRV_FOREACH(f, m->config->files)
                 log_debug("Configuration file: %s", *f);
+        if (m->originals_dir) {
+                r = originals_record_scan(m->originals_dir, &m->records, &m->n_records);
+                if (r < 0) {
+                        log_warning("Original values are kept in memory only: a restart after a crash will not know them.");
+                        m->originals_dir = mfree(m->originals_dir);
+                } else
+                        log_debug("Original values on record in %s (%zu records found).", m->originals_dir, m->n_records);
+        }
         if (m->config->n_devices == 0 && !m->config->zones.emulate)
                 log_warning("The configuration has no [Device] section: no device will be managed.");
         if (!m->opts.once && access("/run/udev/control", F_OK) < 0)

@@ -35,6 +35,7 @@ typedef struct ManagerOptions {
         bool json;
         unsigned kernel_version; /* 0: from uname() */
         const char *varlink_address; /* NULL: socket activation, else the default */
+        const char *originals_dir; /* where the originals are kept on record; NULL: none (dry run, once) */
 } ManagerOptions;
 
 typedef enum ManagerEventType {
@@ -94,6 +95,11 @@ struct Manager {
          * when io_uring is not available. */
         struct UringPool *uring;
         sd_event_source *sig_term, *sig_int, *sig_hup;
+        char *originals_dir; /* NULL: originals kept in memory only */
+        /* The records found at start, until their device is seen (adopted
+         * or discarded) or the enumeration ends without it (dropped). */
+        struct OriginalsRecord **records;
+        size_t n_records;
 };
 
 int manager_new(Manager **ret, const ManagerOptions *opts, Config *config);
@@ -117,6 +123,10 @@ int manager_apply(Manager *m, Device *d);
 int manager_restore(Manager *m, Device *d);
 /* Loads the config again; on error keeps the old one and fills *err. */
 int manager_reload(Manager *m, ConfigError *err);
+/* manager_reload() as a service reloads: RELOADING=1 to systemd, the
+ * error logged with its file:line and the old config kept, READY=1 once
+ * the devices are re-applied. why: "SIGHUP", "varlink". */
+int manager_reload_notify(Manager *m, const char *why, ConfigError *err);
 /* NULL clears; -ENOENT if no such [Profile]. */
 int manager_set_profile(Manager *m, const char *profile);
 /* Tells the listeners (the Manager adapter, the trial runner) of an event. */

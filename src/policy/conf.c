@@ -93,6 +93,7 @@ Config *config_free(Config *c) {
         free(c->profiles);
         free(c->daemon.admin_group);
         free(c->daemon.metrics_textfile);
+        free(c->daemon.originals_directory);
         free(c->zones.emulate);
         free(c->zones.database);
         strv_free(c->files);
@@ -480,6 +481,11 @@ static int parse_daemon(Parser *p, const char *key, const char *value) {
                                             value);
                 d->autotune_trials_per_hour = (unsigned) v;
                 return 0;
+        }
+        if (streq(key, "OriginalsDirectory")) {
+                if (*value && value[0] != '/')
+                        return parser_error(p, "OriginalsDirectory=: expected an absolute path, got \"%s\"", value);
+                return free_and_strdup(&d->originals_directory, *value ? value : NULL);
         }
         if (streq(key, "AdminGroup")) {
                 if (*value && !section_name_valid(value))

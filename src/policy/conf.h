@@ -60,6 +60,7 @@ typedef struct DaemonConfig {
         char *metrics_textfile;
         uint64_t call_timeout_usec; /* a mutating call waits this long for its jobs; 0: for ever */
         unsigned autotune_trials_per_hour; /* AutoTrialsPerHour=: trials across all devices */
+        char *originals_directory; /* OriginalsDirectory=: NULL: $RUNTIME_DIRECTORY or the default */
 } DaemonConfig;
 
 #define CONFIG_DEFAULT_AUTOTUNE_TRIALS_PER_HOUR 12u

@@ -28,6 +28,7 @@ DeviceInfo *device_info_free(DeviceInfo *d) {
         free(d->serial);
         free(d->wwn);
         free(d->backing_file);
+        free(d->devnum);
         free(d->scheduler);
         strv_free(d->properties);
         if (d->stat_fd >= 0)
@@ -181,6 +182,7 @@ static int device_info_load_attrs(DeviceInfo *d, const char *blockdir) {
                 d->scheduler = scheduler_active(sched);
 
         d->backing_file = read_attr(blockdir, "loop/backing_file");
+        d->devnum = read_attr(blockdir, "dev");
         return 0;
 }
 

@@ -21,6 +21,7 @@ typedef struct DeviceInfo {
         char *serial;
         char *wwn;
         char *backing_file; /* loop devices */
+        char *devnum;       /* "MAJOR:MINOR" (sysfs dev), NULL if unknown */
         char *scheduler;    /* active when the info was read; NULL if bio-based */
         char **properties;  /* udev KEY=VALUE */
         uint64_t size;      /* bytes */

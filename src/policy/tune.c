@@ -54,6 +54,8 @@ TuneJob *tune_job_free(TuneJob *j) {
         free(j->planned_scheduler);
         free(j->nr_requests_before);
         free(j->async_depth_before);
+        if (j->before_write_free)
+                j->before_write_free(j->before_write_data);
         free(j);
         return NULL;
 }
@@ -592,6 +594,10 @@ void tune_execute(TuneJob *j) {
                         if (p)
                                 (void) sysfs_read(p, &j->async_depth_before);
                 }
+                /* The active scheduler is the scheduler entry's before (a
+                 * bio-based queue has none: execute_scheduler() skips it). */
+                if (e->knob == KNOB_SCHEDULER && e->outcome == TUNE_PENDING && !e->before && sched0)
+                        e->before = strdup(sched0);
                 if (e->outcome != TUNE_PENDING || !e->path || e->knob == KNOB_SCHEDULER)
                         continue;
                 if (e->scheduler && !streq_ptr(sched0, e->scheduler))
@@ -599,6 +605,8 @@ void tune_execute(TuneJob *j) {
                 if (sysfs_read(e->path, &e->before) >= 0 && e->scheduler)
                         e->before_scheduler = strdup(e->scheduler);
         }
+        if (j->before_write && !j->dry_run)
+                j->before_write(j, j->before_write_data);
 
         for (size_t i = 0; i < j->n_entries; i++) {
                 TuneEntry *e = &j->entries[i];
@@ -611,6 +619,9 @@ void tune_execute(TuneJob *j) {
                                 (void) free_and_strdup(&j->planned_scheduler, e->wanted);
                 } else
                         execute_attr(j, e);
+                /* Tests: killed with a value changed (its original must be on record). */
+                if (e->outcome == TUNE_CHANGED)
+                        test_kill_point("tune-changed");
                 if (e->outcome == TUNE_FAILED && e->error == -ENODEV)
                         j->device_error = -ENODEV;
         }

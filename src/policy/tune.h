@@ -50,7 +50,14 @@ typedef struct TuneEntry {
         TuneOutcome outcome;
 } TuneEntry;
 
-typedef struct TuneJob {
+typedef struct TuneJob TuneJob;
+/* Called by tune_execute(), on its thread, once every value of the job is
+ * read and before its first write (never in a dry run). The daemon puts
+ * the values it is about to change on record here (write-ahead); it must
+ * touch nothing but the job and data. */
+typedef void (*TuneBeforeWriteFn)(TuneJob *j, void *data);
+
+struct TuneJob {
         char *sysname;
         char *blockdir;
         TuneEntry *entries;
@@ -67,7 +74,10 @@ typedef struct TuneJob {
         bool zoned;         /* the device is zoned (for what an absent attribute means) */
         int device_error;   /* -ENODEV if the device vanished mid-job */
         uint64_t usec;      /* time spent in execute */
-} TuneJob;
+        TuneBeforeWriteFn before_write;
+        void *before_write_data;             /* freed with the job, by: */
+        void (*before_write_free)(void *data);
+};
 
 /* Builds the job for a device from its resolved settings; originals
  * (may be NULL) are values to put back for knobs the policy no longer sets. */

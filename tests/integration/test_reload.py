@@ -8,6 +8,7 @@ Covers: (3) SIGHUP with an edited config re-applies, (4) SIGHUP with a broken
 config keeps the old one."""
 
 import os
+import shutil
 import signal
 import time
 
@@ -15,7 +16,7 @@ import os as _os
 import sys as _sys
 _sys.path.insert(0, _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "..", "lib"))
 
-from blkmqtest import Env, Runner, need_all, udevd, main_guard, DaemonError
+from blkmqtest import Ctl, Env, Runner, ctl_path, need_all, show, udevd, unit_settings, main_guard, DaemonError
 
 
 def main():
@@ -129,6 +130,42 @@ DeadlineReadExpireMSec=200
             r.ok(after == orig, "originals from before the first apply restored, not v1..v4",
                  [f"{k}: {orig.get(k)} -> {after.get(k)}" for k in orig
                   if orig.get(k) != after.get(k)], d)
+
+        with r.case("ExecReload=: blkmqctl reload, synchronous, fails on a broken config naming file:line", env):
+            u = unit_settings()
+            r.ok(u.get("ExecReload", "").split()[1:] == ["reload"] and
+                 u["ExecReload"].split()[0].endswith("/blkmqctl"),
+                 "blkmqd.service reloads with blkmqctl reload (not kill -HUP, which always succeeds)",
+                 u.get("ExecReload"))
+            sock = os.path.join(env.tmp, "io.blkmqd")
+            shutil.rmtree(cfg + ".d", ignore_errors=True)
+            env.config(v1)
+            d = env.daemon(["--config", cfg, "--varlink-address", sock], name="blkmqd-ctl")
+            d.start(timeout=15)
+            ctl = Ctl(ctl_path(), sock)
+            r.ok(a.matches(V1), "v1 applied", a.mismatches(V1), d)
+            env.config(f"[Device t]\n{match}\nScheduler=mq-deadline\nNrRequests=lots\n")
+            mark = d.mark()
+            p = ctl("reload")
+            want = f"{cfg}:4"
+            r.ok(p.returncode == 5 and want in p.stderr, f"blkmqctl reload: exit 5, names {want}", show(p), d)
+            r.ok(a.matches(V1), "the old policy stays", a.mismatches(V1), d)
+            r.ok(any(want in l for l in d.error_lines()), f"the daemon's error line names {want}",
+                 d.log_text()[-2000:], d)
+            try:
+                d.wait_notify("RELOADING", "1", since=mark, timeout=5)
+                d.wait_notify("READY", "1", since=mark, timeout=5)
+                notified = True
+            except DaemonError:
+                notified = False
+            r.ok(notified, "RELOADING=1 then READY=1 around the refused reload",
+                 [m[2] for m in d.messages[mark:]])
+            env.config(f"[Device t]\n{match}\nScheduler=mq-deadline\nNrRequests=48\n")
+            p = ctl("reload")
+            V = {"scheduler": "mq-deadline", "nr_requests": "48"}
+            r.ok(p.returncode == 0 and a.matches(V), "a good config: exit 0, applied when it returns",
+                 show(p) + "\n" + "\n".join(a.mismatches(V)), d)
+            d.stop(timeout=15)
     r.finish()
 
 

@@ -707,6 +707,10 @@ class Daemon:
         env.pop("JOURNAL_STREAM", None)     # logs must go to our stderr file
         env.pop("LISTEN_FDS", None)
         env.pop("WATCHDOG_USEC", None)
+        # Originals on record in the Env (shared by its daemons, as the
+        # instances of one service share /run/blkmqd/originals), never in
+        # the machine's: another test's daemon must not adopt them.
+        env["RUNTIME_DIRECTORY"] = self.env.originals_dir
         self._log = open(self.logpath, "ab")
         self._out = open(self.outpath, "ab")
         self.proc = subprocess.Popen(self.cmdline(), stdin=subprocess.DEVNULL,
@@ -895,6 +899,7 @@ def run_blkmqd(env, args, timeout=20, valgrind=False):
     e = dict(os.environ)
     e.pop("NOTIFY_SOCKET", None)
     e.pop("JOURNAL_STREAM", None)
+    e["RUNTIME_DIRECTORY"] = env.originals_dir
     return subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True, env=e,
                           timeout=timeout * timeout_scale())
@@ -908,6 +913,8 @@ class Env:
         self.blkmqd = daemon_path()
         base = os.environ.get("BLKMQD_TEST_TMPDIR", "/tmp")
         self.tmp = os.path.realpath(tempfile.mkdtemp(prefix=f"blkmqd-{name}-", dir=base))
+        # Where its daemons keep the original values on record ($RUNTIME_DIRECTORY).
+        self.originals_dir = os.path.join(self.tmp, "originals")
         self.loops = []
         self.daemons = []
         self.pristine = {}       # loop name -> knobs when this Env first attached it
@@ -941,10 +948,12 @@ class Env:
         return self.write(os.path.basename(main) + ".d/" + name, text)
 
     # -- loop devices
-    def attach(self, prefix="dev", size=64 << 20, path=None, direct_io=False):
+    def attach(self, prefix="dev", size=64 << 20, path=None, direct_io=False, node=None):
         """A loop device over a new sparse file of SIZE bytes in the test's
         temp dir (PREFIX-N.img), or over the existing file PATH; DIRECT_IO:
-        losetup --direct-io=on (reads go past the page cache to the file)."""
+        losetup --direct-io=on (reads go past the page cache to the file);
+        NODE: on that loop device ("/dev/loop7", detached) instead of the
+        first free one."""
         if path is None:
             self._n += 1
             img = os.path.join(self.tmp, f"{prefix}-{self._n}.img")
@@ -952,8 +961,9 @@ class Env:
                 f.truncate(size)
         else:
             img = path
-        p = run(["losetup", "--find", "--show"] + (["--direct-io=on"] if direct_io else []) + [img])
-        dev = p.stdout.strip()
+        p = run(["losetup", "--show"] + (["--direct-io=on"] if direct_io else []) +
+                ([node, img] if node else ["--find", img]))
+        dev = node or p.stdout.strip()
         name = os.path.basename(dev)
         # A loop queue outlives its attachment: a node that someone else
         # (a bench killed mid-run, another suite) left tuned would make the
