@@ -82,8 +82,9 @@ check_eq "obj1: dd from LBA $LBA1 hashes as the file" "$SHA1" "$(readback $Z "$L
 check_eq "obj1: blkzone: its zone is full (sealed)" fu "$(zone_cond $Z "$LBA1")"
 objects_intact() {
         vm_wait_for 30 zone_listed $Z
-        blkmqctl zones find obj1 > /tmp/find.out 2>&1 || sed 's/^/# zones find| /' /tmp/find.out
-        check_eq "$1: obj1 still a sealed object" "$SHA1" "$(blkmqctl zones find obj1 2>/dev/null | sed -n 's/^ *SHA256: //p')"
+        blkmqctl --json zones find obj1 > /tmp/find.out 2>&1 || sed 's/^/# zones find| /' /tmp/find.out
+        check_eq "$1: obj1 still a sealed object" "$SHA1" \
+                "$(grep -o '"sha256": *"[0-9a-f]*"' /tmp/find.out | grep -o '[0-9a-f]\{64\}' | head -n1)"
         check_eq "$1: obj1 zone full (blkzone)" fu "$(zone_cond $Z "$LBA1")"
         check_eq "$1: obj1 read back with dd" "$SHA1" "$(readback $Z "$LBA1" 1048577)"
 }
@@ -113,6 +114,7 @@ check "reload without the drop-in: $C read_ahead_kb 4096" vm_wait_for 10 attr_is
 mkdir -p $SVC
 printf '[Service]\nWatchdogSec=3s\nRestartSec=1s\n' > $SVC/50-vmtest.conf
 systemctl daemon-reload
+systemctl show -p DropInPaths,WatchdogUSec,RestartUSec blkmqd.service | sed 's/^/# show| /'
 check_eq "WatchdogUSec from the drop-in" 3s "$(prop blkmqd.service WatchdogUSec)"
 systemctl restart blkmqd.service
 check "restarted with the shortened watchdog" vm_wait_for 20 active_is blkmqd.service active
@@ -123,6 +125,7 @@ t=$(date +%s)
 kill -STOP $pid1
 check "SIGSTOP: systemd killed and restarted blkmqd (watchdog)" vm_wait_for 60 restarted_from $pid1
 check_eq "NRestarts after the watchdog" $((n0 + 1)) "$(prop blkmqd.service NRestarts)"
+journalctl -q -b -u blkmqd.service --since @$t | grep -i watchdog | sed 's/^/# journal| /'
 check "journal: systemd's watchdog timeout for blkmqd.service" \
         sh -c "journalctl -q -b -u blkmqd.service --since @$t | grep -q 'Watchdog timeout'"
 check "$C still tuned (sysfs)" vm_wait_for 20 tuned_conv $C
@@ -137,6 +140,39 @@ check_eq "NRestarts after SIGKILL" $((n0 + 2)) "$(prop blkmqd.service NRestarts)
 check "$C still tuned" vm_wait_for 20 tuned_conv $C
 check "blkmqctl show $C: originals adopted again" adopted $C
 objects_intact "after SIGKILL"
+
+# --- 7. kill -9 during a stage, then the restart ----------------------------------
+head -c $((40 * 1024 * 1024)) /dev/urandom > /tmp/big.bin
+blkmqctl stage /tmp/big.bin --device $Z --label big --settle-timeout=90 > /tmp/big.out 2>&1 &
+spid=$!
+vm_wait_for 30 grep -q "^stage: lease" /tmp/big.out
+sleep 0.5
+pid3=$(mainpid)
+systemctl kill -s KILL blkmqd.service
+echo "# killed blkmqd $pid3 during: $(head -n1 /tmp/big.out)"
+wait $spid
+rc=$?
+sed 's/^/# stage| /' /tmp/big.out
+check "restarted after the kill during the stage" vm_wait_for 30 restarted_from $pid3
+check "the stager settled the outcome (rc $rc: staged, or reclaimed and said so)" \
+        sh -c "[ $rc = 0 ] || grep -q -e 'nothing is staged' -e 'is released' /tmp/big.out"
+check "the stager did not leave the outcome unknown" sh -c "! grep -q 'is unknown' /tmp/big.out"
+vm_wait_for 30 zone_listed $Z
+blkmqctl --no-legend zones $Z > /tmp/zones.out 2>&1
+sed 's/^/# zones| /' /tmp/zones.out | grep -v ' free ' | head -n 8
+check_eq "no lease holds two zones" "" "$(awk '$6 ~ /^[0-9a-f-]+$/ && length($6) > 8 {print $6}' /tmp/zones.out | sort | uniq -d)"
+bad=
+for lba in $(awk '$5 == "free" {print $2}' /tmp/zones.out); do
+        c=$(zone_cond $Z $lba)
+        [ "$c" = em ] || bad="$bad $lba:$c"
+done
+check_eq "every zone blkmqd calls free is empty as blkzone reports" "" "$bad"
+head -c 4099 /dev/urandom > /tmp/after.bin
+blkmqctl stage /tmp/after.bin --device $Z --label after > /tmp/after.out 2>&1
+check_eq "a stage after the reconcile" 0 $?
+check_eq "it reads back with dd" "$(sha256sum < /tmp/after.bin | cut -d' ' -f1)" \
+        "$(readback $Z "$(fld /tmp/after.out "Start LBA")" 4099)"
+objects_intact "after the kill during a stage"
 
 # --- 3. hotplug while running ------------------------------------------------
 hotplug_conv conv-add hot3
