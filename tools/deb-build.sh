@@ -12,8 +12,21 @@
 #                         in its own passes). Sets DEB_DIR (OUT/debs),
 #                         DEB_VERSION (debian/changelog) and DEB_TREE (the
 #                         hash). Returns 1 with the log's tail on a failure.
+#                         Holds OUT/.lock meanwhile: two tests sharing OUT
+#                         (deb-chroot, vm-systemd) build one after the other.
 
 deb_build() { # SRC OUT
+        local lock r
+        mkdir -p "$2"
+        exec {lock}>"$2/.lock"
+        flock "$lock"
+        _deb_build_locked "$@"
+        r=$?
+        exec {lock}>&-
+        return $r
+}
+
+_deb_build_locked() {
         local src=$1 out=$2 files hash t
         DEB_VERSION=$(dpkg-parsechangelog -l "$src/debian/changelog" -S Version) || return 1
         DEB_DIR=$out/debs
