@@ -89,8 +89,8 @@ vm_rootfs_image() {
                 vm_skip "vm: no bookworm root file system (debootstrap or Debian's mirror failed, see above)"
         tree=$(mktemp -d "${img%/*}/rootfs.XXXXXX")
         tar -C "$tree" -xf "$tar"
-        mkdir -p "$tree/root/debs"
-        cp "$debs"/*.deb "$tree/root/debs/"
+        mkdir -p "$tree/root"
+        cp -r "$debs" "$tree/root/debs"
         rm -f "$img"
         truncate -s 2G "$img"
         mkfs.ext4 -q -F -L blkmqd-root -d "$tree" "$img" || { rm -rf --one-file-system "$tree"; return 1; }

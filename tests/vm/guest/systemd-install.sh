@@ -6,7 +6,6 @@
 . /vm/systemd-lib.sh
 
 check_eq "PID 1 is systemd" systemd "$(cat /proc/1/comm)"
-echo "# $(systemd-analyze time 2>&1 | head -n1)"
 systemctl --failed --no-legend | sed 's/^/# failed unit| /'
 check_eq "no unit failed at boot" 0 "$(systemctl --failed --no-legend | wc -l)"
 disks_boot
@@ -36,4 +35,7 @@ for d in $R $C $P $Z; do
         check "$d: queue attributes unchanged by the installation" same_as $ST/boot1 $d
 done
 check "systemd knows the units" systemctl cat blkmqd.service blkmqd.socket blkmqd-profile@x.timer >/dev/null
+timeout 60 systemctl is-system-running --wait > /dev/null 2>&1
+systemd-analyze blame 2>/dev/null | head -n 8 | sed 's/^/# blame| /'
+echo "# $(systemd-analyze time 2>&1 | head -n1)"
 vm_summary

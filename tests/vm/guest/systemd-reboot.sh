@@ -6,7 +6,6 @@
 . /vm/daemon-lib.sh
 . /vm/systemd-lib.sh
 
-echo "# $(systemd-analyze time 2>&1 | head -n1)"
 disks_boot
 # --- 12. the poweroff at the end of boot 2 ---------------------------------------
 journalctl -b -1 -q -o short-monotonic -u blkmqd.service 2>/dev/null | tail -n 12 | sed 's/^/# boot -1| /'
@@ -129,4 +128,6 @@ check_eq "no packaged file left" "" "$left"
 check_eq "no unit left (systemctl list-unit-files)" 0 "$(systemctl list-unit-files --no-legend 'blkmqd*' | wc -l)"
 check_eq "no file named blkmqd left" "" "$(find / -xdev -name '*blkmqd*' -not -path '/vm/*' -not -path '/root/debs/*' -not -path '/var/lib/vmtest/*' 2>/dev/null | tr '\n' ' ')"
 check_eq "no state, config or runtime directory" "" "$(ls -d /var/lib/blkmqd /etc/blkmqd /run/blkmqd 2>/dev/null)"
+timeout 60 systemctl is-system-running --wait > /dev/null 2>&1
+echo "# $(systemd-analyze time 2>&1 | head -n1)"
 vm_summary
