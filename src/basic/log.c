@@ -143,7 +143,7 @@ static int log_dispatch(int level, int error, const char *file, int line, const 
                 t = stderr_kind_get() == STDERR_JOURNAL ? LOG_TARGET_JOURNAL : LOG_TARGET_CONSOLE;
 
         if (t == LOG_TARGET_JOURNAL && (message_id || fields)) {
-                /* Up to 16 fields beside the 7 of every entry. */
+                /* Up to 22 fields beside PRIORITY, ERRNO, MESSAGE_ID and MESSAGE. */
                 char buf[24][512];
                 struct iovec iov[24];
                 size_t k = 0;
@@ -156,9 +156,6 @@ static int log_dispatch(int level, int error, const char *file, int line, const 
                         k++;                                                               \
                 } while (0)
                 FIELD("PRIORITY=%i", level);
-                FIELD("CODE_FILE=%s", file);
-                FIELD("CODE_LINE=%d", line);
-                FIELD("CODE_FUNC=%s", func);
                 if (error)
                         FIELD("ERRNO=%i", error);
                 if (message_id)
@@ -171,7 +168,11 @@ static int log_dispatch(int level, int error, const char *file, int line, const 
                 _cleanup_free_ char *m = NULL;
                 if (asprintf(&m, "MESSAGE=%s", msg) >= 0) {
                         iov[k++] = (struct iovec) { .iov_base = m, .iov_len = strlen(m) };
-                        sd_journal_sendv(iov, (int) k);
+                        char cf[64], ln[32];
+                        snprintf(cf, sizeof cf, "CODE_FILE=%s", file);
+                        snprintf(ln, sizeof ln, "CODE_LINE=%d", line);
+                        /* Not sd_journal_sendv(): that macro records this line as the location. */
+                        sd_journal_sendv_with_location(cf, ln, func, iov, (int) k);
                 }
         } else if (t == LOG_TARGET_JOURNAL) {
                 char cf[64], ln[32];

@@ -14,6 +14,7 @@
 #include "autotune-state.h"
 #include "autotune.h"
 #include "log.h"
+#include "message-id.h"
 #include "metrics-text.h"
 #include "probe.h"
 #include "strbuf.h"
@@ -201,14 +202,20 @@ static void finish(AutoDevice *a) {
                 a->history.last_change_usec = now_usec(CLOCK_MONOTONIC);
                 a->n_changes++;
                 t->n_changes++;
-                log_info("%s: trial chose %s over %s: %s (switches %u, apply time %" PRIu64 " ms).", d->sysname, w, b,
-                         a->decision.reason, a->switches, a->apply_usec / 1000);
+                log_struct(LOG_INFO, BLKMQD_MESSAGE_TRIAL_DECISION,
+                           LOG_FIELDS({ "BLKMQD_DEVICE", d->sysname }, { "BLKMQD_VERDICT", auto_verdict_to_string(a->decision.verdict) },
+                                      { "BLKMQD_OLD", b }, { "BLKMQD_NEW", w }, { "BLKMQD_REASON", a->decision.reason }),
+                           "%s: trial chose %s over %s: %s (switches %u, apply time %" PRIu64 " ms).", d->sysname, w, b,
+                           a->decision.reason, a->switches, a->apply_usec / 1000);
         } else {
                 /* Keep what was there; a choice of an earlier trial stays. */
                 if (a->decision.verdict == AUTO_VERDICT_ABORTED)
                         t->n_aborted++;
-                log_info("%s: trial kept %s: %s: %s.", d->sysname, b, auto_verdict_to_string(a->decision.verdict),
-                         a->decision.reason);
+                log_struct(LOG_INFO, BLKMQD_MESSAGE_TRIAL_DECISION,
+                           LOG_FIELDS({ "BLKMQD_DEVICE", d->sysname }, { "BLKMQD_VERDICT", auto_verdict_to_string(a->decision.verdict) },
+                                      { "BLKMQD_OLD", b }, { "BLKMQD_NEW", b }, { "BLKMQD_REASON", a->decision.reason }),
+                           "%s: trial kept %s: %s: %s.", d->sysname, b, auto_verdict_to_string(a->decision.verdict),
+                           a->decision.reason);
         }
         /* Put the chosen (or the kept) setting in place; the callers get
          * their reply once it is (autotuner_event()). */

@@ -13,6 +13,7 @@
 #include "managed-device.h"
 #include "knobs.h"
 #include "log.h"
+#include "message-id.h"
 #include "originals-record.h"
 #include "sysfs.h"
 #include "util.h"
@@ -285,22 +286,32 @@ void device_log_results(Device *d, const TuneJob *j) {
                                 break;
                         }
                 bool repeat = p && p->outcome == e->outcome && p->error == e->error && streq_ptr(p->note, e->note);
+                /* An original being put back (a restore, or a key the
+                 * policy no longer sets). */
+                bool back = j->restore || streq_ptr(e->section, "original");
+                const LogField *fields = LOG_FIELDS({ "BLKMQD_DEVICE", j->sysname }, { "BLKMQD_KNOB", e->attr },
+                                                    { "BLKMQD_OLD", e->before }, { "BLKMQD_NEW", e->after ? e->after : e->wanted },
+                                                    { "BLKMQD_SECTION", e->section });
 
                 switch (e->outcome) {
                 case TUNE_CHANGED:
-                        log_info("%s: %s %s → %s (%s)%s%s", j->sysname, e->attr, strna(e->before), strna(e->after),
-                                 strna(e->section), e->note ? ": " : "", strempty(e->note));
+                        log_struct(LOG_INFO, back ? BLKMQD_MESSAGE_RESTORE : BLKMQD_MESSAGE_CHANGE_APPLIED, fields,
+                                   "%s: %s %s → %s (%s)%s%s", j->sysname, e->attr, strna(e->before), strna(e->after),
+                                   strna(e->section), e->note ? ": " : "", strempty(e->note));
                         break;
                 case TUNE_ADJUSTED:
-                        log_full(repeat ? LOG_DEBUG : LOG_WARNING, "%s: %s: wrote %s, %s", j->sysname, e->attr,
-                                 strna(e->wanted), strna(e->note));
+                        log_struct(repeat ? LOG_DEBUG : LOG_WARNING,
+                                   back ? BLKMQD_MESSAGE_RESTORE_REFUSED : BLKMQD_MESSAGE_CHANGE_APPLIED, fields,
+                                   "%s: %s: wrote %s, %s", j->sysname, e->attr, strna(e->wanted), strna(e->note));
                         break;
                 case TUNE_FAILED:
                         if (e->error == -ENODEV)
+                                /* Nothing left to put back into: no refusal. */
                                 log_debug("%s: %s: device vanished", j->sysname, e->attr);
                         else
-                                log_full(repeat ? LOG_DEBUG : LOG_ERR, "%s: %s=%s: %s", j->sysname, e->attr,
-                                         strna(e->wanted), strna(e->note));
+                                log_struct_errno(repeat ? LOG_DEBUG : LOG_ERR, e->error,
+                                                 back ? BLKMQD_MESSAGE_RESTORE_REFUSED : NULL, fields,
+                                                 "%s: %s=%s: %s", j->sysname, e->attr, strna(e->wanted), strna(e->note));
                         break;
                 case TUNE_SKIPPED:
                         /* Putting back a tunable of a scheduler that is gone

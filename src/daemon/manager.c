@@ -418,6 +418,18 @@ int manager_apply(Manager *m, Device *d) {
         return r;
 }
 
+/* Whether pid is another blkmqd that runs now (its comm, as the kernel
+ * keeps it, is ours): then its records are its own, not left over. */
+static bool record_writer_runs(int pid) {
+        _cleanup_free_ char *p = NULL, *comm = NULL;
+        char self[16];
+
+        if (pid <= 0 || pid == (int) getpid() || asprintf(&p, "/proc/%d/comm", pid) < 0 || sysfs_read(p, &comm) < 0)
+                return false;
+        snprintf(self, sizeof self, "%s", program_invocation_short_name);
+        return streq(strstrip(comm), self);
+}
+
 /* The record an earlier instance left of d's originals, found at start:
  * adopted if it is of the same disk, else discarded. */
 static void manager_claim_record(Manager *m, Device *d) {
@@ -435,6 +447,12 @@ static void manager_claim_record(Manager *m, Device *d) {
                 }
         if (!rec)
                 return;
+        if (record_writer_runs(rec->pid)) {
+                log_warning("%s: its original values are on record by blkmqd[%d], which still runs (%s): "
+                            "left alone; two instances should not manage one disk.", d->sysname, rec->pid, rec->path);
+                originals_record_free(rec);
+                return;
+        }
         if (originals_identity_from_info(d->info, &now) < 0) {
                 log_oom();
                 originals_record_free(rec);
@@ -464,6 +482,10 @@ static void manager_claim_record(Manager *m, Device *d) {
 static void manager_drop_records(Manager *m) {
         for (size_t i = 0; i < m->n_records; i++) {
                 OriginalsRecord *rec = m->records[i];
+                if (record_writer_runs(rec->pid)) {
+                        originals_record_free(rec);
+                        continue;
+                }
                 log_info("%s: the disk whose original values blkmqd[%d] recorded is gone, dropping %s.",
                          rec->identity.sysname, rec->pid, rec->path);
                 if (unlink(rec->path) < 0 && errno != ENOENT)

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "message-id.h"
 #include "sha256.h"
 #include "util.h"
 #include "zone-service-internal.h"
@@ -135,7 +136,14 @@ static int zdev_attach(ZoneService *s, ZoneDevice *d, Zbd *zbd) {
                 st = zone_reconcile(sl, &why);
                 if (!why)
                         continue;
-                log_notice("%s: zone %zu: %s → %s: %s", d->id, i, zone_state_to_string(sl->state),
+                char zs[24];
+                snprintf(zs, sizeof zs, "%zu", i);
+                log_struct(st == ZONE_STATE_FAILED ? LOG_WARNING : LOG_NOTICE,
+                           st == ZONE_STATE_FAILED ? BLKMQD_MESSAGE_ZONE_FAILED : NULL,
+                           LOG_FIELDS({ "BLKMQD_DEVICE", d->id }, { "BLKMQD_ZONE", zs }, { "BLKMQD_LEASE", sl->lease },
+                                      { "BLKMQD_LABEL", sl->label }, { "BLKMQD_OLD", zone_state_to_string(sl->state) },
+                                      { "BLKMQD_NEW", zone_state_to_string(st) }),
+                           "%s: zone %zu: %s → %s: %s", d->id, i, zone_state_to_string(sl->state),
                            zone_state_to_string(st), why);
                 sl->state = st;
                 (void) free_and_strdup(&d->slots[i].note, why);

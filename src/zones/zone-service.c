@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "message-id.h"
 #include "sha256.h"
 #include "util.h"
 #include "zone-service-internal.h"
@@ -265,8 +266,11 @@ static void reset_done(void *data, void *userdata) {
                 ZoneSlot *x = &d->slots[z];
 
                 if (j->results[i] < 0) {
-                        log_warning_errno(j->results[i], "%s: zone %u: reset failed, keeping it out of use: %m",
-                                          d->id, z);
+                        char zs[16];
+                        snprintf(zs, sizeof zs, "%u", z);
+                        log_struct_errno(LOG_WARNING, j->results[i], BLKMQD_MESSAGE_ZONE_FAILED,
+                                         LOG_FIELDS({ "BLKMQD_DEVICE", d->id }, { "BLKMQD_ZONE", zs }),
+                                         "%s: zone %u: reset failed, keeping it out of use: %m", d->id, z);
                         x->state = ZONE_STATE_FAILED;
                         (void) free_and_strdup(&x->note, "reset failed");
                 } else {
@@ -636,7 +640,12 @@ void zone_slot_sealed(ZoneDevice *d, uint32_t z, const char *sha256, uint64_t ve
 void zone_slot_seal_mismatch(ZoneDevice *d, uint32_t z, const char *expected, const char *actual) {
         ZoneSlot *x = &d->slots[z];
 
-        log_warning("%s: zone %u does not verify: expected %s, read back %s.", d->id, z, expected, actual);
+        char zs[16];
+        snprintf(zs, sizeof zs, "%u", z);
+        log_struct(LOG_WARNING, BLKMQD_MESSAGE_ZONE_FAILED,
+                   LOG_FIELDS({ "BLKMQD_DEVICE", d->id }, { "BLKMQD_ZONE", zs }, { "BLKMQD_LEASE", x->lease },
+                              { "BLKMQD_LABEL", x->label }, { "BLKMQD_SHA256", expected }, { "BLKMQD_SHA256_READ", actual }),
+                   "%s: zone %u does not verify: expected %s, read back %s.", d->id, z, expected, actual);
         x->state = ZONE_STATE_FAILED;
         x->zone.cond = ZONE_COND_FULL;
         x->zone.wp = x->zone.start + x->zone.capacity;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "message-id.h"
 #include "sha256.h"
 #include "util.h"
 #include "zone-service-internal.h"
@@ -404,15 +405,24 @@ static void scrub_note(ZoneDevice *d, uint32_t z, ReadJob *j) {
                 log_debug("%s: zone %u (%s): still %s.", d->id, z, strna(x->label),
                           j->r == -EBADMSG ? "not matching its SHA-256" : "unreadable");
         else {
+                char zs[16];
+                snprintf(zs, sizeof zs, "%u", z);
                 if (j->r == -EBADMSG) {
-                        log_error("%s: zone %u (%s, lease %s) no longer matches its SHA-256: recorded %s, read %s. "
-                                  "Not repaired: stage the object again.",
-                                  d->id, z, strna(x->label), x->lease, j->expected, j->actual);
+                        log_struct(LOG_ERR, BLKMQD_MESSAGE_OBJECT_DAMAGED,
+                                   LOG_FIELDS({ "BLKMQD_DEVICE", d->id }, { "BLKMQD_ZONE", zs }, { "BLKMQD_LEASE", x->lease },
+                                              { "BLKMQD_LABEL", x->label }, { "BLKMQD_SHA256", j->expected },
+                                              { "BLKMQD_SHA256_READ", j->actual }),
+                                   "%s: zone %u (%s, lease %s) no longer matches its SHA-256: recorded %s, read %s. "
+                                   "Not repaired: stage the object again.",
+                                   d->id, z, strna(x->label), x->lease, j->expected, j->actual);
                         snprintf(note, sizeof note, "zone %u (%s, lease %s): SHA-256 mismatch, not repaired", z,
                                  strna(x->label), x->lease);
                 } else {
-                        log_error_errno(j->r, "%s: zone %u (%s, lease %s) cannot be read back: %m", d->id, z,
-                                        strna(x->label), x->lease);
+                        log_struct_errno(LOG_ERR, j->r, BLKMQD_MESSAGE_OBJECT_DAMAGED,
+                                         LOG_FIELDS({ "BLKMQD_DEVICE", d->id }, { "BLKMQD_ZONE", zs },
+                                                    { "BLKMQD_LEASE", x->lease }, { "BLKMQD_LABEL", x->label }),
+                                         "%s: zone %u (%s, lease %s) cannot be read back: %m", d->id, z,
+                                         strna(x->label), x->lease);
                         snprintf(note, sizeof note, "zone %u (%s, lease %s): read error: %s", z, strna(x->label),
                                  x->lease, strerror(-j->r));
                 }

@@ -14,6 +14,8 @@ watchdog would restart it, here without systemd:
   the new disk's own values, not the earlier disk's;
 - a disk gone while blkmqd was down: its record is dropped;
 - a corrupt record file: refused, named, the daemon runs;
+- a second blkmqd started while the first runs adopts and drops none of
+  the first one's records;
 - zone leases and sealed objects (emulated zones) intact across the
   kill -9 and restart.
 
@@ -166,6 +168,21 @@ Database={os.path.join(env.tmp, "zones.db")}
                  "the corrupt file is refused, named; the daemon runs", text[-3000:])
             d.stop(timeout=15)
             os.unlink(bad)
+
+        with r.case("a second blkmqd that starts while the first runs leaves the first one's records alone", env):
+            d1 = daemon()
+            r.ok(a.matches(TUNED) and os.path.exists(record(a)), "tuned, on record", a.mismatches(TUNED), d1)
+            other = env.config("[Device none]\nMatchBackingFile=/nonexistent/*\n", name="none.conf")
+            d2 = env.daemon(["--config", other, "--varlink-address", os.path.join(env.tmp, "other.sock")],
+                            name="blkmqd-other").start(timeout=15)
+            r.ok(f"by blkmqd[{d1.pid()}], which still runs" in d2.log_text(), "the second says whose they are",
+                 d2.log_text()[-2000:])
+            d2.stop(timeout=15)
+            r.ok(a.matches(TUNED) and os.path.exists(record(a)), "its stop put nothing back, the record stays",
+                 a.mismatches(TUNED) + os.listdir(env.originals_dir), d2)
+            d1.stop(timeout=15)
+            r.ok(not os.path.exists(record(a)), "the first one's stop restores and removes it",
+                 os.listdir(env.originals_dir), d1)
 
         with r.case("zone leases and sealed objects intact across kill -9 and restart", env):
             d = daemon()
