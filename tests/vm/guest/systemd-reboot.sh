@@ -120,6 +120,8 @@ for d in $R $C $P $Z; do
         check "$d: every queue attribute as at boot 1" same_as $ST/boot1 $d
 done
 check_eq "$H back to its defaults" "none 128" "$(sched $H) $(qattr $H read_ahead_kb)"
+# The drop-in directory this test made (an admin's, not the package's).
+rmdir /etc/blkmqd/blkmqd.conf.d
 apt-get purge -y -q blkmqd libblkmq0 > /tmp/apt.log 2>&1
 check_eq "apt-get purge blkmqd libblkmq0" 0 $?
 systemctl daemon-reload
