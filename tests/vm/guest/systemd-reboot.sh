@@ -17,7 +17,7 @@ check "journal -b -1: the poweroff's stop is there" grep -q "Stopping blkmqd.ser
 check_eq "journal -b -1: no failure in the last stop" 0 \
         "$(grep -c -e 'Failed with result' -e 'Main process exited, code=' -e 'State .* timed out' /tmp/laststop.txt)"
 check "journal -b -1: MESSAGE_ID=restore for $C scheduler back to none" \
-        jhas -b -1 MESSAGE_ID=$MID_RESTORE BLKMQD_DEVICE=$C BLKMQD_KNOB=scheduler BLKMQD_NEW=none
+        jhas -b -1 MESSAGE_ID=$MID_RESTORE BLKMQD_DEVICE=$C BLKMQD_KNOB=queue/scheduler BLKMQD_NEW=none
 # Written back before systemd considered the unit stopped (and so before
 # shutdown.target, the unmounts and the disks' removal).
 last_restore=$(journalctl -b -1 -o json MESSAGE_ID=$MID_RESTORE 2>/dev/null | tail -n1 |

@@ -41,11 +41,11 @@ check "$P (ZNS path): mq-deadline in sysfs" vm_wait_for 20 sched_is $P mq-deadli
 echo "# $C: $(qstate $C); $P: $(qstate $P); $R: $(qstate $R)"
 # The journal, as systemd's tools read it (structured fields, MESSAGE_ID).
 check "journal: MESSAGE_ID=applied, $C scheduler none -> kyber, from blkmqd.service" \
-        jhas MESSAGE_ID=$MID_APPLIED BLKMQD_DEVICE=$C BLKMQD_KNOB=scheduler BLKMQD_NEW=kyber _SYSTEMD_UNIT=blkmqd.service
-journalctl -b -o json MESSAGE_ID=$MID_APPLIED BLKMQD_DEVICE=$C BLKMQD_KNOB=scheduler 2>/dev/null | head -n1 |
+        jhas MESSAGE_ID=$MID_APPLIED BLKMQD_DEVICE=$C BLKMQD_KNOB=queue/scheduler BLKMQD_NEW=kyber _SYSTEMD_UNIT=blkmqd.service
+journalctl -b -o json MESSAGE_ID=$MID_APPLIED BLKMQD_DEVICE=$C BLKMQD_KNOB=queue/scheduler 2>/dev/null | head -n1 |
         grep -o '"BLKMQD_[A-Z]*":"[^"]*"' | sed 's/^/# applied| /'
 check "journal: BLKMQD_OLD of that entry is none" \
-        jhas MESSAGE_ID=$MID_APPLIED BLKMQD_DEVICE=$C BLKMQD_KNOB=scheduler BLKMQD_OLD=none
+        jhas MESSAGE_ID=$MID_APPLIED BLKMQD_DEVICE=$C BLKMQD_KNOB=queue/scheduler BLKMQD_OLD=none
 check "catalog: journalctl -x explains MESSAGE_ID=applied" \
         sh -c "journalctl -b -x -q MESSAGE_ID=$MID_APPLIED | grep -q '^ *░░ '"
 
@@ -192,7 +192,7 @@ vm_wait_for 30 active_is blkmqd.service inactive
 check "$C: every queue attribute as at boot 1 (originals survived two restarts)" same_as $ST/boot1 $C
 check_eq "$H restored to its defaults" "none 128" "$(sched $H) $(qattr $H read_ahead_kb)"
 check "journal: MESSAGE_ID=restore for $C read_ahead_kb" \
-        jhas MESSAGE_ID=$MID_RESTORE BLKMQD_DEVICE=$C BLKMQD_KNOB=read_ahead_kb BLKMQD_NEW=128
+        jhas MESSAGE_ID=$MID_RESTORE BLKMQD_DEVICE=$C BLKMQD_KNOB=queue/read_ahead_kb BLKMQD_NEW=128
 
 # A disk re-attached to another file while blkmqd is down.
 echo 1234 > /sys/block/$H/queue/read_ahead_kb
