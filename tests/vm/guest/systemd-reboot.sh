@@ -66,7 +66,7 @@ check "$H tuned" vm_wait_for 20 tuned_conv $H
 # --- 8. features inside the sandbox: probes, IRQ affinity, no EPERM/EROFS ------
 pid=$(mainpid)
 r0=$(awk '{print $1}' /sys/block/$C/stat)
-sleep 4
+sleep 12
 r1=$(awk '{print $1}' /sys/block/$C/stat)
 check "latency probes read $C inside the sandbox (reads $r0 -> $r1, /sys/block/$C/stat)" [ "$r1" -gt "$r0" ]
 blkmqctl latency $C > /tmp/lat.out 2>&1
@@ -77,7 +77,10 @@ head -n 4 /tmp/lat.out | sed 's/^/# latency| /'
 fn=$(readlink -f /sys/block/$R/device/..)
 mkdir -p /etc/blkmqd/blkmqd.conf.d
 printf '[Device rotational]\nCPUAffinity=1\n' > /etc/blkmqd/blkmqd.conf.d/50-vmtest-irq.conf
-cfg=$(awk -v f="${fn##*/}" '$0 ~ f && /config/ { sub(":", "", $1); print $1 }' /proc/interrupts | head -n1)
+cfg=
+for i in $(ls $fn/msi_irqs 2>/dev/null); do
+        grep -q "^ *$i:.*config" /proc/interrupts && cfg=$i
+done
 echo "# $R ($fn): config vector IRQ ${cfg:-none}, affinity $(cat /proc/irq/$cfg/smp_affinity_list 2>/dev/null)"
 t=$(date +%s)
 systemctl reload blkmqd.service
