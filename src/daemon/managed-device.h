@@ -45,9 +45,11 @@ Original *device_find_original(Device *d, const char *attr);
 void device_record_originals(Device *d, const TuneJob *j);
 /* The write-ahead record of j's originals: j puts the values it is about to
  * change on record in dir (originals-record.h) on its worker thread, after
- * reading them and before its first write. Cost: one JSON file written and
- * renamed in a tmpfs (tens of µs) on the apply thread, only for a job that
- * is about to change a value not yet on record; nothing on the loop. */
+ * reading them and before its first write. Cost: one JSON file of under
+ * 1 KiB created, written and renamed in a tmpfs (the syscalls measured
+ * 160-250 µs on the 2-core CI host under a load of 12; next to a scheduler
+ * switch's ~24 ms), on the apply thread, only for a job that is about to
+ * change a value not yet on record; nothing on the loop. */
 int device_record_ahead(Device *d, TuneJob *j, const char *dir);
 /* After device_record_originals(): makes the record file hold exactly the
  * device's originals (rewritten on the loop only where the job's outcome

@@ -113,6 +113,23 @@ def main():
                  re.search(r"^Documentation: man:blkmqd\(8\)", b, re.M) and len(b.split("\n\n", 1)[-1]) > 80,
                  f"{name} ({mid}): Subject:, Defined-By: blkmqd, Documentation:, an explanation", b or "(none)")
         r.eq(len(ids), 7, "seven MESSAGE_IDs", ids)
+        # journalctl's own parser, in a root of our own (never the host's database).
+        import shutil
+        import tempfile
+        if shutil.which("journalctl"):
+            root = tempfile.mkdtemp(prefix="blkmqd-catalog-")
+            try:
+                os.makedirs(os.path.join(root, "usr/lib/systemd/catalog"))
+                os.makedirs(os.path.join(root, "var/lib/systemd/catalog"))
+                shutil.copy(os.path.join(SRC, "systemd", "blkmqd.catalog"), os.path.join(root, "usr/lib/systemd/catalog"))
+                u = subprocess.run(["journalctl", f"--root={root}", "--update-catalog"], capture_output=True, text=True)
+                ls = subprocess.run(["journalctl", f"--root={root}", "--list-catalog"], capture_output=True, text=True)
+                listed = {l.split()[0] for l in ls.stdout.splitlines() if l.strip()}
+                r.ok(u.returncode == 0 and listed == set(ids.values()),
+                     "journalctl --update-catalog takes it: --list-catalog has the seven",
+                     u.stderr + ls.stdout + ls.stderr)
+            finally:
+                shutil.rmtree(root, ignore_errors=True)
 
     j = Journal()
     with udevd(), Env("journal") as env:

@@ -169,6 +169,7 @@ static const char good_conf[] =
         "ProbeIntervalSec=2.5\n"
         "ProbeThreads=2\n"
         "MetricsTextfile=/var/lib/node_exporter/blkmqd.prom\n"
+        "OriginalsDirectory=/run/blkmqd-test/originals\n"
         "\n"
         "[Device nvme]\n"
         "MatchKernel=nvme*n*  nvme0c0n1\n"
@@ -287,6 +288,7 @@ static void test_good_file(void **state) {
         assert_int_equal(c->daemon.probe_interval_usec, 2500000);
         assert_int_equal(c->daemon.probe_threads, 2);
         assert_string_equal(c->daemon.metrics_textfile, "/var/lib/node_exporter/blkmqd.prom");
+        assert_string_equal(c->daemon.originals_directory, "/run/blkmqd-test/originals");
         assert_string_equal(c->zones.emulate, "/var/lib/blkmqd/zones.img");
         assert_int_equal(c->zones.zone_size, UINT64_C(64) << 20);
         assert_int_equal(c->zones.zone_capacity, UINT64_C(60) << 20);
@@ -489,6 +491,7 @@ static const struct {
         { "[Daemon]\nLogLevel=loud\n", 2, "LogLevel=: expected one of" },
         { "[Daemon]\nRestoreOnExit=maybe\n", 2, "RestoreOnExit=: expected a boolean" },
         { "[Daemon]\nAdminGroup=a b\n", 2, "AdminGroup=: invalid group name" },
+        { "[Daemon]\nOriginalsDirectory=run/blkmqd\n", 2, "OriginalsDirectory=: expected an absolute path" },
         { "[Daemon]\nMatchKernel=sda\n", 2, "unknown key MatchKernel=" },
         { "[Device a]\nApplyThreads=2\n", 2, "unknown key ApplyThreads=" },
         { "[Profile p]\nDevice=a\n", 2, "unknown key Device=" },
