@@ -28,6 +28,7 @@ set -euo pipefail
 
 src=$(cd "$(dirname "$(readlink -f "$0")")/../.." && pwd)
 . "$src/tools/chroot-lib.sh"
+. "$src/tools/deb-build.sh"
 skip() { sh "$src/tests/vm/skip.sh" "package: $*"; exit $?; }
 say() { echo "deb-chroot: $*"; }
 fail() { echo "FAIL: $*"; exit 1; }
@@ -54,34 +55,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# 1. Build, once per tree content: every file git knows (tracked or new,
-#    not ignored) that exists, hashed.
+# 1. Build, once per tree content (tools/deb-build.sh).
+deb_build "$src" "$out" || fail "building the packages failed"
+debs=$DEB_DIR
+version=$DEB_VERSION
 cd "$src"
-version=$(dpkg-parsechangelog -l debian/changelog -S Version)
-files=$(mktemp)
-git ls-files -z -co --exclude-standard | while IFS= read -r -d '' f; do
-        [ -f "$f" ] && printf '%s\0' "$f"
-done > "$files"
-hash=$(xargs -0 sha256sum < "$files" | sha256sum | cut -c1-16)
-debs=$out/debs
-if [ "$(cat "$debs/tree" 2>/dev/null)" = "$hash" ] && ls "$debs"/*.changes >/dev/null 2>&1; then
-        say "packages of this tree ($hash) already built: $debs"
-else
-        t=$(date +%s)
-        rm -rf "$debs"
-        mkdir -p "$debs/blkmqd-$version"
-        tar -cf - --null -T "$files" | tar -xf - -C "$debs/blkmqd-$version"
-        say "dpkg-buildpackage -us -uc -b (tree $hash)"
-        if ! (cd "$debs/blkmqd-$version" &&
-              DEB_BUILD_OPTIONS="nocheck parallel=$(nproc)" dpkg-buildpackage -us -uc -b) > "$debs/build.log" 2>&1; then
-                tail -n 40 "$debs/build.log"
-                fail "dpkg-buildpackage failed (log: $debs/build.log)"
-        fi
-        rm -rf "$debs/blkmqd-$version"
-        echo "$hash" > "$debs/tree"
-        say "built in $(( $(date +%s) - t )) s: $(cd "$debs" && echo *.deb)"
-fi
-rm -f "$files"
 
 # 2. lintian: no error, no warning (overrides are commented in debian/).
 t=$(date +%s)

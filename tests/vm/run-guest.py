@@ -36,6 +36,7 @@ MARK_BOOTED = "BLKMQD-VM-BOOTED"
 MARK_RESULT = "BLKMQD-VM-RESULT"
 MARK_HOTPLUG = "BLKMQD-VM-HOTPLUG"
 MARK_ACK = "BLKMQD-VM-ACK"
+MARK_READY = "BLKMQD-VM-READY"  # --rootfs: the test unit started (systemd up)
 ANSI = re.compile(r"\x1b(\[[0-9;?]*[A-Za-z]|[c()][0-9A-Za-z]?)")
 
 # Fixed device ids the guest scripts and hotplug files can rely on.
@@ -409,9 +410,100 @@ vm_zbd_agrees() {
 """
 
 
+# --rootfs: the initramfs only finds the root disk (virtio-blk, serial
+# blkmqd-root), copies /payload over it (the guest library, the script, the
+# modules, --file files, the test unit) and hands over to systemd. The
+# script runs as vm-test.service once multi-user.target is reached,
+# its output on the serial console, and powers the guest off with systemctl.
+ROOT_INIT = r"""#!/bin/busybox sh
+/bin/busybox mkdir -p /proc /sys /dev /newroot /bin /sbin /usr/bin /usr/sbin
+/bin/busybox --install -s
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+echo "@BOOTED@ uptime=$(cut -d' ' -f1 /proc/uptime) kernel=$(uname -r)"
+modprobe virtio_pci && modprobe virtio_blk
+root=
+i=0
+while [ $i -lt 200 ] && [ -z "$root" ]; do
+    for d in /sys/block/vd*; do
+        [ "$(cat $d/serial 2>/dev/null)" = blkmqd-root ] && root=/dev/${d##*/}
+    done
+    [ -n "$root" ] && [ -b "$root" ] && break
+    root=; i=$((i + 1)); sleep 0.05
+done
+if [ -z "$root" ] || ! mount -t ext4 -o rw "$root" /newroot; then
+    echo "init: root disk not found or not mountable"
+    echo "@RESULT@ rc=1 token=@TOKEN@ uptime=$(cut -d' ' -f1 /proc/uptime)"
+    poweroff -f
+fi
+cp -a /payload/. /newroot/
+echo "init: root $root, switching to systemd at uptime $(cut -d' ' -f1 /proc/uptime)"
+umount /proc /sys /dev
+exec switch_root /newroot /lib/systemd/systemd
+"""
+
+ROOT_RUNNER = r"""#!/vm/busybox sh
+# Run by vm-test.service (systemd as PID 1), output on ttyS0.
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+export HOME=/root TERM=dumb LC_ALL=C.UTF-8
+stty -F /dev/ttyS0 -echo 2>/dev/null
+[ -f /vm/env ] && . /vm/env
+echo "@READY@ uptime=$(cut -d' ' -f1 /proc/uptime)"
+: > /run/vm-checks
+mkdir -p /tmp && cd /tmp
+/vm/busybox sh -c '. /vm/lib.sh; . /vm/script.sh' vm-script </dev/null
+rc=$?
+nfail=$(grep -c '^not ok' /run/vm-checks)
+if [ "$rc" = 0 ] && [ "$nfail" -gt 0 ]; then
+    echo "runner: script exited 0 but $nfail check(s) failed"
+    rc=1
+fi
+sync
+echo "@RESULT@ rc=$rc token=@TOKEN@ uptime=$(cut -d' ' -f1 /proc/uptime)"
+systemctl --no-block poweroff
+"""
+
+ROOT_UNIT = """[Unit]
+Description=blkmqd VM test script (run-guest.py --rootfs)
+After=multi-user.target
+
+[Service]
+Type=simple
+ExecStart=/vm/busybox sh /vm/run.sh
+StandardInput=null
+StandardOutput=tty
+StandardError=tty
+TTYPath=/dev/ttyS0
+TTYReset=no
+TTYVHangup=no
+"""
+
+
+def build_rootfs_payload(tree, args, token, env, marks):
+    """The initramfs of a --rootfs boot: busybox, virtio modules, /init, and
+    /payload, copied over the root file system before systemd starts."""
+    init, run, lib = ROOT_INIT, ROOT_RUNNER, GUEST_LIB
+    for k, v in marks.items():
+        init, run, lib = init.replace(k, v), run.replace(k, v), lib.replace(k, v)
+    tree.data("init", init, 0o755)
+    tree.chardev("dev/console", 5, 1)
+    tree.chardev("dev/null", 1, 3, 0o666)
+    tree.data("payload/vm/lib.sh", lib)
+    tree.data("payload/vm/run.sh", run, 0o755)
+    tree.file("payload/vm/script.sh", args.script, 0o755)
+    tree.data("payload/vm/env", "".join("export %s=%s\n" % (k, shquote(v)) for k, v in env.items()))
+    tree.data("payload/etc/systemd/system/vm-test.service", ROOT_UNIT)
+    tree.symlink("payload/etc/systemd/system/multi-user.target.wants/vm-test.service",
+                 "/etc/systemd/system/vm-test.service")
+
+
 def build_guest_files(tree, args, token, env):
     marks = {"@BOOTED@": MARK_BOOTED, "@RESULT@": MARK_RESULT, "@TOKEN@": token,
-             "@HOTPLUG@": MARK_HOTPLUG, "@ACK@": MARK_ACK}
+             "@HOTPLUG@": MARK_HOTPLUG, "@ACK@": MARK_ACK, "@READY@": MARK_READY}
+    if args.rootfs:
+        return build_rootfs_payload(tree, args, token, env, marks)
     init, lib = INIT, GUEST_LIB
     for k, v in marks.items():
         init, lib = init.replace(k, v), lib.replace(k, v)
@@ -610,7 +702,11 @@ def qemu_args(args, vm, tmp, initrd, qmp_path):
     a = ["qemu-system-x86_64", "-accel", "tcg", "-m", str(args.memory), "-smp", str(args.smp),
          "-nographic", "-no-reboot", "-machine", "q35", "-nic", "none",
          "-kernel", vm["VM_KERNEL"], "-initrd", initrd,
-         "-append", "console=ttyS0 quiet panic=-1 " + args.append]
+         "-append", "console=ttyS0 quiet panic=-1 " +
+         ("systemd.show_status=false " if args.rootfs else "") + args.append]
+    if args.rootfs:
+        a += ["-drive", "file=%s,id=root,format=raw,if=none" % os.path.abspath(args.rootfs),
+              "-device", "virtio-blk-pci,drive=root,serial=blkmqd-root"]
     if qmp_path:
         a += ["-qmp", "unix:%s,server=on,wait=off" % qmp_path]
     if args.subsys or qmp_path:
@@ -661,6 +757,10 @@ def main():
                    help="host binary + the libraries ldd lists (repeatable)")
     g.add_argument("--file", action="append", default=[], metavar="SRC:DEST",
                    help="extra host file or directory (repeatable)")
+    g.add_argument("--rootfs", metavar="IMG",
+                   help="boot this ext4 disk image (virtio, serial blkmqd-root) with systemd as "
+                        "PID 1; the script runs as a unit after multi-user.target, --file "
+                        "lands in the image, which keeps every change (several boots)")
     g.add_argument("--udev", action="store_true",
                    help="bundle the host's systemd-udevd, udevadm and its block rules; /init "
                         "starts udevd and coldplugs before the script")
@@ -740,6 +840,15 @@ def main():
         tree.file("bin/busybox", vm["VM_BUSYBOX"], 0o755)
         tree.tree("lib/modules/" + vm["VM_KVER"], vm["VM_MODULES"])
         seen = set()
+        # --rootfs: what the booted system gets goes below /payload (bookworm
+        # has /lib -> usr/lib: the modules go to the real directory).
+        payload = ""
+        if args.rootfs:
+            if args.bin or args.udev:
+                p.error("--rootfs: install binaries and udev in the image, not with --bin/--udev")
+            payload = "payload/"
+            tree.file("payload/vm/busybox", vm["VM_BUSYBOX"], 0o755)
+            tree.tree("payload/usr/lib/modules/" + vm["VM_KVER"], vm["VM_MODULES"])
         if args.udev:
             add_udev(tree, seen)
         for b in args.bin:
@@ -749,9 +858,9 @@ def main():
             if not sep or not dest:
                 p.error("--file wants SRC:DEST, got %r" % spec)
             if os.path.isdir(src):
-                tree.tree(dest, src)
+                tree.tree(payload + dest, src)
             else:
-                tree.file(dest, src)
+                tree.file(payload + dest, src)
         build_guest_files(tree, args, token, env)
         initrd = os.path.join(tmp, "initrd.cpio")
         tree.write_cpio(initrd)  # uncompressed: no gunzip under TCG
@@ -802,6 +911,7 @@ def main():
         guest_up = {}
         re_result = re.compile(r"%s rc=(\d+) token=%s uptime=([\d.]+)" % (MARK_RESULT, token))
         re_booted = re.compile(r"%s uptime=([\d.]+)" % MARK_BOOTED)
+        re_ready = re.compile(r"%s uptime=([\d.]+)" % MARK_READY)
         re_hotplug = re.compile(r"%s (\d+) (.+)$" % MARK_HOTPLUG)
         eof = False
         while not eof:
@@ -825,6 +935,11 @@ def main():
             if m and t_booted is None:
                 t_booted = time.monotonic()
                 guest_up["init"] = float(m.group(1))
+            m = re_ready.search(line)
+            if m and "ready" not in guest_up:
+                guest_up["ready"] = float(m.group(1))
+                log("systemd booted: test unit started at guest uptime %.2fs, %.2fs after "
+                    "QEMU started" % (guest_up["ready"], time.monotonic() - t_qemu))
             m = re_hotplug.search(line)
             if m:
                 seq, action = m.group(1), m.group(2).strip()
@@ -856,9 +971,10 @@ def main():
             log("FAIL: guest ended without a result line (QEMU rc=%s): see %s"
                 % (proc.poll(), logpath))
             return 1
-        # poweroff -f: QEMU should exit on its own; drain its last output.
+        # poweroff -f (or systemd's orderly poweroff with --rootfs): QEMU
+        # should exit on its own; drain its last output.
         try:
-            proc.wait(timeout=15)
+            proc.wait(timeout=90 if args.rootfs else 15)
         except subprocess.TimeoutExpired:
             log("QEMU did not exit after poweroff; killing it")
         drain_end = time.monotonic() + 1

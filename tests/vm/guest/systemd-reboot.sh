@@ -1,0 +1,142 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# vm-systemd, boot 3 (blkmqd enabled, running when boot 2 powered off): the
+# previous boot's stop in the journal; blkmqd up at boot (boot -> READY);
+# hotplug through the udev rule when stopped-but-enabled and when disabled;
+# apt-get remove restores every original, purge leaves nothing.
+. /vm/daemon-lib.sh
+. /vm/systemd-lib.sh
+
+disks_boot
+# --- 12. the poweroff at the end of boot 2 ---------------------------------------
+journalctl -b -1 -q -o short-monotonic -u blkmqd.service 2>/dev/null | tail -n 12 | sed 's/^/# boot -1| /'
+check "journal -b -1: blkmqd.service deactivated successfully" \
+        sh -c "journalctl -b -1 -q -u blkmqd.service | grep -q 'Deactivated successfully'"
+# (boot 2 killed it on purpose several times: only its last stop counts)
+journalctl -b -1 -q -u blkmqd.service | awk '/Stopping blkmqd.service/ { buf = "" } { buf = buf $0 "\n" } END { printf "%s", buf }' > /tmp/laststop.txt
+check "journal -b -1: the poweroff's stop is there" grep -q "Stopping blkmqd.service" /tmp/laststop.txt
+check_eq "journal -b -1: no failure in the last stop" 0 \
+        "$(grep -c -e 'Failed with result' -e 'Main process exited, code=' -e 'State .* timed out' /tmp/laststop.txt)"
+check "journal -b -1: MESSAGE_ID=restore for $C scheduler back to none" \
+        jhas -b -1 MESSAGE_ID=$MID_RESTORE BLKMQD_DEVICE=$C BLKMQD_KNOB=queue/scheduler BLKMQD_NEW=none
+# Written back before systemd considered the unit stopped (and so before
+# shutdown.target, the unmounts and the disks' removal).
+last_restore=$(journalctl -b -1 -o json MESSAGE_ID=$MID_RESTORE 2>/dev/null | tail -n1 |
+        sed -n 's/.*"__MONOTONIC_TIMESTAMP":"\([0-9]*\)".*/\1/p')
+stopped=$(journalctl -b -1 -o json -u blkmqd.service 2>/dev/null | grep 'Deactivated successfully' | tail -n1 |
+        sed -n 's/.*"__MONOTONIC_TIMESTAMP":"\([0-9]*\)".*/\1/p')
+check "journal -b -1: the last restore (${last_restore:-none}) before the unit stopped (${stopped:-none})" \
+        [ -n "$last_restore" -a -n "$stopped" ] && [ "${last_restore:-0}" -lt "${stopped:-0}" ]
+
+# --- 2. started at boot --------------------------------------------------------
+check_eq "blkmqd.service active at boot (enabled)" active "$(prop blkmqd.service ActiveState)"
+t_ready=$(prop blkmqd.service ActiveEnterTimestampMonotonic)
+t_exit=$(prop blkmqd.service InactiveExitTimestampMonotonic)
+t_sysinit=$(prop sysinit.target ActiveEnterTimestampMonotonic)
+echo "# TIMING boot -> READY=1: $(usec_s $t_ready) s after the kernel started; start job -> READY $(usec_ms $t_exit $t_ready) ms (under TCG)"
+echo "$(usec_s $t_ready)" > $ST/boot-to-ready-s
+check "READY before sysinit.target (Before=sysinit.target)" [ "$t_ready" -le "$t_sysinit" ]
+check "$C tuned at boot" vm_wait_for 20 tuned_conv $C
+
+# --- 3. hotplug: stopped but enabled -> the udev rule starts it -----------------
+systemctl stop blkmqd.service blkmqd.socket
+check_eq "stopped (service and socket), still enabled" "inactive enabled" \
+        "$(prop blkmqd.service ActiveState) $(systemctl is-enabled blkmqd.service)"
+hotplug_conv conv-add hot3
+check "udev's SYSTEMD_WANTS started blkmqd.service" vm_wait_for 20 active_is blkmqd.service active
+check_match "udev gave $H SYSTEMD_WANTS=blkmqd.service" "*SYSTEMD_WANTS=blkmqd.service*" "$(udevadm info -q property /dev/$H | tr '\n' ' ')"
+check "hot-added $H tuned" vm_wait_for 20 tuned_conv $H
+
+# --- disabled -> a hotplug starts nothing -----------------------------------------
+systemctl disable --now blkmqd.service blkmqd.socket > /dev/null 2>&1
+check_eq "disabled and stopped" "inactive disabled" \
+        "$(prop blkmqd.service ActiveState) $(systemctl is-enabled blkmqd.service)"
+hotplug_conv conv-add2 hot4
+udevadm settle -t 20
+sleep 3
+check_eq "disabled: the hotplug started nothing" inactive "$(prop blkmqd.service ActiveState)"
+check "no blkmqd process" no_blkmqd
+check_eq "udev gave $H no SYSTEMD_WANTS" "" "$(udevadm info -q property /dev/$H | grep SYSTEMD_WANTS)"
+check_eq "$H untouched" "none 128" "$(sched $H) $(qattr $H read_ahead_kb)"
+
+# --- 11. remove and purge ----------------------------------------------------------
+systemctl enable --now blkmqd.service > /dev/null 2>&1
+check "enabled and started again" vm_wait_for 20 tuned_conv $C
+check "$H tuned" vm_wait_for 20 tuned_conv $H
+
+# --- 8. features inside the sandbox: probes, IRQ affinity, no EPERM/EROFS ------
+pid=$(mainpid)
+r0=$(awk '{print $1}' /sys/block/$C/stat)
+sleep 12
+r1=$(awk '{print $1}' /sys/block/$C/stat)
+check "latency probes read $C inside the sandbox (reads $r0 -> $r1, /sys/block/$C/stat)" [ "$r1" -gt "$r0" ]
+blkmqctl latency $C > /tmp/lat.out 2>&1
+check_eq "blkmqctl latency $C" 0 $?
+head -n 4 /tmp/lat.out | sed 's/^/# latency| /'
+# IRQ affinity of the root disk's PCI function (virtio: its config vector
+# is not managed by the kernel, the queue vectors are).
+fn=$(readlink -f /sys/block/$R/device/..)
+mkdir -p /etc/blkmqd/blkmqd.conf.d
+printf '[Device rotational]\nCPUAffinity=1\n' > /etc/blkmqd/blkmqd.conf.d/50-vmtest-irq.conf
+cfg=
+for i in $(ls $fn/msi_irqs 2>/dev/null); do
+        grep -q "^ *$i:.*config" /proc/interrupts && cfg=$i
+done
+echo "# $R ($fn): config vector IRQ ${cfg:-none}, affinity $(cat /proc/irq/$cfg/smp_affinity_list 2>/dev/null)"
+t=$(date +%s)
+systemctl reload blkmqd.service
+echo "# reload rc $?"
+journalctl -q -b --since @$t | grep -i -e irq -e affinity -e blkmqctl | sed 's/^/# reload| /' | head -n 12
+irq_all=
+for i in $(ls $fn/msi_irqs 2>/dev/null); do irq_all="$irq_all $i:$(cat /proc/irq/$i/smp_affinity_list 2>/dev/null)"; done
+echo "# $R IRQs after the reload:$irq_all"
+check_eq "the config vector (IRQ $cfg, not kernel-managed) of $R steered to CPU 1 (/proc/irq)" 1 \
+        "$(cat /proc/irq/$cfg/smp_affinity_list 2>/dev/null)"
+rm -f /etc/blkmqd/blkmqd.conf.d/50-vmtest-irq.conf
+systemctl reload blkmqd.service
+journalctl -b -q -u blkmqd.service | grep -i -e 'operation not permitted' -e 'read-only file system' -e 'permission denied' | sed 's/^/# denied| /'
+check_eq "no EPERM/EROFS/EACCES from blkmqd in this boot's journal" 0 \
+        "$(journalctl -b -q -u blkmqd.service | grep -c -i -e 'operation not permitted' -e 'read-only file system' -e 'permission denied')"
+
+# --- 9. profiles by timer -------------------------------------------------------
+mkdir -p /etc/systemd/system/blkmqd-profile@offpeak.timer.d /etc/systemd/system/blkmqd-profile-clear.timer.d
+for t in blkmqd-profile@offpeak.timer.d blkmqd-profile-clear.timer.d; do
+        printf '[Timer]\nOnCalendar=\nOnActiveSec=2s\nAccuracySec=1s\nPersistent=no\n' > /etc/systemd/system/$t/50-vmtest.conf
+done
+systemctl daemon-reload
+systemctl start blkmqd-profile@offpeak.timer
+check "the offpeak timer fired: $C nr_requests 512 ([Profile offpeak])" vm_wait_for 30 attr_is $C nr_requests 512
+check_eq "blkmqd-profile@offpeak.service succeeded" success "$(prop blkmqd-profile@offpeak.service Result)"
+systemctl start blkmqd-profile-clear.timer
+check "the clear timer fired: $C nr_requests 256 again" vm_wait_for 30 attr_is $C nr_requests 256
+check_eq "blkmqd-profile-clear.service succeeded" success "$(prop blkmqd-profile-clear.service Result)"
+systemctl stop blkmqd-profile@offpeak.timer blkmqd-profile-clear.timer
+rm -rf /etc/systemd/system/blkmqd-profile@offpeak.timer.d /etc/systemd/system/blkmqd-profile-clear.timer.d
+systemctl daemon-reload
+
+dpkg -L blkmqd libblkmq0 > /tmp/files.txt
+apt-get remove -y -q blkmqd > /tmp/apt.log 2>&1
+check_eq "apt-get remove blkmqd" 0 $?
+tail -n 4 /tmp/apt.log | sed 's/^/# apt| /'
+check_eq "removed: blkmqd.service inactive" inactive "$(prop blkmqd.service ActiveState)"
+check "no blkmqd process" no_blkmqd
+for d in $R $C $P $Z; do
+        check "$d: every queue attribute as at boot 1" same_as $ST/boot1 $d
+done
+check_eq "$H back to its defaults" "none 128" "$(sched $H) $(qattr $H read_ahead_kb)"
+# The drop-in directory this test made (an admin's, not the package's).
+rmdir /etc/blkmqd/blkmqd.conf.d
+apt-get purge -y -q blkmqd libblkmq0 > /tmp/apt.log 2>&1
+check_eq "apt-get purge blkmqd libblkmq0" 0 $?
+systemctl daemon-reload
+check_eq "dpkg knows neither" "" "$(dpkg-query -W -f='${db:Status-Status} ' blkmqd libblkmq0 2>/dev/null | tr -d ' ' | sed 's/not-installed//g')"
+left=
+while read -r f; do
+        [ -f "$f" ] || [ -L "$f" ] && left="$left $f"
+done < /tmp/files.txt
+check_eq "no packaged file left" "" "$left"
+check_eq "no unit left (systemctl list-unit-files)" 0 "$(systemctl list-unit-files --no-legend 'blkmqd*' | wc -l)"
+check_eq "no file named blkmqd left" "" "$(find / -xdev -name '*blkmqd*' -not -path '/vm/*' -not -path '/root/debs/*' -not -path '/var/lib/vmtest/*' 2>/dev/null | tr '\n' ' ')"
+check_eq "no state, config or runtime directory" "" "$(ls -d /var/lib/blkmqd /etc/blkmqd /run/blkmqd 2>/dev/null)"
+timeout 60 systemctl is-system-running --wait > /dev/null 2>&1
+echo "# $(systemd-analyze time 2>&1 | head -n1)"
+vm_summary

@@ -1,0 +1,265 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# vm-systemd, boot 2 (systemd as PID 1, packages installed at boot 1): the
+# queue attributes are the same as at boot 1; then blkmqd enabled and
+# started; the sandbox live; reload; watchdog and crash restarts keep the
+# originals and the zone records; a disk swapped while blkmqd is down gets
+# its own originals; socket activation as an unprivileged user; hotplug
+# while running; an upgrade. blkmqd is left running: the guest's
+# `systemctl poweroff` stops it (boot 3 reads that in the journal).
+. /vm/daemon-lib.sh
+. /vm/systemd-lib.sh
+SVC=/etc/systemd/system/blkmqd.service.d
+DROP=/etc/blkmqd/blkmqd.conf.d
+
+disks_boot
+# --- 1. installed, across a reboot: nothing started, nothing changed ---------
+check_eq "blkmqd.service not started at boot" inactive "$(prop blkmqd.service ActiveState)"
+check_eq "blkmqd.socket not started at boot" inactive "$(prop blkmqd.socket ActiveState)"
+check "no blkmqd process" no_blkmqd
+for d in $R $C $P $Z; do
+        check "$d: queue attributes as at boot 1, before the installation" same_as $ST/boot1 $d
+done
+
+# --- 2. enable --now ---------------------------------------------------------
+mkdir -p $DROP
+printf '[Device zns]\nMatchZoned=host-managed\nZoneAllocator=yes\n' > $DROP/60-vmtest-zones.conf
+systemctl enable --now blkmqd.service > /tmp/enable.log 2>&1
+check_eq "systemctl enable --now blkmqd" 0 $?
+sed 's/^/# enable| /' /tmp/enable.log
+check_eq "ActiveState" active "$(prop blkmqd.service ActiveState)"
+check_eq "SubState" running "$(prop blkmqd.service SubState)"
+check_eq "blkmqd.socket active (Wants=)" active "$(prop blkmqd.socket ActiveState)"
+st=$(prop blkmqd.service StatusText)
+check_match "StatusText from blkmqd (sd_notify STATUS=)" "Managing * block devices*" "$st"
+t_exit=$(prop blkmqd.service InactiveExitTimestampMonotonic)
+t_ready=$(prop blkmqd.service ActiveEnterTimestampMonotonic)
+t_exec=$(prop blkmqd.service ExecMainStartTimestampMonotonic)
+echo "# TIMING start job -> READY=1: $(usec_ms $t_exit $t_ready) ms (exec -> READY $(usec_ms $t_exec $t_ready) ms)"
+echo "$(usec_ms $t_exit $t_ready)" > $ST/start-to-ready-ms
+check "$C (conventional): kyber/256/4096 in sysfs" vm_wait_for 20 tuned_conv $C
+check "$P (ZNS path): mq-deadline in sysfs" vm_wait_for 20 sched_is $P mq-deadline
+echo "# $C: $(qstate $C); $P: $(qstate $P); $R: $(qstate $R)"
+# The journal, as systemd's tools read it (structured fields, MESSAGE_ID).
+check "journal: MESSAGE_ID=applied, $C scheduler none -> kyber, from blkmqd.service" \
+        jhas MESSAGE_ID=$MID_APPLIED BLKMQD_DEVICE=$C BLKMQD_KNOB=queue/scheduler BLKMQD_NEW=kyber _SYSTEMD_UNIT=blkmqd.service
+journalctl -b -o json MESSAGE_ID=$MID_APPLIED BLKMQD_DEVICE=$C BLKMQD_KNOB=queue/scheduler 2>/dev/null | head -n1 |
+        grep -o '"BLKMQD_[A-Z]*":"[^"]*"' | sed 's/^/# applied| /'
+check "journal: BLKMQD_OLD of that entry is none" \
+        jhas MESSAGE_ID=$MID_APPLIED BLKMQD_DEVICE=$C BLKMQD_KNOB=queue/scheduler BLKMQD_OLD=none
+check "catalog: journalctl -x explains MESSAGE_ID=applied" \
+        sh -c "journalctl -b -x -q MESSAGE_ID=$MID_APPLIED | grep -q '^ *░░ '"
+
+# --- 8. the sandbox is live --------------------------------------------------
+pid=$(mainpid)
+pol=$(sed -n 's/^policy *: *//p' /proc/$pid/sched)
+check_eq "event-loop thread (TID $pid) SCHED_RR (policy 2)" 2 "$pol"
+chrt -p $pid | sed 's/^/# chrt| /'
+nrt=0 nth=0
+for t in /proc/$pid/task/*; do
+        tid=${t##*/}
+        [ $tid = $pid ] && continue
+        nth=$((nth + 1))
+        p=$(sed -n 's/^policy *: *//p' $t/sched)
+        echo "# thread $tid $(cat $t/comm): policy $p"
+        case $p in 1|2) nrt=$((nrt + 1)) ;; esac
+done
+check "blkmqd has threads besides the event loop ($nth)" [ $nth -gt 0 ]
+check_eq "no other thread realtime (SCHED_FIFO/RR)" 0 $nrt
+systemd-analyze security blkmqd.service > /tmp/security.txt 2>&1
+grep -E '✗' /tmp/security.txt | sed 's/^/# security| /'
+echo "# systemd-analyze security: $(tail -n1 /tmp/security.txt)"
+tail -n1 /tmp/security.txt > $ST/security
+
+# --- zone allocator under the unit: a sealed object ---------------------------
+check "blkmqd offers $Z for leases" vm_wait_for 30 zone_listed $Z
+head -c 1048577 /dev/urandom > /tmp/obj1.bin
+SHA1=$(sha256sum < /tmp/obj1.bin | cut -d' ' -f1)
+blkmqctl stage /tmp/obj1.bin --device $Z --label obj1 > /tmp/obj1.out 2>&1
+check_eq "stage obj1 through the socket (zone append on $Z)" 0 $?
+LBA1=$(fld /tmp/obj1.out "Start LBA")
+check_eq "obj1: dd from LBA $LBA1 hashes as the file" "$SHA1" "$(readback $Z "$LBA1" 1048577)"
+check_eq "obj1: blkzone: its zone is full (sealed)" fu "$(zone_cond $Z "$LBA1")"
+objects_intact() {
+        vm_wait_for 30 zone_listed $Z
+        blkmqctl --json zones find obj1 > /tmp/find.out 2>&1 || sed 's/^/# zones find| /' /tmp/find.out
+        check_eq "$1: obj1 still a sealed object" "$SHA1" \
+                "$(grep -o '"sha256": *"[0-9a-f]*"' /tmp/find.out | grep -o '[0-9a-f]\{64\}' | head -n1)"
+        check_eq "$1: obj1 zone full (blkzone)" fu "$(zone_cond $Z "$LBA1")"
+        check_eq "$1: obj1 read back with dd" "$SHA1" "$(readback $Z "$LBA1" 1048577)"
+}
+
+# --- 6. reload ---------------------------------------------------------------
+printf '[Device nvme]\nReadAheadKB=2048\n' > $DROP/50-vmtest.conf
+systemctl reload blkmqd.service
+check_eq "systemctl reload with a changed drop-in" 0 $?
+check "reload applied: $C read_ahead_kb 2048" vm_wait_for 10 attr_is $C read_ahead_kb 2048
+printf '[Device nvme]\nReadAheadKB=1024\nNoSuchKey=1\n' > $DROP/50-vmtest.conf
+t=$(date +%s)
+systemctl reload blkmqd.service > /tmp/reload.err 2>&1
+rc=$?
+sed 's/^/# reload| /' /tmp/reload.err
+check "systemctl reload with a broken drop-in fails (rc $rc)" [ $rc != 0 ]
+check_eq "still active after the refused reload" active "$(prop blkmqd.service ActiveState)"
+sleep 1
+check_eq "old policy kept: $C read_ahead_kb" 2048 "$(qattr $C read_ahead_kb)"
+journalctl -q -u blkmqd.service --since @$t 2>/dev/null | sed 's/^/# journal| /'
+check "journal names the drop-in and line (50-vmtest.conf:3)" \
+        sh -c "journalctl -q -u blkmqd.service --since @$t | grep -q '50-vmtest.conf:3'"
+rm -f $DROP/50-vmtest.conf
+systemctl reload blkmqd.service
+check "reload without the drop-in: $C read_ahead_kb 4096" vm_wait_for 10 attr_is $C read_ahead_kb 4096
+
+# --- 5. watchdog and crashes ---------------------------------------------------
+mkdir -p $SVC
+# 15 s, not less: no watchdog ping comes while blkmqd tunes the disks at
+# start (the start job took 5-6.5 s here at load), and a 3 s limit killed
+# a start.
+printf '[Service]\nWatchdogSec=15s\nRestartSec=1s\n' > $SVC/50-vmtest.conf
+systemctl daemon-reload
+systemctl restart blkmqd.service
+# (after the restart: a daemon-reload keeps a running service's watchdog)
+check_eq "WatchdogUSec from the drop-in" 15s "$(prop blkmqd.service WatchdogUSec)"
+check "restarted with the shortened watchdog" vm_wait_for 20 active_is blkmqd.service active
+check "$C tuned again" vm_wait_for 20 tuned_conv $C
+n0=$(prop blkmqd.service NRestarts)
+pid1=$(mainpid)
+t=$(date +%s)
+kill -STOP $pid1
+check "SIGSTOP: systemd killed and restarted blkmqd (watchdog)" vm_wait_for 60 restarted_from $pid1
+check_eq "NRestarts after the watchdog" $((n0 + 1)) "$(prop blkmqd.service NRestarts)"
+journalctl -q -b -u blkmqd.service --since @$t | grep -i watchdog | sed 's/^/# journal| /'
+check "journal: systemd's watchdog timeout for blkmqd.service" \
+        sh -c "journalctl -q -b -u blkmqd.service --since @$t | grep -q 'Watchdog timeout'"
+check "$C still tuned (sysfs)" vm_wait_for 20 tuned_conv $C
+check "blkmqctl show $C: originals adopted from the earlier instance" adopted $C
+check "journal: MESSAGE_ID=originals adopted for $C" jhas MESSAGE_ID=$MID_ADOPTED BLKMQD_DEVICE=$C
+check "originals kept in the runtime directory" [ -e /run/blkmqd/originals ]
+objects_intact "after the watchdog"
+pid2=$(mainpid)
+systemctl kill -s KILL blkmqd.service
+check "systemctl kill -s KILL: restarted" vm_wait_for 30 restarted_from $pid2
+check_eq "NRestarts after SIGKILL" $((n0 + 2)) "$(prop blkmqd.service NRestarts)"
+check "$C still tuned" vm_wait_for 20 tuned_conv $C
+check "blkmqctl show $C: originals adopted again" adopted $C
+objects_intact "after SIGKILL"
+
+# --- 7. kill -9 during a stage, then the restart ----------------------------------
+head -c $((40 * 1024 * 1024)) /dev/urandom > /tmp/big.bin
+blkmqctl stage /tmp/big.bin --device $Z --label big --settle-timeout=90 > /tmp/big.out 2>&1 &
+spid=$!
+vm_wait_for 30 grep -q "^stage: lease" /tmp/big.out
+sleep 0.5
+pid3=$(mainpid)
+systemctl kill -s KILL blkmqd.service
+echo "# killed blkmqd $pid3 during: $(head -n1 /tmp/big.out)"
+wait $spid
+rc=$?
+sed 's/^/# stage| /' /tmp/big.out
+check "restarted after the kill during the stage" vm_wait_for 30 restarted_from $pid3
+check "the stager settled the outcome (rc $rc: staged, or reclaimed and said so)" \
+        sh -c "[ $rc = 0 ] || grep -q -e 'nothing is staged' -e 'is released' /tmp/big.out"
+check "the stager did not leave the outcome unknown" sh -c "! grep -q 'is unknown' /tmp/big.out"
+vm_wait_for 30 zone_listed $Z
+blkmqctl --no-legend zones $Z > /tmp/zones.out 2>&1
+sed 's/^/# zones| /' /tmp/zones.out | grep -v ' free ' | head -n 8
+check_eq "no lease holds two zones" "" "$(awk '$6 ~ /^[0-9a-f-]+$/ && length($6) > 8 {print $6}' /tmp/zones.out | sort | uniq -d)"
+bad=
+for lba in $(awk '$5 == "free" {print $2}' /tmp/zones.out); do
+        c=$(zone_cond $Z $lba)
+        [ "$c" = em ] || bad="$bad $lba:$c"
+done
+check_eq "every zone blkmqd calls free is empty as blkzone reports" "" "$bad"
+head -c 4099 /dev/urandom > /tmp/after.bin
+blkmqctl stage /tmp/after.bin --device $Z --label after > /tmp/after.out 2>&1
+check_eq "a stage after the reconcile" 0 $?
+check_eq "it reads back with dd" "$(sha256sum < /tmp/after.bin | cut -d' ' -f1)" \
+        "$(readback $Z "$(fld /tmp/after.out "Start LBA")" 4099)"
+objects_intact "after the kill during a stage"
+
+# --- 3. hotplug while running ------------------------------------------------
+hotplug_conv conv-add hot3
+check "hot-added $H tuned (kyber/256/4096)" vm_wait_for 20 tuned_conv $H
+check "host: ZNS controller unplugged" vm_hotplug zns-unplug
+check "host: ZNS controller back under nvmeB" vm_hotplug zns-replug
+check "ZNS head back" vm_wait_for 20 have_zoned_head
+P2=$(zoned_path)
+check "replugged ZNS path ${P2:-none}: mq-deadline" vm_wait_for 20 sched_is "$P2" mq-deadline
+
+# --- 5b. a later stop restores the values from before the first start ---------
+t=$(date +%s)
+systemctl stop blkmqd.service
+sleep 2
+check_eq "stopped" inactive "$(prop blkmqd.service ActiveState)"
+active_is blkmqd.service inactive || journalctl -b -q -o short-monotonic --since @$t | tail -n 40 | sed 's/^/# after stop| /'
+vm_wait_for 30 active_is blkmqd.service inactive
+check "$C: every queue attribute as at boot 1 (originals survived two restarts)" same_as $ST/boot1 $C
+check_eq "$H restored to its defaults" "none 128" "$(sched $H) $(qattr $H read_ahead_kb)"
+check "journal: MESSAGE_ID=restore for $C read_ahead_kb" \
+        jhas MESSAGE_ID=$MID_RESTORE BLKMQD_DEVICE=$C BLKMQD_KNOB=queue/read_ahead_kb BLKMQD_NEW=128
+
+# A disk re-attached to another file while blkmqd is down.
+echo 1234 > /sys/block/$H/queue/read_ahead_kb
+systemctl start blkmqd.service
+check "$H tuned from its own 1234" vm_wait_for 20 tuned_conv $H
+printf '[Service]\nWatchdogSec=15s\nRestartSec=1h\n' > $SVC/50-vmtest.conf
+systemctl daemon-reload
+systemctl kill -s KILL blkmqd.service
+vm_wait_for 10 sh -c "[ \"\$(systemctl show -P SubState blkmqd.service)\" = auto-restart ]"
+echo "# killed; blkmqd.service $(prop blkmqd.service ActiveState)/$(prop blkmqd.service SubState)"
+Hold=$H
+hotplug_conv conv-swap hot3
+echo "# $Hold re-attached to another file: now $H ($(qstate $H))"
+# A start job waits for the restart timer (auto-restart): stop, then start.
+systemctl stop blkmqd.service
+systemctl start blkmqd.service
+check "started again" vm_wait_for 20 active_is blkmqd.service active
+check "$H (other file) tuned" vm_wait_for 20 tuned_conv $H
+systemctl stop blkmqd.service
+check_eq "$H restored to its own read_ahead_kb 128, not the earlier disk's 1234" 128 "$(qattr $H read_ahead_kb)"
+check "$C as at boot 1 after a third restart" same_as $ST/boot1 $C
+rm -f $SVC/50-vmtest.conf
+systemctl daemon-reload
+
+# --- 4. socket activation as an unprivileged user ------------------------------
+check_eq "service stopped, socket left" "inactive active" \
+        "$(prop blkmqd.service ActiveState) $(prop blkmqd.socket ActiveState)"
+runuser -u tester -- blkmqctl status > /tmp/status.out 2>&1
+check_eq "blkmqctl status as tester (uid 1000)" 0 $?
+sed 's/^/# status| /' /tmp/status.out | head -n 8
+check_eq "the socket started blkmqd.service" active "$(prop blkmqd.service ActiveState)"
+check "$C tuned" vm_wait_for 20 tuned_conv $C
+for verb in "restore $C" "reload" "profile offpeak" "apply $C"; do
+        runuser -u tester -- blkmqctl $verb > /tmp/verb.out 2>&1
+        rc=$?
+        check "tester: blkmqctl $verb refused (rc $rc: $(head -n1 /tmp/verb.out))" [ $rc != 0 ]
+done
+check "$C still tuned after the refused calls" tuned_conv $C
+
+# --- 10. upgrade while running --------------------------------------------------
+v2=$(cat /vm/deb-version2)
+inv=$(prop blkmqd.service InvocationID)
+opid=$(mainpid)
+apt-get install -y -q --no-install-recommends /root/debs/upgrade/blkmqd_${v2}_amd64.deb > /tmp/apt.log 2>&1
+check_eq "apt-get install blkmqd $v2 (upgrade)" 0 $?
+tail -n 5 /tmp/apt.log | sed 's/^/# apt| /'
+check_eq "dpkg: $v2" "$v2" "$(dpkg-query -W -f='${Version}' blkmqd)"
+check "upgrade restarted blkmqd.service (new InvocationID)" \
+        sh -c "[ \"\$(systemctl show -P InvocationID blkmqd.service)\" != $inv ]"
+check "active after the upgrade" vm_wait_for 20 active_is blkmqd.service active
+check "$C tuned after the upgrade" vm_wait_for 20 tuned_conv $C
+# An upgrade restarts the unit: a clean stop puts the values back, the new
+# version records them again (nothing to adopt); the stop below proves them.
+check "journal: the old instance ($opid) restored $C during the upgrade" \
+        jhas MESSAGE_ID=$MID_RESTORE BLKMQD_DEVICE=$C _PID=$opid
+objects_intact "after the upgrade"
+systemctl stop blkmqd.service
+check "$C as at boot 1 after the upgrade's restart" same_as $ST/boot1 $C
+# The emulated ZNS namespace starts empty at every QEMU start: no zone
+# records into the next boot.
+rm -f $DROP/60-vmtest-zones.conf /var/lib/blkmqd/zones.db*
+systemctl start blkmqd.service
+check "$C tuned; left running for the poweroff" vm_wait_for 20 tuned_conv $C
+qstate $C > $ST/boot2-tuned
+timeout 60 systemctl is-system-running --wait > /dev/null 2>&1
+echo "# $(systemd-analyze time 2>&1 | head -n1)"
+vm_summary

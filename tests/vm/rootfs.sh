@@ -1,0 +1,80 @@
+#!/bin/bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# rootfs.sh CACHE DEB...: makes CACHE/rootfs-systemd.tar, a Debian bookworm
+# root file system that boots with systemd as PID 1 (tests/vm/test-vm-systemd.sh),
+# unless it is there already for the same package list. Prints its path.
+#
+# Built from the package test's debootstrap tarball (tools/chroot-lib.sh,
+# CACHE/bookworm-minbase.tar, made first if missing) plus systemd,
+# systemd-sysv, udev, kmod, nvme-cli, zbd-utils and every dependency the
+# given .debs declare, so that `apt-get install ./blkmqd_*.deb` works in the
+# guest with no network. The list is kept in CACHE/rootfs-systemd.list: a
+# .deb that depends on something new makes the next run build it again.
+# Set up for the tests: a persistent journal, a fixed machine id, the user
+# `tester` (uid 1000), no getty, no logind, no apt/fstrim/e2scrub timers
+# (nothing runs that the checks did not start), no fstab entry to wait for. ~60 s with a warm apt cache.
+# Needs root and, the first time, Debian's mirror.
+set -euo pipefail
+
+src=$(cd "$(dirname "$(readlink -f "$0")")/../.." && pwd)
+. "$src/tools/chroot-lib.sh"
+cache=$1
+shift
+tar=$cache/rootfs-systemd.tar
+
+base="systemd systemd-sysv udev kmod nvme-cli zbd-utils util-linux procps"
+deps=$(for d in "$@"; do dpkg-deb -f "$d" Depends; done | tr ',' '\n' |
+        sed -e 's/([^)]*)//g' -e 's/|.*//' -e 's/[[:space:]]//g' | grep -v '^$' |
+        grep -vxE 'blkmqd|libblkmq0|libblkmq-dev' || true)
+list=$(printf '%s\n' $base $deps | sort -u | tr '\n' ' ')
+# The stamp: the list and the setup below (bump setup-N when that changes).
+stamp="setup-3 $list"
+
+mkdir -p "$cache/apt-archives/partial"
+exec 9>"$cache/.lock"
+flock 9
+if [ -s "$tar" ] && [ "$(cat "$cache/rootfs-systemd.list" 2>/dev/null)" = "$stamp" ]; then
+        echo "$tar"
+        exit 0
+fi
+
+dir=$cache/rootfs-systemd.tmpdir
+cleanup() {
+        chroot_umount_all
+        rm -rf --one-file-system "$dir"
+}
+trap cleanup EXIT
+t=$(date +%s)
+echo "rootfs: building $tar: $list" >&2
+chroot_from_tarball "$cache/bookworm-minbase.tar" "$dir" >&2
+chroot_mount "$dir" "$cache/apt-archives:/var/cache/apt/archives"
+chroot_run "$dir" "apt-get install -y -q --no-install-recommends $list" > "$cache/rootfs-systemd.log" 2>&1 || {
+        tail -n 20 "$cache/rootfs-systemd.log" >&2
+        echo "rootfs: apt-get install failed (log: $cache/rootfs-systemd.log)" >&2
+        exit 1
+}
+chroot_run "$dir" "
+        set -e
+        rm -f /etc/machine-id && systemd-machine-id-setup >/dev/null 2>&1
+        mkdir -p /var/log/journal
+        echo blkmqd-vm > /etc/hostname
+        # No fstab entry for / (the initramfs mounts it read-write): with one,
+        # systemd waits ~10 s under TCG for dev-vda.device before going on.
+        echo '# / is mounted read-write by run-guest.py --rootfs' > /etc/fstab
+        useradd -m -u 1000 -s /bin/sh tester
+        for u in serial-getty@ttyS0.service getty@tty1.service console-getty.service \
+                 apt-daily.timer apt-daily-upgrade.timer dpkg-db-backup.timer nvmf-autoconnect.service \
+                 e2scrub_all.timer e2scrub_reap.service fstrim.timer systemd-timesyncd.service \
+                 systemd-logind.service; do
+                systemctl mask \$u >/dev/null 2>&1
+        done
+        apt-get clean
+        rm -rf /var/lib/apt/lists/* /usr/share/doc/* /usr/share/man/* /usr/share/locale/*
+" >> "$cache/rootfs-systemd.log" 2>&1 || { tail -n 20 "$cache/rootfs-systemd.log" >&2; exit 1; }
+chroot_umount_all
+rm -f "$dir/etc/resolv.conf"
+tar -C "$dir" -cf "$tar.part" . && mv "$tar.part" "$tar"
+echo "$stamp" > "$cache/rootfs-systemd.list"
+echo "rootfs: built in $(( $(date +%s) - t )) s, $(du -sm "$tar" | cut -f1) MiB" >&2
+echo "$tar"

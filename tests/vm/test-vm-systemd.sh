@@ -1,0 +1,80 @@
+#!/bin/bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# vm-systemd: the Debian package's whole life on Debian bookworm booted with
+# systemd as PID 1 (QEMU TCG, the 6.1 cloud kernel, --subsys --conventional:
+# a conventional and a ZNS NVMe namespace, QMP hotplug). One disk image,
+# three boots of it:
+#   boot 1, guest/systemd-install.sh: apt-get install of this tree's .debs
+#          (no network); nothing enabled or started, no queue attribute
+#          changed.
+#   boot 2, guest/systemd-running.sh: the same attributes after the reboot;
+#          enable --now (ActiveState, StatusText, sysfs, start job -> READY,
+#          the journal's fields); SCHED_RR only on the event loop;
+#          systemd-analyze security; a sealed zone; reload (a broken drop-in
+#          refused, file:line in the journal); watchdog (SIGSTOP) and
+#          SIGKILL restarts keep the originals and the zone records; a disk
+#          re-attached while down gets its own originals; socket activation
+#          as an unprivileged user, mutating calls refused; hotplug while
+#          running; an upgrade to a higher version; left running.
+#   boot 3, guest/systemd-reboot.sh: boot 2's poweroff in the journal (the
+#          originals written back before the unit stopped); boot -> READY;
+#          hotplug stopped-but-enabled (the udev rule starts it) and disabled
+#          (nothing starts); apt-get remove restores, purge leaves nothing.
+# The packages: tools/deb-build.sh (once per tree content, in
+# BUILD_ROOT/deb); the upgrade is the same blkmqd .deb repacked with
+# dpkg-deb at version VERSION+vmtest1. The root file system: rootfs.sh,
+# built once beside the debootstrap tarball ($DEB_CHROOT_CACHE, default
+# tests/package/cache).
+# Usage: test-vm-systemd.sh   (root; exit 0 pass, 1 fail, 77 skip; 1 when CI=true)
+set -uo pipefail
+
+VM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$VM_DIR/lib.sh"
+SRC=$(cd "$VM_DIR/../.." && pwd)
+. "$SRC/tools/deb-build.sh"
+
+t0=$(date +%s.%N)
+[ "$(id -u)" = 0 ] || vm_skip "vm: vm-systemd needs root (dpkg-buildpackage, mkfs.ext4 -d of a root file system)"
+for t in dpkg-buildpackage:dpkg-dev dh:debhelper debootstrap:debootstrap git:git mkfs.ext4:e2fsprogs; do
+        command -v "${t%%:*}" >/dev/null || vm_skip "vm: ${t%%:*} missing (apt-get install ${t#*:}; tools/install-deps has it)"
+done
+vm_prepare
+
+out=${DEB_BUILD_DIR:-${MESON_BUILD_ROOT:-$SRC/build}/deb}
+mkdir -p "$out"
+deb_build "$SRC" "$out" || { echo "FAIL: building the packages"; exit 1; }
+t1=$(date +%s.%N)
+
+work=$(mktemp -d /tmp/blkmqd-vm-systemd.XXXXXX)
+trap 'rm -rf --one-file-system "$work"' EXIT
+mkdir -p "$work/debs/upgrade"
+cp "$DEB_DIR"/blkmqd_*.deb "$DEB_DIR"/libblkmq0_*.deb "$work/debs/"
+# The upgrade: the same files at a higher version (dpkg-deb -R, the
+# control file's Version bumped, dpkg-deb -b).
+v2=$DEB_VERSION+vmtest1
+dpkg-deb -R "$DEB_DIR/blkmqd_${DEB_VERSION}_amd64.deb" "$work/repack"
+sed -i "s/^Version: .*/Version: $v2/" "$work/repack/DEBIAN/control"
+dpkg-deb -b "$work/repack" "$work/debs/upgrade/blkmqd_${v2}_amd64.deb" >/dev/null ||
+        { echo "FAIL: repacking blkmqd at $v2"; exit 1; }
+rm -rf "$work/repack"
+vm_rootfs_image "$work/root.img" "$work/debs" || { echo "FAIL: making the disk image"; exit 1; }
+t2=$(date +%s.%N)
+echo "$DEB_VERSION" > "$work/deb-version"
+echo "$v2" > "$work/deb-version2"
+
+common=(--rootfs "$work/root.img" --subsys --conventional
+        --hotplug-script "$VM_GUEST/systemd-hotplug.actions"
+        --file "$VM_GUEST/daemon-lib.sh:/vm/daemon-lib.sh"
+        --file "$VM_GUEST/systemd-lib.sh:/vm/systemd-lib.sh"
+        --file "$work/deb-version:/vm/deb-version" --file "$work/deb-version2:/vm/deb-version2")
+# Boots 2 and 3 need the installation of boot 1; boot 3 runs after a failed
+# boot 2 too (it reads boot 2's poweroff, and its own checks stand alone).
+if vm_boot vm-systemd-install 300 "${common[@]}" --script "$VM_GUEST/systemd-install.sh"; then
+        vm_boot vm-systemd-running 600 "${common[@]}" --script "$VM_GUEST/systemd-running.sh"
+        vm_boot vm-systemd-reboot 400 "${common[@]}" --script "$VM_GUEST/systemd-reboot.sh"
+fi
+t3=$(date +%s.%N)
+awk -v a="$t0" -v b="$t1" -v c="$t2" -v d="$t3" 'BEGIN {
+        printf "=== timing: packages %.1fs, disk image %.1fs, three boots %.1fs, total %.1fs\n", b-a, c-b, d-c, d-a }'
+vm_finish vm-systemd
