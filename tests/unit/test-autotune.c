@@ -1205,6 +1205,8 @@ static void test_sequential_objective(void **state) {
                         series[c].epochs[series[c].n++] = (EpochFigures) {
                                 .valid = true, .read_iops = c ? 300 : 1600, .read_mbps = noisy(c ? 310 : 190, 0.05),
                                 .read_await_ms = noisy(c ? 9 : 1.2, 0.05),
+                                /* a writer beside it: read MB/s alone ranks, not the sum */
+                                .write_iops = 100, .write_mbps = noisy(c ? 20 : 150, 0.05),
                         };
         autotune_decide(&p, series, 2, sum, &d);
         assert_int_equal(d.verdict, AUTO_VERDICT_CHANGE);
