@@ -383,6 +383,8 @@ AutoMinImprovement=0
                      all(set(c.get("iosched", {})) <= own.get(c["scheduler"], set()) for c in last) and
                      all(c.get("iosched") for c in last),
                      "the last phase: one scheduler, each candidate setting only its tunables", detail=str(last))
+                r.ok(0 < t4.get("schedulerSwitches", 0) <= t4.get("maxSchedulerSwitches", 0),
+                     "the switches of both phases counted against AutoMaxSwitches=", detail=str(t4.get("schedulerSwitches")))
                 r.ok(se.get("candidatesMeasured", 0) == len(last) + 1,
                      "candidates measured: the phase of 2 schedulers, then the tunables' phase", detail=str(se))
                 r.ok("refused" not in d4.log_text(), "the kernel refused no candidate (scheduler first, then its "
