@@ -263,6 +263,22 @@ int emit_trial_conf(Ctl *c, json_t *p) {
                 snprintf(buf, sizeof buf, "%lld", jint(w, "wbtLatUsec", 0));
                 r = add_key(keys, "WbtLatUsec", buf, NULL);
         }
+        if (r == EXIT_OK && json_is_integer(json_object_get(w, "readAheadKB"))) {
+                snprintf(buf, sizeof buf, "%lld", jint(w, "readAheadKB", 0));
+                r = add_key(keys, "ReadAheadKB", buf, NULL);
+        }
+        /* a search's scheduler tunables (AutoKnobs=iosched), by their key */
+        static const char *const iosched_keys[][2] = {
+                { "read_lat_nsec", "ReadLatNsec" },       { "write_lat_nsec", "WriteLatNsec" },
+                { "fifo_batch", "DeadlineFifoBatch" },    { "writes_starved", "DeadlineWritesStarved" },
+                { "low_latency", "BfqLowLatency" },       { "slice_idle", "BfqSliceIdleMSec" },
+        };
+        json_t *io = json_object_get(w, "iosched");
+        for (size_t i = 0; r == EXIT_OK && io && i < ELEMENTSOF(iosched_keys); i++)
+                if (json_is_integer(json_object_get(io, iosched_keys[i][0]))) {
+                        snprintf(buf, sizeof buf, "%lld", jint(io, iosched_keys[i][0], 0));
+                        r = add_key(keys, iosched_keys[i][1], buf, NULL);
+                }
         if (r != EXIT_OK)
                 return r;
         return print_section(dev, "the choice of a trial", t, keys,

@@ -129,6 +129,12 @@ static int print_trial_result(json_t *p, void *userdata) {
                                                                                       : "the mean read await (too few probes for a p99)");
         if (jstr(t, "note"))
                 printf("Note: %s\n", jstr(t, "note"));
+        json_t *se = json_object_get(t, "search");
+        if (se)
+                printf("Search by families: %lld phases, %lld candidates generated, %lld measured (the table is the "
+                       "last phase, %s): %s\n",
+                       jint(se, "phases", 0), jint(se, "candidatesGenerated", 0), jint(se, "candidatesMeasured", 0),
+                       dash(jstr(se, "family")), dash(jstr(se, "phasesText")));
         printf("Scheduler switches: %lld (at most %lld), time in applies: %lld ms\n", jint(t, "schedulerSwitches", 0),
                jint(t, "maxSchedulerSwitches", 0), jint(t, "applyUsec", 0) / 1000);
         print_trial_price(t);

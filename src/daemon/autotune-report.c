@@ -27,7 +27,7 @@ char *autotune_clock_hm(uint64_t realtime_usec, char buf[static 16]) {
 /* ---- JSON ---- */
 
 static json_t *candidate_json(const AutoDevice *a, size_t c) {
-        char buf[96];
+        char buf[AUTOTUNE_CANDIDATE_STRMAX];
         const AutoSummary *s = &a->summary[c];
         json_t *o = json_pack("{s:s, s:s, s:b, s:i}", "setting", autotune_candidate_format(&a->cand[c], buf, sizeof buf),
                               "scheduler", a->cand[c].scheduler, "baseline", a->cand[c].baseline, "epochs",
@@ -36,6 +36,17 @@ static json_t *candidate_json(const AutoDevice *a, size_t c) {
                 json_object_set_new(o, "nrRequests", json_integer(a->cand[c].nr_requests));
         if (a->cand[c].wbt_lat_usec != AUTO_WBT_UNSET)
                 json_object_set_new(o, "wbtLatUsec", json_integer(a->cand[c].wbt_lat_usec));
+        if (a->cand[c].set & AUTO_SET_READ_AHEAD)
+                json_object_set_new(o, "readAheadKB", json_integer(a->cand[c].read_ahead_kb));
+        for (AutoTunable t = 0; t < _AUTO_TUN_MAX; t++)
+                if (a->cand[c].set & (1U << t)) {
+                        json_t *io = json_object_get(o, "iosched");
+                        if (!io) {
+                                io = json_object();
+                                json_object_set_new(o, "iosched", io);
+                        }
+                        json_object_set_new(io, autotune_tunable_info(t)->name, json_integer(a->cand[c].tun[t]));
+                }
         if (a->refused[c])
                 json_object_set_new(o, "refused", json_true());
         if (a->drops[c].dropped && !a->refused[c]) {
@@ -94,7 +105,7 @@ void autotune_summarise_partial(AutoDevice *a) {
 json_t *autotune_trial_json(const AutoDevice *a) {
         json_t *o = json_object(), *cands = json_array();
         const char *state = autotune_running(a) ? "running" : a->aborted ? "aborted" : a->has_result ? "decided" : "idle";
-        char buf[96];
+        char buf[AUTOTUNE_CANDIDATE_STRMAX];
 
         json_object_set_new(o, "state", json_string(state));
         for (size_t c = 0; c < a->n_cand; c++)
@@ -133,6 +144,15 @@ json_t *autotune_trial_json(const AutoDevice *a) {
         json_object_set_new(o, "rounds", json_integer(a->round));
         if (a->stop_reason[0])
                 json_object_set_new(o, "stopReason", json_string(a->stop_reason));
+        if (a->search) {
+                /* a search by families: candidates are the last phase's */
+                json_t *se = json_pack("{s:s, s:i, s:i, s:i, s:s, s:b}", "family", auto_family_to_string(a->family),
+                                       "phases", (int) a->n_phases + (autotune_running(a) ? 1 : 0), "candidatesGenerated",
+                                       (int) a->n_generated, "candidatesMeasured", (int) a->n_measured, "phasesText",
+                                       a->phases_text, "sequentialReads", a->sequential);
+                if (se)
+                        json_object_set_new(o, "search", se);
+        }
         if (a->has_result) {
                 json_t *price = json_object();
                 if (a->p99_before > 0)
@@ -166,7 +186,7 @@ static char *price_text(const AutoDevice *a, char *buf, size_t size) {
 static json_t *memory_json(AutoTuner *t, const Device *d) {
         const AutoMemoryDisk *m = autotune_memory_disk(t, d, false);
         json_t *arr = json_array();
-        char buf[96];
+        char buf[AUTOTUNE_CANDIDATE_STRMAX];
 
         for (size_t i = 0; m && i < m->n; i++) {
                 const AutoMemory *e = &m->m[i];
@@ -182,7 +202,7 @@ static json_t *memory_json(AutoTuner *t, const Device *d) {
 json_t *autotuner_device_json(AutoTuner *t, const Device *d) {
         const AutoTunePolicy *p = autotune_device_policy(t, d);
         AutoDevice *a = autotune_find(t, d);
-        char buf[96];
+        char buf[AUTOTUNE_CANDIDATE_STRMAX];
 
         if (!p && !a)
                 return NULL;
@@ -223,7 +243,7 @@ static char *explain_with_memory(AutoTuner *t, const Device *d, char *s) {
         const AutoTunePolicy *p = autotune_device_policy(t, d);
         const AutoMemoryDisk *m = p && p->remember ? autotune_memory_disk(t, d, false) : NULL;
         StrBuf sb = {};
-        char buf[96], hm[16];
+        char buf[AUTOTUNE_CANDIDATE_STRMAX], hm[16];
 
         if (!s || !m || m->n == 0)
                 return s;
@@ -245,7 +265,7 @@ static char *explain_with_memory(AutoTuner *t, const Device *d, char *s) {
 char *autotuner_explain(AutoTuner *t, const Device *d) {
         AutoDevice *a = autotune_find(t, d);
         const AutoTunePolicy *p = autotune_device_policy(t, d);
-        char *s = NULL, w[96], b[96], hm[16];
+        char *s = NULL, w[AUTOTUNE_CANDIDATE_STRMAX], b[AUTOTUNE_CANDIDATE_STRMAX], hm[16];
         int r;
 
         if (a && a->has_choice && a->recalled_usec && !a->has_result)
@@ -347,7 +367,7 @@ void autotuner_metrics(AutoTuner *t, StrBuf *sb) {
                             "Median read await of each candidate in the last trial.");
         for (AutoDevice *a = t->devices; a; a = a->next)
                 for (size_t c = 0; c < a->n_cand; c++) {
-                        char buf[96];
+                        char buf[AUTOTUNE_CANDIDATE_STRMAX];
                         MetricLabel l[] = { { "device", a->device->sysname },
                                                     { "setting", autotune_candidate_format(&a->cand[c], buf, sizeof buf) } };
                         if (a->summary[c].n)
@@ -358,7 +378,7 @@ void autotuner_metrics(AutoTuner *t, StrBuf *sb) {
                             "Median over the epochs of each candidate's probe read p99 in the last trial.");
         for (AutoDevice *a = t->devices; a; a = a->next)
                 for (size_t c = 0; c < a->n_cand; c++) {
-                        char buf[96];
+                        char buf[AUTOTUNE_CANDIDATE_STRMAX];
                         MetricLabel l[] = { { "device", a->device->sysname },
                                             { "setting", autotune_candidate_format(&a->cand[c], buf, sizeof buf) } };
                         if (a->summary[c].read_p99_ms > 0)

@@ -13,6 +13,7 @@
 #include "autotune-runner.h"
 #include "autotune-state.h"
 #include "autotune.h"
+#include "knobs.h"
 #include "log.h"
 #include "message-id.h"
 #include "metrics-text.h"
@@ -166,7 +167,7 @@ static void price_compute(AutoDevice *a) {
         a->p99_before = a->p99_during = a->p99_after = 0;
         if (!a->cand_hist)
                 return;
-        a->p99_before = hist_p99_ms(&a->cand_hist[0]);
+        a->p99_before = a->search && a->n_phases > 0 ? a->p99_before0 : hist_p99_ms(&a->cand_hist[0]);
         a->p99_after = hist_p99_ms(&a->cand_hist[a->decision.winner]);
         if (h && a->trial_h0 && hist_diff(&d, h, a->trial_h0) >= 0)
                 a->p99_during = hist_p99_ms(&d);
@@ -227,22 +228,143 @@ static void remember(AutoDevice *a) {
         a->changed_samples = 0;
 }
 
+static bool plan_round(AutoDevice *a);
+
+/* The candidates of family f around incumbent, the kernel guards and the
+ * candidates that tripped applied; -ENOENT: nothing to compare (why is
+ * appended to the trial's note). */
+static int family_candidates(AutoDevice *a, AutoFamily f, const AutoCandidate *incumbent, const char *line) {
+        Manager *m = a->tuner->manager;
+        Device *d = a->device;
+        char note[256];
+        size_t n;
+        int r;
+
+        r = autotune_family_candidates(&a->policy, f, incumbent, line, d->info->zoned && !streq(d->info->zoned, "none"),
+                                       m->tune.kernel_version, 0, a->cand, &n, note, sizeof note);
+        if (r >= 0)
+                n = autotune_drop_tripped(a->cand, n, a->tripped, a->n_tripped, now_usec(CLOCK_MONOTONIC), note,
+                                          sizeof note);
+        if (note[0]) {
+                size_t len = strlen(a->note);
+                if (len + 1 < sizeof a->note)
+                        snprintf(a->note + len, sizeof a->note - len, "%s%s: %s", len ? "; " : "",
+                                 auto_family_to_string(f), note);
+        }
+        a->n_cand = n;
+        return r < 0 || n < 2 ? -ENOENT : 0;
+}
+
+/* The state of a phase about to be measured. */
+static void phase_begin(AutoDevice *a, AutoFamily f) {
+        a->family = f;
+        a->policy.objective = f == AUTO_FAMILY_READ_AHEAD ? AUTO_OBJECTIVE_SEQ_READ : a->objective0;
+        memset(a->series, 0, sizeof a->series);
+        memset(a->refused, 0, sizeof a->refused);
+        memset(a->summary, 0, sizeof a->summary);
+        memset(a->drops, 0, sizeof a->drops);
+        a->round = 0;
+        a->n_generated += (unsigned) a->n_cand - (a->n_phases > 0); /* the incumbent was counted already */
+        for (size_t c = 0; a->cand_hist && c < AUTOTUNE_MAX_CANDIDATES; c++)
+                hist_reset(&a->cand_hist[c]);
+}
+
+/* A search's phase is over: its winner is the next phase's incumbent.
+ * true: the next phase runs; false: the search is over (no family left,
+ * none with a candidate, or the switch cap reached), and finish() decides
+ * with the last phase. */
+static bool next_phase(AutoDevice *a) {
+        AutoDecision dec;
+        AutoSignature sig;
+        char w[AUTOTUNE_CANDIDATE_STRMAX];
+        char active[32];
+
+        autotune_decide_raced(&a->policy, a->series, a->n_cand, a->drops, a->summary, &dec);
+        for (size_t c = 0; c < a->n_cand; c++)
+                a->n_measured += a->series[c].n > 0 && (c > 0 || a->n_phases == 0);
+        if (a->n_phases == 0 && a->cand_hist)
+                a->p99_before0 = hist_p99_ms(&a->cand_hist[0]);
+        a->n_phases++;
+        if (autotune_series_signature(a->series, a->n_cand, &sig))
+                a->sequential = autotune_sequential_reads(&sig, a->policy.min_iops);
+        AutoCandidate inc = a->cand[dec.winner];
+        size_t len = strlen(a->phases_text);
+        if (len + 1 < sizeof a->phases_text)
+                snprintf(a->phases_text + len, sizeof a->phases_text - len, "%s%s: %s (%s)", len ? "; " : "",
+                         auto_family_to_string(a->family), autotune_candidate_format(&inc, w, sizeof w),
+                         auto_verdict_to_string(dec.verdict));
+        a->search_changed = a->search_changed || dec.verdict == AUTO_VERDICT_CHANGE;
+        if (dec.verdict != AUTO_VERDICT_CHANGE && dec.verdict != AUTO_VERDICT_KEEP_BEST &&
+            dec.verdict != AUTO_VERDICT_KEEP_NOISE && dec.verdict != AUTO_VERDICT_KEEP_HYSTERESIS)
+                return false; /* idle, too few epochs: the next phase would learn no more */
+        snprintf(active, sizeof active, "%s", a->cand[a->current].scheduler);
+
+        _cleanup_free_ char *ps = path_join(a->device->info->blockdir, "queue/scheduler"), *line = NULL;
+        if (!ps || sysfs_read(ps, &line) < 0)
+                return false;
+        for (AutoFamily f = autotune_next_family(&a->policy, a->family, a->sequential); f < _AUTO_FAMILY_MAX;
+             f = autotune_next_family(&a->policy, f, a->sequential)) {
+                AutoCandidate keep[AUTOTUNE_MAX_CANDIDATES];
+                size_t n_keep = a->n_cand;
+                memcpy(keep, a->cand, sizeof keep);
+                a->policy.objective = a->objective0;
+                if (family_candidates(a, f, &inc, line) < 0) {
+                        /* the decision of finish() is on the last phase measured */
+                        memcpy(a->cand, keep, sizeof keep);
+                        a->n_cand = n_keep;
+                        continue;
+                }
+                phase_begin(a, f);
+                a->current = 0;
+                for (size_t c = 0; c < a->n_cand; c++)
+                        if (streq(a->cand[c].scheduler, active)) {
+                                a->current = c; /* what is in force, for the switch count of the plan */
+                                break;
+                        }
+                log_info("%s: search phase %u: %s, %zu settings around %s.", a->device->sysname, a->n_phases + 1,
+                         auto_family_to_string(f), a->n_cand, autotune_candidate_format(&inc, w, sizeof w));
+                if (!plan_round(a)) {
+                        a->n_cand = 1; /* measured nothing: the incumbent stands */
+                        a->cand[0] = inc;
+                        a->series[0].n = 0;
+                        return false;
+                }
+                apply_slot(a);
+                return true;
+        }
+        return false;
+}
+
 static void finish(AutoDevice *a) {
         Device *d = a->device;
         AutoTuner *t = a->tuner;
-        char w[96], b[96], hm[16];
+        char w[AUTOTUNE_CANDIDATE_STRMAX], b[AUTOTUNE_CANDIDATE_STRMAX], hm[16];
 
         a->ended_usec = now_usec(CLOCK_REALTIME);
         a->timer = sd_event_source_disable_unref(a->timer);
+        if (a->search && !a->aborted && a->n_cand > 1 && next_phase(a))
+                return;
         if (!a->aborted) {
                 autotune_decide_raced(&a->policy, a->series, a->n_cand, a->drops, a->summary, &a->decision);
                 a->has_result = true;
+                if (a->search && a->decision.verdict != AUTO_VERDICT_CHANGE && a->search_changed &&
+                    !autotune_candidate_equal(&a->cand[a->decision.winner], &a->origin0)) {
+                        /* an earlier phase changed the setting, the last kept it */
+                        a->decision.verdict = AUTO_VERDICT_CHANGE;
+                        snprintf(a->decision.reason, sizeof a->decision.reason, "a search by families: %.200s",
+                                 a->phases_text);
+                }
         } else {
                 autotune_summarise_partial(a);
                 a->decision = (AutoDecision) { .verdict = AUTO_VERDICT_ABORTED, .winner = 0, .best = -1, .p = 1 };
                 snprintf(a->decision.reason, sizeof a->decision.reason, "%s", a->abort_reason);
                 a->has_result = true;
+                if (a->search) {
+                        a->cand[0] = a->origin0; /* back to the setting before the trial, not a phase's */
+                        a->n_cand = a->n_cand ? a->n_cand : 1;
+                }
         }
+        a->policy.objective = a->search ? a->objective0 : a->policy.objective;
         price_compute(a);
         remember(a);
         /* the watch's next interval starts after the trial, not across it */
@@ -258,13 +380,21 @@ static void finish(AutoDevice *a) {
                 a->choice_trial = a->n_trials;
                 const AutoSummary *sw = &a->summary[a->decision.winner], *s0 = &a->summary[0];
                 double dw = s0->write_mbps > 0 ? (sw->write_mbps - s0->write_mbps) / s0->write_mbps * 100 : 0;
-                snprintf(a->choice_text, sizeof a->choice_text,
+                if (a->search) {
+                        autotune_candidate_format(&a->origin0, b, sizeof b);
+                        if (snprintf(a->choice_text, sizeof a->choice_text,
+                                     "%s, chosen by %s over %s: a search by families, %u candidates measured in %u "
+                                     "phases (%.200s). AutoTune= wins over the static keys of these knobs.",
+                                     w, a->origin, b, a->n_measured, a->n_phases, a->phases_text) < 0)
+                                a->choice_text[0] = 0;
+                } else if (snprintf(a->choice_text, sizeof a->choice_text,
                          "%s, chosen by %s: read %s %.2f ms against %.2f ms for %s, write throughput %+.0f %%; "
                          "confidence %.1f %%. AutoTune= wins over the static keys of these knobs.",
                          w, a->origin, a->decision.by_p99 ? "p99" : "await",
                          a->decision.by_p99 ? sw->read_p99_ms : sw->read_await_ms,
                          a->decision.by_p99 ? s0->read_p99_ms : s0->read_await_ms, b, dw,
-                         a->decision.confidence * 100);
+                         a->decision.confidence * 100) < 0)
+                        a->choice_text[0] = 0;
                 a->history.last_change_usec = now_usec(CLOCK_MONOTONIC);
                 a->n_changes++;
                 t->n_changes++;
@@ -352,7 +482,7 @@ static bool plan_round(AutoDevice *a) {
 /* After an epoch (or a candidate the kernel refused): the next candidate
  * of the round, or the race's look at the round's end and the next round. */
 static void next_epoch(AutoDevice *a) {
-        char buf[96];
+        char buf[AUTOTUNE_CANDIDATE_STRMAX];
 
         a->pos++;
         if (a->pos < a->n_order) {
@@ -378,7 +508,7 @@ static int on_epoch_end(sd_event_source *s, uint64_t usec, void *userdata) {
         AutoDevice *a = userdata;
         BlockStat b;
         EpochFigures e;
-        char why[256], buf[96];
+        char why[256], buf[AUTOTUNE_CANDIDATE_STRMAX];
         int r;
 
         a->timer = sd_event_source_disable_unref(a->timer);
@@ -397,8 +527,9 @@ static int on_epoch_end(sd_event_source *s, uint64_t usec, void *userdata) {
                   a->device->sysname, a->slot + 1, a->n_slots, buf, e.read_await_ms, e.read_p99_ms, e.read_iops,
                   e.write_mbps, e.in_flight);
         if (e.errors && autotune_guard(&a->policy, &a->series[0], &e, why, sizeof why)) {
-                char msg[400];
-                snprintf(msg, sizeof msg, "guard rail: %s with %s", why, buf);
+                char msg[512];
+                if (snprintf(msg, sizeof msg, "guard rail: %s with %s", why, buf) < 0)
+                        msg[0] = 0;
                 if (a->current != 0)
                         autotune_tripped_add(a->tripped, &a->n_tripped, &a->cand[a->current],
                                              now_usec(CLOCK_MONOTONIC));
@@ -476,6 +607,18 @@ static void apply_slot(AutoDevice *a) {
                 abort_trial(a, "%s", "the device no longer matches its policy");
 }
 
+/* Whether knob k is one candidate c sets (its refusal refuses c). */
+static bool trial_knob(const AutoCandidate *c, int k) {
+        if (k == KNOB_SCHEDULER || k == KNOB_NR_REQUESTS || k == KNOB_WBT_LAT_USEC)
+                return true;
+        if (k == KNOB_READ_AHEAD_KB)
+                return c->set & AUTO_SET_READ_AHEAD;
+        for (AutoTunable t = 0; t < _AUTO_TUN_MAX; t++)
+                if ((c->set & (1U << t)) && autotune_tunable_info(t)->knob == k)
+                        return true;
+        return false;
+}
+
 /* The job of a candidate came back. */
 static void on_applied(AutoDevice *a) {
         Device *d = a->device;
@@ -489,7 +632,7 @@ static void on_applied(AutoDevice *a) {
         a->apply_usec += j->usec;
         for (size_t i = 0; i < j->n_entries; i++) {
                 const TuneEntry *e = &j->entries[i];
-                if (e->knob != KNOB_SCHEDULER && e->knob != KNOB_NR_REQUESTS && e->knob != KNOB_WBT_LAT_USEC)
+                if (!trial_knob(&a->cand[a->current], e->knob))
                         continue;
                 if (e->outcome == TUNE_FAILED)
                         refused = true;
@@ -501,7 +644,7 @@ static void on_applied(AutoDevice *a) {
                 return;
         }
         if (refused) {
-                char buf[96];
+                char buf[AUTOTUNE_CANDIDATE_STRMAX];
                 log_notice("%s: the kernel refused %s; left out of this trial.", d->sysname,
                            autotune_candidate_format(&a->cand[a->current], buf, sizeof buf));
                 if (a->current == 0) {
@@ -547,11 +690,38 @@ static int current_setting(const Device *d, const AutoTunePolicy *p, AutoCandida
                 if (pn && sysfs_read_int(pn, &v) >= 0 && v > 0)
                         ret->nr_requests = (unsigned) v;
         }
-        if (p->n_wbt_lat_usec) {
+        if (p->n_wbt_lat_usec || (p->knobs & (1U << AUTO_FAMILY_WBT))) {
                 _cleanup_free_ char *pw = path_join(d->info->blockdir, "queue/wbt_lat_usec");
                 long long v;
                 if (pw && sysfs_read_int(pw, &v) >= 0)
                         ret->wbt_lat_usec = v;
+        }
+        if ((p->knobs & (1U << AUTO_FAMILY_NR_REQUESTS)) && !ret->nr_requests && !streq(act, "none")) {
+                _cleanup_free_ char *pn = path_join(d->info->blockdir, "queue/nr_requests");
+                long long v;
+                if (pn && sysfs_read_int(pn, &v) >= 0 && v > 0)
+                        ret->nr_requests = (unsigned) v;
+        }
+        if (p->knobs & (1U << AUTO_FAMILY_READ_AHEAD)) {
+                _cleanup_free_ char *pr = path_join(d->info->blockdir, "queue/read_ahead_kb");
+                long long v;
+                if (pr && sysfs_read_int(pr, &v) >= 0 && v >= 0) {
+                        ret->read_ahead_kb = (unsigned) v;
+                        ret->set |= AUTO_SET_READ_AHEAD;
+                }
+        }
+        /* the tunables of the scheduler in force, as they are: the search's
+         * incumbent is written back with them */
+        for (AutoTunable t = 0; (p->knobs & (1U << AUTO_FAMILY_IOSCHED)) && t < _AUTO_TUN_MAX; t++) {
+                const AutoTunableInfo *ti = autotune_tunable_info(t);
+                _cleanup_free_ char *pt = NULL;
+                long long v;
+                if (!streq(ti->scheduler, act) || !(pt = path_join(d->info->blockdir, knob_info(ti->knob)->attribute)))
+                        continue;
+                if (sysfs_read_int(pt, &v) >= 0) {
+                        ret->tun[t] = v;
+                        ret->set |= 1U << t;
+                }
         }
         *ret_line = TAKE_PTR(line);
         return 0;
@@ -588,8 +758,8 @@ static void trial_begin(AutoDevice *a, bool forced) {
         if (h && (a->trial_h0 = malloc(sizeof *a->trial_h0)))
                 *a->trial_h0 = *h;
         free(a->cand_hist);
-        a->cand_hist = calloc(a->n_cand, sizeof *a->cand_hist);
-        for (size_t c = 0; a->cand_hist && c < a->n_cand; c++)
+        a->cand_hist = calloc(AUTOTUNE_MAX_CANDIDATES, sizeof *a->cand_hist);
+        for (size_t c = 0; a->cand_hist && c < AUTOTUNE_MAX_CANDIDATES; c++)
                 hist_reset(&a->cand_hist[c]);
         a->forced = forced;
         a->aborted = a->has_result = false;
@@ -615,9 +785,9 @@ int autotuner_start(AutoTuner *t, Device *d, bool forced, VarlinkCall *call, cha
         AutoCandidate cur;
         int r;
 
-        if (!p || (!p->schedulers[0] && !p->n_nr_requests && !p->n_wbt_lat_usec)) {
+        if (!p || (!p->schedulers[0] && !p->n_nr_requests && !p->n_wbt_lat_usec && !p->knobs)) {
                 snprintf(why, why_size, "no bounds: the matched [Device] sections set none of AutoScheduler=, "
-                                        "AutoNrRequests=, AutoWbtLatUsec=");
+                                        "AutoNrRequests=, AutoWbtLatUsec=, AutoKnobs=");
                 return -EPERM;
         }
         if (m->state != MANAGER_RUNNING) {
@@ -650,9 +820,27 @@ int autotuner_start(AutoTuner *t, Device *d, bool forced, VarlinkCall *call, cha
         memset(a->series, 0, sizeof a->series);
         memset(a->refused, 0, sizeof a->refused);
         memset(a->summary, 0, sizeof a->summary);
-        r = autotune_candidates(p, &cur, line, d->info->zoned && !streq(d->info->zoned, "none"),
-                                m->tune.kernel_version, 0, a->cand, &a->n_cand, a->note, sizeof a->note);
-        if (r >= 0) {
+        a->search = p->knobs != 0;
+        a->n_phases = a->n_generated = a->n_measured = 0;
+        a->search_changed = a->sequential = false;
+        a->phases_text[0] = 0;
+        a->origin0 = cur;
+        a->objective0 = p->objective;
+        a->p99_before0 = 0;
+        if (a->search) {
+                /* the first family with something to compare */
+                a->note[0] = 0;
+                r = -ENOENT;
+                for (AutoFamily f = autotune_next_family(p, -1, false); f < _AUTO_FAMILY_MAX && r < 0;
+                     f = autotune_next_family(p, f, false))
+                        if (family_candidates(a, f, &cur, line) >= 0) {
+                                r = 0;
+                                a->family = f;
+                        }
+        } else
+                r = autotune_candidates(p, &cur, line, d->info->zoned && !streq(d->info->zoned, "none"),
+                                        m->tune.kernel_version, 0, a->cand, &a->n_cand, a->note, sizeof a->note);
+        if (r >= 0 && !a->search) {
                 a->n_cand = autotune_drop_tripped(a->cand, a->n_cand, a->tripped, a->n_tripped,
                                                   now_usec(CLOCK_MONOTONIC), a->note, sizeof a->note);
                 if (a->n_cand < 2)
@@ -676,6 +864,8 @@ int autotuner_start(AutoTuner *t, Device *d, bool forced, VarlinkCall *call, cha
                 }
         }
         trial_begin(a, forced);
+        if (a->search)
+                phase_begin(a, a->family);
         r = add_call(a, call);
         if (r < 0)
                 return r;
@@ -780,6 +970,25 @@ void autotuner_overlay(AutoTuner *t, Device *d, Resolved *r) {
                 r->section[KNOB_WBT_LAT_USEC] = section;
                 r->origin[KNOB_WBT_LAT_USEC] = origin;
         }
+        if (c->set & AUTO_SET_READ_AHEAD) {
+                free(r->value[KNOB_READ_AHEAD_KB]);
+                if (asprintf(&r->value[KNOB_READ_AHEAD_KB], "%u", c->read_ahead_kb) < 0)
+                        r->value[KNOB_READ_AHEAD_KB] = NULL;
+                r->section[KNOB_READ_AHEAD_KB] = section;
+                r->origin[KNOB_READ_AHEAD_KB] = origin;
+        }
+        /* a scheduler's own tunables: planned after the scheduler (knob
+         * order) and written only while it is the active one (tune.c) */
+        for (AutoTunable tu = 0; tu < _AUTO_TUN_MAX; tu++) {
+                const AutoTunableInfo *ti = autotune_tunable_info(tu);
+                if (!(c->set & (1U << tu)) || !streq(ti->scheduler, c->scheduler))
+                        continue;
+                free(r->value[ti->knob]);
+                if (asprintf(&r->value[ti->knob], "%lld", c->tun[tu]) < 0)
+                        r->value[ti->knob] = NULL;
+                r->section[ti->knob] = section;
+                r->origin[ti->knob] = origin;
+        }
         if (autotune_running(a) && (!r->value[KNOB_PROBE] || !streq(r->value[KNOB_PROBE], "0"))) {
                 free(r->value[KNOB_PROBE_INTERVAL]);
                 r->value[KNOB_PROBE_INTERVAL] = strdup(TRIAL_PROBE_INTERVAL);
@@ -865,7 +1074,7 @@ void autotuner_event(AutoTuner *t, ManagerEventType type, Device *d) {
  * and leaves the broken one out of the next trials for an hour. */
 static void watch_promise(AutoDevice *a, const EpochFigures *e, uint64_t now) {
         AutoTuner *t = a->tuner;
-        char why[256], w[96], f[96], hm[16];
+        char why[256], w[AUTOTUNE_CANDIDATE_STRMAX], f[AUTOTUNE_CANDIDATE_STRMAX], hm[16];
 
         if (!a->has_choice) {
                 a->promising = false; /* restored, or the Auto* keys went: nothing of it is in force */
@@ -927,7 +1136,7 @@ static void watch_promise(AutoDevice *a, const EpochFigures *e, uint64_t now) {
 static bool recall(AutoDevice *a, const AutoTunePolicy *p, const AutoSignature *sig) {
         AutoTuner *t = a->tuner;
         const AutoMemoryDisk *mem = p->remember ? autotune_memory_disk(t, a->device, false) : NULL;
-        char w[96], hm[16];
+        char w[AUTOTUNE_CANDIDATE_STRMAX], hm[16];
         int i;
 
         if (!mem || mem->n == 0 || (i = autotune_memory_find(mem->m, mem->n, sig, p->min_iops)) < 0)

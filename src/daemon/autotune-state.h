@@ -40,7 +40,7 @@ struct AutoDevice {
         bool has_choice;
         AutoCandidate choice;
         char origin[128]; /* "trial at 10:42" */
-        char choice_text[512]; /* explain's sentence about it */
+        char choice_text[768]; /* explain's sentence about it */
         unsigned choice_trial; /* n_trials of the trial that chose it */
 
         /* The trial (running, or the last one) */
@@ -59,6 +59,19 @@ struct AutoDevice {
         unsigned round; /* of policy.rounds */
         size_t order[AUTOTUNE_MAX_CANDIDATES], n_order, pos; /* the round's order, and where it is */
         char stop_reason[160]; /* why the trial ended before its last round (the switch cap), or "" */
+        /* A search by families (AutoKnobs=): one phase per family, each a
+         * race against the winner of the phase before (candidate 0). */
+        bool search;
+        int family;             /* the phase's AutoFamily */
+        unsigned n_phases;      /* phases measured */
+        unsigned n_generated;   /* candidates generated over the phases, the incumbents once */
+        unsigned n_measured;    /* of them, measured at least one epoch */
+        bool search_changed;    /* a phase before the last chose another setting */
+        bool sequential;        /* the workload read sequentially in the last phase */
+        AutoCandidate origin0;  /* the setting before the trial */
+        AutoObjective objective0;
+        char phases_text[512];  /* "scheduler: kyber (change); nr_requests: kept (keep-noise); ..." */
+        double p99_before0;     /* the first phase's p99 of the setting before the trial */
         /* The price: probe latencies pooled over each candidate's epochs
          * (n_cand) and over the whole trial (its start, then the span);
          * NULL without probes. Read p99s in ms, 0: too few probes. */

@@ -17,15 +17,54 @@
 static const char *const objective_names[] = {
         [AUTO_OBJECTIVE_READ_LATENCY] = "read-latency",
         [AUTO_OBJECTIVE_THROUGHPUT] = "throughput",
+        [AUTO_OBJECTIVE_SEQ_READ] = "sequential-read",
 };
 
 const char *auto_objective_to_string(AutoObjective o) {
-        return (unsigned) o < 2 ? objective_names[o] : NULL;
+        return (unsigned) o < _AUTO_OBJECTIVE_MAX ? objective_names[o] : NULL;
 }
 
 int auto_objective_from_string(const char *s) {
         for (int i = 0; i < 2; i++)
                 if (streq(s, objective_names[i]))
+                        return i;
+        return -EINVAL;
+}
+
+/* The kernel's defaults (block/kyber-iosched.c, mq-deadline.c,
+ * bfq-iosched.c) and a grid around each: a factor of about 4 either way
+ * for the latency targets, the batch and the starvation count; bfq's
+ * low_latency off, and slice_idle off or short. */
+static const AutoTunableInfo tunables[_AUTO_TUN_MAX] = {
+        [AUTO_TUN_KYBER_READ_LAT] = { "read_lat_nsec", "kyber", KNOB_KYBER_READ_LAT_NSEC, 2000000,
+                                      { 500000, 1000000, 8000000 }, 3 },
+        [AUTO_TUN_KYBER_WRITE_LAT] = { "write_lat_nsec", "kyber", KNOB_KYBER_WRITE_LAT_NSEC, 10000000,
+                                       { 2000000, 40000000 }, 2 },
+        [AUTO_TUN_DL_FIFO_BATCH] = { "fifo_batch", "mq-deadline", KNOB_DL_FIFO_BATCH, 16, { 1, 4, 64 }, 3 },
+        [AUTO_TUN_DL_WRITES_STARVED] = { "writes_starved", "mq-deadline", KNOB_DL_WRITES_STARVED, 2, { 1, 8 }, 2 },
+        [AUTO_TUN_BFQ_LOW_LATENCY] = { "low_latency", "bfq", KNOB_BFQ_LOW_LATENCY, 1, { 0 }, 1 },
+        [AUTO_TUN_BFQ_SLICE_IDLE] = { "slice_idle", "bfq", KNOB_BFQ_SLICE_IDLE, 8, { 0, 2 }, 2 },
+};
+
+const AutoTunableInfo *autotune_tunable_info(AutoTunable t) {
+        return (unsigned) t < _AUTO_TUN_MAX ? &tunables[t] : NULL;
+}
+
+static const char *const family_names[_AUTO_FAMILY_MAX] = {
+        [AUTO_FAMILY_SCHEDULER] = "scheduler",
+        [AUTO_FAMILY_NR_REQUESTS] = "nr_requests",
+        [AUTO_FAMILY_WBT] = "wbt_lat_usec",
+        [AUTO_FAMILY_IOSCHED] = "iosched",
+        [AUTO_FAMILY_READ_AHEAD] = "read_ahead_kb",
+};
+
+const char *auto_family_to_string(AutoFamily f) {
+        return (unsigned) f < _AUTO_FAMILY_MAX ? family_names[f] : NULL;
+}
+
+int auto_family_from_string(const char *s) {
+        for (int i = 0; i < _AUTO_FAMILY_MAX; i++)
+                if (streq(s, family_names[i]))
                         return i;
         return -EINVAL;
 }
@@ -296,6 +335,41 @@ static int parse_auto_special(AutoTunePolicy *p, const char *key, const char *va
                                  "at most %d", AUTOTUNE_MAX_VALUES);
                 return r;
         }
+        if (streq(key, "AutoKnobs")) {
+                _cleanup_strv_free_ char **l = NULL;
+                unsigned mask = 0;
+                if (strv_split_ws(value, &l) < 0)
+                        return -ENOMEM;
+                STRV_FOREACH(s, l) {
+                        r = auto_family_from_string(*s);
+                        if (r < 0) {
+                                snprintf(msgbuf, msgsize,
+                                         "\"%s\" is not a family of knobs: expected scheduler, nr_requests, "
+                                         "wbt_lat_usec, iosched, read_ahead_kb", *s);
+                                return -EINVAL;
+                        }
+                        mask |= 1U << r;
+                }
+                p->knobs = mask; /* empty: back to one race over the bounds' product */
+                return 0;
+        }
+        if (streq(key, "AutoReadAheadKB")) {
+                _cleanup_strv_free_ char **l = NULL;
+                size_t n = 0;
+                if (strv_split_ws(value, &l) < 0)
+                        return -ENOMEM;
+                STRV_FOREACH(s, l) {
+                        long long v;
+                        if (n >= AUTOTUNE_MAX_VALUES || parse_uint_in(*s, 0, 1048576, &v) < 0) {
+                                snprintf(msgbuf, msgsize, "expected KiB from 0 to 1048576, at most %d values",
+                                         AUTOTUNE_MAX_VALUES);
+                                return -EINVAL;
+                        }
+                        p->read_ahead_kb[n++] = (unsigned) v;
+                }
+                p->n_read_ahead_kb = n;
+                return 0;
+        }
         if (streq(key, "AutoObjective")) {
                 r = auto_objective_from_string(value);
                 if (r < 0) {
@@ -352,7 +426,12 @@ char *autotune_candidate_format(const AutoCandidate *c, char *buf, size_t size) 
         if (c->nr_requests && n >= 0 && (size_t) n < size)
                 n += snprintf(buf + n, size - (size_t) n, " nr_requests=%u", c->nr_requests);
         if (c->wbt_lat_usec != AUTO_WBT_UNSET && n >= 0 && (size_t) n < size)
-                snprintf(buf + n, size - (size_t) n, " wbt_lat_usec=%lld", c->wbt_lat_usec);
+                n += snprintf(buf + n, size - (size_t) n, " wbt_lat_usec=%lld", c->wbt_lat_usec);
+        if ((c->set & AUTO_SET_READ_AHEAD) && n >= 0 && (size_t) n < size)
+                n += snprintf(buf + n, size - (size_t) n, " read_ahead_kb=%u", c->read_ahead_kb);
+        for (size_t t = 0; t < _AUTO_TUN_MAX; t++)
+                if ((c->set & (1U << t)) && n >= 0 && (size_t) n < size)
+                        n += snprintf(buf + n, size - (size_t) n, " %s=%lld", tunables[t].name, c->tun[t]);
         return buf;
 }
 
@@ -443,8 +522,170 @@ done:
 }
 
 bool autotune_candidate_equal(const AutoCandidate *a, const AutoCandidate *b) {
-        return streq(a->scheduler, b->scheduler) && a->nr_requests == b->nr_requests &&
-               a->wbt_lat_usec == b->wbt_lat_usec;
+        if (!streq(a->scheduler, b->scheduler) || a->nr_requests != b->nr_requests ||
+            a->wbt_lat_usec != b->wbt_lat_usec || a->set != b->set)
+                return false;
+        if ((a->set & AUTO_SET_READ_AHEAD) && a->read_ahead_kb != b->read_ahead_kb)
+                return false;
+        for (size_t t = 0; t < _AUTO_TUN_MAX; t++)
+                if ((a->set & (1U << t)) && a->tun[t] != b->tun[t])
+                        return false;
+        return true;
+}
+
+AutoFamily autotune_next_family(const AutoTunePolicy *p, int after, bool sequential) {
+        for (int f = after < 0 ? 0 : after + 1; f < _AUTO_FAMILY_MAX; f++) {
+                if (!(p->knobs & (1U << f)))
+                        continue;
+                if (f == AUTO_FAMILY_READ_AHEAD && !sequential)
+                        continue;
+                return (AutoFamily) f;
+        }
+        return _AUTO_FAMILY_MAX;
+}
+
+bool autotune_sequential_reads(const AutoSignature *sig, double min_iops) {
+        return sig->read_share >= AUTOTUNE_SEQ_MIN_READ_SHARE && sig->avg_kb >= AUTOTUNE_SEQ_MIN_KB &&
+               sig->iops >= min_iops && sig->depth <= AUTOTUNE_SEQ_MAX_DEPTH;
+}
+
+/* The search's values of a family without bounds of its own. */
+static const unsigned default_nr_requests[] = { 32, 64, 128, 256 };
+static const long long default_wbt[] = { -1, 0, 2000, 75000 };
+static const unsigned default_read_ahead[] = { 128, 512, 2048 };
+static const char *const default_schedulers[] = { "mq-deadline", "kyber", "bfq", "none" };
+
+static bool push_candidate(AutoCandidate *ret, size_t *n, const AutoCandidate *c, char *note, size_t note_size) {
+        for (size_t k = 0; k < *n; k++)
+                if (autotune_candidate_equal(&ret[k], c))
+                        return true;
+        if (*n >= AUTOTUNE_MAX_CANDIDATES) {
+                note_add(note, note_size, "%s: more candidates than 16, the rest left out", c->scheduler);
+                return false;
+        }
+        ret[(*n)++] = *c;
+        return true;
+}
+
+int autotune_family_candidates(const AutoTunePolicy *p, AutoFamily f, const AutoCandidate *incumbent,
+                               const char *available_line, bool zoned, unsigned kernel_version,
+                               unsigned max_nr_requests, AutoCandidate *ret, size_t *ret_n, char *note,
+                               size_t note_size) {
+        bool zoned_old = zoned && kernel_version && kernel_version < KERNEL_VERSION_CODE(6, 10);
+        AutoCandidate inc = *incumbent;
+        size_t n = 0;
+        char v[32];
+
+        if (note_size)
+                note[0] = 0;
+        inc.baseline = true;
+        if (f == AUTO_FAMILY_IOSCHED)
+                /* the incumbent is written with its values, so that its
+                 * epochs after a candidate's measure it and not the
+                 * candidate's tunable left behind */
+                for (size_t t = 0; t < _AUTO_TUN_MAX; t++)
+                        if (streq(tunables[t].scheduler, inc.scheduler) && !(inc.set & (1U << t))) {
+                                inc.tun[t] = tunables[t].kernel_default;
+                                inc.set |= 1U << t;
+                        }
+        ret[n++] = inc;
+        AutoCandidate base = inc;
+        base.baseline = false;
+
+        switch (f) {
+        case AUTO_FAMILY_SCHEDULER: {
+                size_t ns = 0;
+                const char *const *l = (const char *const *) p->schedulers;
+                if (!l[0])
+                        l = default_schedulers;
+                for (; *l && ns < AUTOTUNE_MAX_SCHEDULERS; l++, ns++) {
+                        const char *s = *l;
+                        if (zoned_old && !streq(s, "mq-deadline")) {
+                                note_add(note, note_size, "%s left out: a zoned disk before 6.10 needs mq-deadline", s);
+                                continue;
+                        }
+                        if (available_line && !streq(s, "none") && !scheduler_available(available_line, s)) {
+                                note_add(note, note_size, "%s left out: the kernel does not offer it", s);
+                                continue;
+                        }
+                        /* at its defaults: the switch resets nr_requests and
+                         * iosched/; the read-ahead and wbt stay as they are */
+                        AutoCandidate c = { .wbt_lat_usec = inc.wbt_lat_usec, .set = inc.set & AUTO_SET_READ_AHEAD,
+                                            .read_ahead_kb = inc.read_ahead_kb };
+                        snprintf(c.scheduler, sizeof c.scheduler, "%s", s);
+                        if (streq(s, inc.scheduler))
+                                continue; /* that is the incumbent */
+                        if (!push_candidate(ret, &n, &c, note, note_size))
+                                break;
+                }
+                break;
+        }
+        case AUTO_FAMILY_NR_REQUESTS: {
+                if (streq(inc.scheduler, "none")) {
+                        /* nr_requests is never written with none */
+                        note_add(note, note_size, "%s", "nr_requests left alone: the scheduler is none");
+                        break;
+                }
+                const unsigned *vals = p->n_nr_requests ? p->nr_requests : default_nr_requests;
+                size_t nv = p->n_nr_requests ? p->n_nr_requests : ELEMENTSOF(default_nr_requests);
+                for (size_t i = 0; i < nv; i++) {
+                        AutoCandidate c = base;
+                        if (vals[i] == inc.nr_requests)
+                                continue;
+                        if (max_nr_requests && vals[i] > max_nr_requests) {
+                                snprintf(v, sizeof v, "%u", vals[i]);
+                                note_add(note, note_size, "nr_requests=%s left out: above the kernel's bound", v);
+                                continue;
+                        }
+                        c.nr_requests = vals[i];
+                        if (!push_candidate(ret, &n, &c, note, note_size))
+                                break;
+                }
+                break;
+        }
+        case AUTO_FAMILY_WBT: {
+                const long long *vals = p->n_wbt_lat_usec ? p->wbt_lat_usec : default_wbt;
+                size_t nv = p->n_wbt_lat_usec ? p->n_wbt_lat_usec : ELEMENTSOF(default_wbt);
+                for (size_t i = 0; i < nv; i++) {
+                        AutoCandidate c = base;
+                        c.wbt_lat_usec = vals[i];
+                        if (!push_candidate(ret, &n, &c, note, note_size))
+                                break;
+                }
+                break;
+        }
+        case AUTO_FAMILY_IOSCHED:
+                for (size_t t = 0; t < _AUTO_TUN_MAX; t++) {
+                        if (!streq(tunables[t].scheduler, inc.scheduler))
+                                continue; /* each tunable only under its own scheduler */
+                        for (size_t i = 0; i < tunables[t].n_grid; i++) {
+                                AutoCandidate c = base;
+                                c.tun[t] = tunables[t].grid[i];
+                                if (!push_candidate(ret, &n, &c, note, note_size))
+                                        goto done;
+                        }
+                }
+                if (n == 1)
+                        note_add(note, note_size, "%s has no tunables a trial varies", inc.scheduler);
+                break;
+        case AUTO_FAMILY_READ_AHEAD: {
+                const unsigned *vals = p->n_read_ahead_kb ? p->read_ahead_kb : default_read_ahead;
+                size_t nv = p->n_read_ahead_kb ? p->n_read_ahead_kb : ELEMENTSOF(default_read_ahead);
+                for (size_t i = 0; i < nv; i++) {
+                        AutoCandidate c = base;
+                        c.read_ahead_kb = vals[i];
+                        c.set |= AUTO_SET_READ_AHEAD;
+                        if (!push_candidate(ret, &n, &c, note, note_size))
+                                break;
+                }
+                break;
+        }
+        default:
+                break;
+        }
+done:
+        *ret_n = n;
+        return n > 1 ? 0 : -ENOENT;
 }
 
 void autotune_tripped_add(AutoTripped *t, size_t *n, const AutoCandidate *c, uint64_t now_usec) {
@@ -476,7 +717,7 @@ size_t autotune_drop_tripped(AutoCandidate *cand, size_t n, const AutoTripped *t
                         cand[k++] = cand[i];
                         continue;
                 }
-                char buf[96];
+                char buf[AUTOTUNE_CANDIDATE_STRMAX];
                 size_t len = strlen(note);
                 if (len < note_size)
                         snprintf(note + len, note_size - len, "%s%s left out: it tripped the guard rail in the last hour",
@@ -534,6 +775,8 @@ double autotune_read_latency(const EpochFigures *e, bool p99) {
 double autotune_objective_value(const AutoTunePolicy *p, const EpochFigures *e, bool p99) {
         if (p->objective == AUTO_OBJECTIVE_READ_LATENCY)
                 return autotune_read_latency(e, p99);
+        if (p->objective == AUTO_OBJECTIVE_SEQ_READ)
+                return e->read_mbps;
         return e->read_mbps + e->write_mbps;
 }
 
@@ -696,6 +939,8 @@ static int pick_best(const AutoTunePolicy *p, size_t n, bool p99, AutoSummary *s
                 if (p->objective == AUTO_OBJECTIVE_READ_LATENCY)
                         sum[c].admissible = best_write < AUTOTUNE_MIN_WRITE_MBPS ||
                                             sum[c].write_mbps >= best_write * (1.0 - p->write_tolerance_pct / 100.0);
+                else if (p->objective == AUTO_OBJECTIVE_SEQ_READ)
+                        sum[c].admissible = true; /* the reader waits on its throughput, not one request */
                 else
                         sum[c].admissible = (p99 ? sum[c].read_p99_ms : sum[c].read_await_ms) * 1000.0 <=
                                             (double) p->read_target_usec;
@@ -1094,7 +1339,7 @@ size_t autotune_race(const AutoTunePolicy *p, const AutoSeries *series, size_t n
                                 if (wb < wc && best_write >= AUTOTUNE_MIN_WRITE_MBPS &&
                                     wb < best_write * (1.0 - p->write_tolerance_pct / 200.0))
                                         continue;
-                        } else {
+                        } else if (p->objective == AUTO_OBJECTIVE_THROUGHPUT) {
                                 double rb = autotune_median(rlat[b], k[b]);
                                 if (rb > rc && rb * 1000.0 > (double) p->read_target_usec)
                                         continue;
@@ -1116,6 +1361,39 @@ size_t autotune_race(const AutoTunePolicy *p, const AutoSeries *series, size_t n
         return dropped;
 }
 
+/* Sequential reads: an epoch reading less than the best so far's slowest
+ * epoch divided by the guard factor. */
+static bool far_worse_seq(const AutoTunePolicy *p, const AutoSeries *series, size_t n, const AutoDrop *drops,
+                          size_t c, const EpochFigures *e, char *why, size_t why_size) {
+        double best_med = 0, best_low = 0;
+        int ref = -1;
+
+        for (size_t b = 0; b < n && b < AUTOTUNE_MAX_CANDIDATES; b++) {
+                double r[AUTOTUNE_MAX_EPOCHS];
+                size_t k = 0;
+                if (b == c || (drops && drops[b].dropped))
+                        continue;
+                for (size_t i = 0; i < series[b].n; i++)
+                        if (series[b].epochs[i].valid)
+                                r[k++] = series[b].epochs[i].read_mbps;
+                if (k == 0)
+                        continue;
+                double med = autotune_median(r, k), low = r[0];
+                for (size_t i = 1; i < k; i++)
+                        low = fmin(low, r[i]);
+                if (ref < 0 || med > best_med) {
+                        best_med = med;
+                        best_low = low;
+                        ref = (int) b;
+                }
+        }
+        if (ref < 0 || best_low < AUTOTUNE_MIN_WRITE_MBPS || e->read_mbps * p->guard_factor >= best_low)
+                return false;
+        snprintf(why, why_size, "reads %.1f MB/s, less than the best so far's %.1f MB/s (candidate %d, its slowest "
+                 "epoch) over %u", e->read_mbps, best_low, ref, p->guard_factor);
+        return true;
+}
+
 bool autotune_far_worse(const AutoTunePolicy *p, const AutoSeries *series, size_t n, const AutoDrop *drops,
                         size_t c, const EpochFigures *e, char *why, size_t why_size) {
         double best_write = 0, ref_med = INFINITY, ref_worst = 0;
@@ -1123,6 +1401,8 @@ bool autotune_far_worse(const AutoTunePolicy *p, const AutoSeries *series, size_
 
         if (c == 0 || !e->valid || e->read_iops == 0)
                 return false;
+        if (p->objective == AUTO_OBJECTIVE_SEQ_READ)
+                return far_worse_seq(p, series, n, drops, c, e, why, why_size);
         double med_w[AUTOTUNE_MAX_CANDIDATES], med_r[AUTOTUNE_MAX_CANDIDATES], worst_r[AUTOTUNE_MAX_CANDIDATES];
         bool has[AUTOTUNE_MAX_CANDIDATES] = {};
         for (size_t b = 0; b < n && b < AUTOTUNE_MAX_CANDIDATES; b++) {
@@ -1299,6 +1579,12 @@ int autotune_memory_format(const char *id, uint64_t diskseq, const AutoMemory *e
                          e->sig.read_share, e->sig.avg_kb, e->sig.iops, e->sig.depth, e->realtime_usec,
                          e->cand.scheduler, e->cand.nr_requests,
                          e->cand.wbt_lat_usec == AUTO_WBT_UNSET ? LLONG_MIN : e->cand.wbt_lat_usec);
+        /* the read-ahead and the tunables, only when set (the lines of
+         * before them stay as they were) */
+        for (size_t t = 0; e->cand.set && t <= _AUTO_TUN_MAX + 1 && r >= 0 && (size_t) r < size; t++)
+                r += t == 0   ? snprintf(buf + r, size - (size_t) r, "\t%u", e->cand.set)
+                     : t == 1 ? snprintf(buf + r, size - (size_t) r, "\t%u", e->cand.read_ahead_kb)
+                              : snprintf(buf + r, size - (size_t) r, "\t%lld", e->cand.tun[t - 2]);
         return r < 0 || (size_t) r >= size ? -ENOBUFS : 0;
 }
 
@@ -1314,8 +1600,22 @@ int autotune_memory_parse(const char *line, char *idbuf, size_t idsize, uint64_t
                 return -EINVAL;
         if (sscanf(tab + 1, "%" SCNu64 "\t%lf\t%lf\t%lf\t%lf\t%" SCNu64 "\t%31[^\t]\t%u\t%lld%n", &seq,
                    &e.sig.read_share, &e.sig.avg_kb, &e.sig.iops, &e.sig.depth, &e.realtime_usec, sched,
-                   &e.cand.nr_requests, &wbt, &used) != 9 ||
-            tab[1 + used] != 0)
+                   &e.cand.nr_requests, &wbt, &used) != 9)
+                return -EINVAL;
+        const char *rest = tab + 1 + used;
+        if (*rest == '\t') {
+                int u = 0;
+                if (sscanf(rest, "\t%u\t%u%n", &e.cand.set, &e.cand.read_ahead_kb, &u) != 2 || e.cand.set == 0 ||
+                    e.cand.set >= (AUTO_SET_READ_AHEAD << 1))
+                        return -EINVAL;
+                rest += u;
+                for (size_t t = 0; t < _AUTO_TUN_MAX; t++) {
+                        if (sscanf(rest, "\t%lld%n", &e.cand.tun[t], &u) != 1)
+                                return -EINVAL;
+                        rest += u;
+                }
+        }
+        if (*rest != 0)
                 return -EINVAL;
         if (!isfinite(e.sig.read_share) || e.sig.read_share < 0 || e.sig.read_share > 1 || !(e.sig.avg_kb >= 0) ||
             !(e.sig.iops >= 0) || !(e.sig.depth >= 0) || !isfinite(e.sig.avg_kb) || !isfinite(e.sig.iops) ||
@@ -1348,7 +1648,7 @@ void autotune_promise_make(const AutoTunePolicy *p, const AutoSeries *series, co
         if (p->objective == AUTO_OBJECTIVE_READ_LATENCY) {
                 if (best_write >= AUTOTUNE_MIN_WRITE_MBPS)
                         ret->write_floor_mbps = best_write * (1.0 - p->write_tolerance_pct / 100.0);
-        } else
+        } else if (p->objective == AUTO_OBJECTIVE_THROUGHPUT)
                 ret->read_ceiling_ms = (double) p->read_target_usec / 1000.0;
 }
 
@@ -1398,8 +1698,9 @@ int autotune_fallback(const AutoTunePolicy *p, const AutoSummary *sum, size_t n,
                         continue;
                 if (fb < 0)
                         fb = (int) c;
-                else if (p->objective == AUTO_OBJECTIVE_READ_LATENCY ? sum[c].write_mbps > sum[fb].write_mbps
-                                                                      : sum[c].read_await_ms < sum[fb].read_await_ms)
+                else if (p->objective == AUTO_OBJECTIVE_READ_LATENCY  ? sum[c].write_mbps > sum[fb].write_mbps
+                         : p->objective == AUTO_OBJECTIVE_SEQ_READ ? sum[c].read_mbps > sum[fb].read_mbps
+                                                                   : sum[c].read_await_ms < sum[fb].read_await_ms)
                         fb = (int) c;
         }
         return fb;

@@ -33,6 +33,9 @@
 typedef enum AutoObjective {
         AUTO_OBJECTIVE_READ_LATENCY, /* lowest read await, write throughput within tolerance of the best */
         AUTO_OBJECTIVE_THROUGHPUT,   /* highest read+write throughput, read await under a target */
+        AUTO_OBJECTIVE_SEQ_READ,     /* highest read MB/s: the read-ahead family on sequential readers
+                                      * (not a value of AutoObjective=) */
+        _AUTO_OBJECTIVE_MAX,
 } AutoObjective;
 
 const char *auto_objective_to_string(AutoObjective o);
@@ -63,6 +66,10 @@ typedef struct AutoTunePolicy {
         bool on_workload_change;        /* AutoTrialOnWorkloadChange= */
         unsigned max_switches;          /* AutoMaxSwitches=: scheduler switches a trial may make */
         bool remember;                  /* AutoRemember=: workloads seen get their setting back at once */
+        unsigned knobs;                 /* AutoKnobs=: a mask of 1 << AutoFamily; 0: one race over the
+                                         * product of the bounds (as before AutoKnobs=) */
+        unsigned read_ahead_kb[AUTOTUNE_MAX_VALUES]; /* AutoReadAheadKB= */
+        size_t n_read_ahead_kb;
 } AutoTunePolicy;
 
 /* A trial makes at most this many scheduler switches by default (each
@@ -81,17 +88,60 @@ int autotune_policy_parse(AutoTunePolicy *p, const char *key, const char *value,
  * list "64 128 256"; values 4..100000. */
 int autotune_parse_nr_requests(const char *value, unsigned *ret, size_t *ret_n);
 
-/* One setting to try. nr_requests 0 / wbt LLONG_MIN: left as they are. */
+/* The schedulers' own tunables a trial may set, each only under its
+ * scheduler (iosched/ of that scheduler; a switch resets them to the
+ * kernel's defaults). */
+typedef enum AutoTunable {
+        AUTO_TUN_KYBER_READ_LAT,
+        AUTO_TUN_KYBER_WRITE_LAT,
+        AUTO_TUN_DL_FIFO_BATCH,
+        AUTO_TUN_DL_WRITES_STARVED,
+        AUTO_TUN_BFQ_LOW_LATENCY,
+        AUTO_TUN_BFQ_SLICE_IDLE,
+        _AUTO_TUN_MAX,
+} AutoTunable;
+
+typedef struct AutoTunableInfo {
+        const char *name;      /* the iosched/ attribute */
+        const char *scheduler; /* the only scheduler it is set under */
+        int knob;              /* Knob of the same attribute */
+        long long kernel_default;
+        long long grid[3];     /* the values a search tries (besides the one in force) */
+        size_t n_grid;
+} AutoTunableInfo;
+
+const AutoTunableInfo *autotune_tunable_info(AutoTunable t);
+
+/* The families of knobs a search varies one at a time (AutoKnobs=). */
+typedef enum AutoFamily {
+        AUTO_FAMILY_SCHEDULER,   /* "scheduler": the schedulers at their defaults */
+        AUTO_FAMILY_NR_REQUESTS, /* "nr_requests" */
+        AUTO_FAMILY_WBT,         /* "wbt_lat_usec" */
+        AUTO_FAMILY_IOSCHED,     /* "iosched": the tunables of the scheduler in force */
+        AUTO_FAMILY_READ_AHEAD,  /* "read_ahead_kb": only on sequential readers, by read MB/s */
+        _AUTO_FAMILY_MAX,
+} AutoFamily;
+
+const char *auto_family_to_string(AutoFamily f);
+int auto_family_from_string(const char *s);
+
+/* One setting to try. nr_requests 0 / wbt AUTO_WBT_UNSET / a bit of `set`
+ * clear: left as they are. */
+#define AUTO_SET_READ_AHEAD (1U << _AUTO_TUN_MAX) /* bits 0.._AUTO_TUN_MAX-1: tun[] */
 typedef struct AutoCandidate {
         char scheduler[32];
         unsigned nr_requests;
         long long wbt_lat_usec;
         bool baseline; /* the setting in force when the trial began */
+        unsigned set;  /* which of read_ahead_kb and tun[] it sets */
+        unsigned read_ahead_kb;
+        long long tun[_AUTO_TUN_MAX];
 } AutoCandidate;
 
 #define AUTO_WBT_UNSET (-(1LL << 62))
+#define AUTOTUNE_CANDIDATE_STRMAX 224 /* autotune_candidate_format()'s longest, with its NUL */
 
-/* "kyber nr_requests=64 wbt_lat_usec=2000" */
+/* "kyber nr_requests=64 wbt_lat_usec=2000 read_ahead_kb=512 read_lat_nsec=500000" */
 char *autotune_candidate_format(const AutoCandidate *c, char *buf, size_t size);
 
 /* Builds the candidates inside the policy's bounds, the current setting
@@ -104,6 +154,44 @@ char *autotune_candidate_format(const AutoCandidate *c, char *buf, size_t size);
 int autotune_candidates(const AutoTunePolicy *p, const AutoCandidate *current, const char *available_line,
                         bool zoned, unsigned kernel_version, unsigned max_nr_requests, AutoCandidate *ret,
                         size_t *ret_n, char *note, size_t note_size);
+
+typedef struct AutoSignature AutoSignature;
+
+/* ---- searching by families ----
+ *
+ * With AutoKnobs= a trial is a search in phases, one family of knobs per
+ * phase, in the order of AutoFamily: the schedulers at their defaults,
+ * then the winner's nr_requests, then wbt_lat_usec, then the winner's own
+ * iosched tunables (each varied alone from the winner's value), then
+ * read_ahead_kb where the workload is a sequential reader. Each phase is
+ * a race as a trial without AutoKnobs= is, against the winner of the
+ * phase before (its candidate 0); the product of the families is never
+ * built: a space of 4 schedulers x 5 depths x 9 tunable pairs x 4
+ * read-aheads (720 settings) costs at most 4 + 4 + 6 + 3 candidates. */
+
+/* The families of p->knobs after `after` (-1: the first), skipping the
+ * read-ahead family unless sequential. _AUTO_FAMILY_MAX: none left. */
+AutoFamily autotune_next_family(const AutoTunePolicy *p, int after, bool sequential);
+
+/* The candidates of family f around incumbent (candidate 0, as it is),
+ * inside the same kernel guards as autotune_candidates(). The iosched
+ * family varies one tunable of incumbent's scheduler at a time; the
+ * incumbent's value of a tunable it does not set is the kernel's default
+ * (a switch in the trial reset it), so candidate 0 is written with it.
+ * -ENOENT: nothing to compare (note says why). */
+int autotune_family_candidates(const AutoTunePolicy *p, AutoFamily f, const AutoCandidate *incumbent,
+                               const char *available_line, bool zoned, unsigned kernel_version,
+                               unsigned max_nr_requests, AutoCandidate *ret, size_t *ret_n, char *note,
+                               size_t note_size);
+
+/* A sequential reader: reads at least AUTOTUNE_SEQ_MIN_READ_SHARE of the
+ * I/Os, of at least AUTOTUNE_SEQ_MIN_KB on average, at least min_iops,
+ * with at most AUTOTUNE_SEQ_MAX_DEPTH in flight (a deep queue of direct
+ * reads does not use read-ahead). */
+#define AUTOTUNE_SEQ_MIN_READ_SHARE 0.9
+#define AUTOTUNE_SEQ_MIN_KB 64.0
+#define AUTOTUNE_SEQ_MAX_DEPTH 16.0
+bool autotune_sequential_reads(const AutoSignature *sig, double min_iops);
 
 /* A candidate one of whose epochs tripped the guard rail: left out of the
  * device's next trials for AUTOTUNE_TRIPPED_USEC (or until its workload
@@ -305,12 +393,12 @@ bool autotune_may_start(const AutoTunePolicy *p, const AutoHistory *device, cons
 
 /* Workload-change detector: a signature of an epoch (read share of I/Os,
  * mean request size, rate) and whether two differ clearly. */
-typedef struct AutoSignature {
+struct AutoSignature {
         double read_share;  /* of I/Os, 0..1 */
         double avg_kb;      /* mean request size */
         double iops;
         double depth;       /* mean requests in flight */
-} AutoSignature;
+};
 
 void autotune_signature(const EpochFigures *e, AutoSignature *ret);
 /* Changed: read share moved by more than 0.25, or mean size or rate by

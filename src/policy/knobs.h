@@ -29,6 +29,8 @@ typedef enum Knob {
         KNOB_DL_FRONT_MERGES,
         KNOB_DL_FIFO_BATCH,
         KNOB_DL_ASYNC_DEPTH,
+        KNOB_BFQ_LOW_LATENCY,
+        KNOB_BFQ_SLICE_IDLE,
         KNOB_ZONED_QD1_WRITES,
         KNOB_CPU_AFFINITY,
         KNOB_SCHEDULER_FORCE, /* policy only from here on: no attribute */

@@ -28,6 +28,11 @@ than half).
 5. On a fast disk (a plain loop device) every epoch has enough probes, and
    the trial ranks reads by the probes' p99 (on the model disk, slower than
    the probe interval, it falls back to the mean await).
+6. A search by families (AutoKnobs=scheduler iosched) on the fast disk:
+   the schedulers first, then the winner's own tunables, each only under
+   its scheduler; the kernel refuses none of them (they are written after
+   the scheduler), the winner's values are in sysfs after the trial, and
+   stopping the daemon puts the scheduler and its tunables back.
 
 No timed assertions: the comparison is between settings measured in one
 run. Needs root, loop devices, udevd, /dev/fuse, fio; $BLKMQD, $BLKMQCTL,
@@ -345,10 +350,59 @@ AutoMinIOPS=1
                      "every candidate has a read p99", detail=str(t3["candidates"]))
                 r.ok(all(c.get("objective") == c.get("readP99Ms") for c in t3["candidates"]),
                      "the objective is the read p99", detail=str(t3["candidates"]))
+                d3.stop()
+
+            with r.case("a search by families sets a scheduler's tunables only under it", env):
+                fast.set("scheduler", "mq-deadline")
+                orig = {k: fast.attr(f"iosched/{k}") for k in ("fifo_batch", "writes_starved")}
+                scfg = env.config(f"""\
+[Daemon]
+ProbeIntervalSec=1
+
+[Device fast]
+MatchBackingFile={fast.backing_file()}
+AutoTune=yes
+AutoKnobs=scheduler iosched
+AutoScheduler=mq-deadline kyber
+AutoEpochSec=0.5
+AutoRounds=3
+AutoMinIOPS=1
+AutoMinImprovement=0
+""", name="search.conf")
+                d4 = env.daemon(["--config", scfg, "--varlink-address", addr, "--log-level", "debug"], name="blkmqd4")
+                d4.start(timeout=15)
+                t4 = last_json(ctl("--json", "trial", fast.name, timeout=None).stdout)["trial"]
+                se = t4.get("search") or {}
+                log(f"# search: {t4.get('verdict')} {t4.get('winner')}: {t4.get('reason')}; {se}")
+                r.eq(t4.get("state"), "decided", "the search came to a decision", daemon=d4)
+                r.ok(se.get("phases", 0) >= 2 and se.get("family") == "iosched",
+                     "a phase of schedulers, then one of the winner's tunables", detail=str(se))
+                own = {"kyber": {"read_lat_nsec", "write_lat_nsec"}, "mq-deadline": {"fifo_batch", "writes_starved"}}
+                last = t4["candidates"]
+                r.ok(len({c["scheduler"] for c in last}) == 1 and
+                     all(set(c.get("iosched", {})) <= own.get(c["scheduler"], set()) for c in last) and
+                     all(c.get("iosched") for c in last),
+                     "the last phase: one scheduler, each candidate setting only its tunables", detail=str(last))
+                r.ok(0 < t4.get("schedulerSwitches", 0) <= t4.get("maxSchedulerSwitches", 0),
+                     "the switches of both phases counted against AutoMaxSwitches=", detail=str(t4.get("schedulerSwitches")))
+                r.ok(se.get("candidatesMeasured", 0) == len(last) + 1,
+                     "candidates measured: the phase of 2 schedulers, then the tunables' phase", detail=str(se))
+                r.ok("refused" not in d4.log_text(), "the kernel refused no candidate (scheduler first, then its "
+                     "tunables)", daemon=d4)
+                written = [l for l in d4.log_text().splitlines()
+                           if "queue/iosched/" in l and " → " in l and "(AutoTune)" in l]
+                r.ok(written, "the trial wrote a scheduler's tunables through the tune path", daemon=d4)
+                w = last[t4["winnerIndex"]]
+                r.ok(wait_for(lambda: fast.scheduler() == w["scheduler"] and
+                              all(fast.attr(f"iosched/{k}") == str(v) for k, v in w["iosched"].items()), 10),
+                     f"the winner's scheduler and tunables are in sysfs ({w['setting']})",
+                     detail=f"{fast.scheduler()} " + str({k: fast.attr(f"iosched/{k}") for k in w["iosched"]}))
+                d4.stop()
+                r.eq((fast.scheduler(), {k: fast.attr(f"iosched/{k}") for k in orig}), ("mq-deadline", orig),
+                     "stopping the daemon put the scheduler and its tunables back")
                 fio.send_signal(signal.SIGTERM)
                 fio.wait(30)
                 fio = None
-                d3.stop()
         finally:
             if fio:
                 fio.kill()

@@ -1006,6 +1006,269 @@ static void test_signature_memory(void **state) {
                                                &e), -EINVAL);
 }
 
+
+/* ---- searching by families (AutoKnobs=) ---- */
+
+static AutoTunePolicy search_policy(unsigned knobs) {
+        AutoTunePolicy p = policy();
+        p.knobs = knobs;
+        return p;
+}
+
+#define ALL_FAMILIES ((1U << _AUTO_FAMILY_MAX) - 1)
+
+static void test_family_order(void **state) {
+        AutoTunePolicy p = search_policy(ALL_FAMILIES);
+
+        /* the schedulers first, then the winner's depth, wbt, its own
+         * tunables, and read-ahead only on sequential readers */
+        assert_int_equal(autotune_next_family(&p, -1, false), AUTO_FAMILY_SCHEDULER);
+        assert_int_equal(autotune_next_family(&p, AUTO_FAMILY_SCHEDULER, false), AUTO_FAMILY_NR_REQUESTS);
+        assert_int_equal(autotune_next_family(&p, AUTO_FAMILY_NR_REQUESTS, false), AUTO_FAMILY_WBT);
+        assert_int_equal(autotune_next_family(&p, AUTO_FAMILY_WBT, false), AUTO_FAMILY_IOSCHED);
+        assert_int_equal(autotune_next_family(&p, AUTO_FAMILY_IOSCHED, false), _AUTO_FAMILY_MAX);
+        assert_int_equal(autotune_next_family(&p, AUTO_FAMILY_IOSCHED, true), AUTO_FAMILY_READ_AHEAD);
+        assert_int_equal(autotune_next_family(&p, AUTO_FAMILY_READ_AHEAD, true), _AUTO_FAMILY_MAX);
+        /* only the families named */
+        p.knobs = (1U << AUTO_FAMILY_IOSCHED) | (1U << AUTO_FAMILY_SCHEDULER);
+        assert_int_equal(autotune_next_family(&p, -1, true), AUTO_FAMILY_SCHEDULER);
+        assert_int_equal(autotune_next_family(&p, AUTO_FAMILY_SCHEDULER, true), AUTO_FAMILY_IOSCHED);
+        p.knobs = 1U << AUTO_FAMILY_READ_AHEAD;
+        assert_int_equal(autotune_next_family(&p, -1, false), _AUTO_FAMILY_MAX);
+        assert_int_equal(autotune_next_family(&p, -1, true), AUTO_FAMILY_READ_AHEAD);
+}
+
+/* Every candidate sets a tunable only of its own scheduler. */
+static void assert_tunables_own(const AutoCandidate *c, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                for (AutoTunable t = 0; t < _AUTO_TUN_MAX; t++)
+                        if (c[i].set & (1U << t))
+                                assert_string_equal(autotune_tunable_info(t)->scheduler, c[i].scheduler);
+}
+
+static void test_family_tunables(void **state) {
+        AutoTunePolicy p = search_policy(ALL_FAMILIES);
+        AutoCandidate c[AUTOTUNE_MAX_CANDIDATES];
+        char note[256];
+        size_t n;
+        AutoCandidate dl = { .scheduler = "mq-deadline", .nr_requests = 48, .wbt_lat_usec = AUTO_WBT_UNSET };
+
+        /* mq-deadline: fifo_batch and writes_starved, one at a time, the
+         * incumbent written with the kernel's defaults */
+        assert_int_equal(autotune_family_candidates(&p, AUTO_FAMILY_IOSCHED, &dl, NULL, false, 0, 0, c, &n, note,
+                                                    sizeof note), 0);
+        assert_int_equal(n, 1 + 3 + 2);
+        assert_true(c[0].baseline);
+        assert_int_equal(c[0].tun[AUTO_TUN_DL_FIFO_BATCH], 16);
+        assert_int_equal(c[0].tun[AUTO_TUN_DL_WRITES_STARVED], 2);
+        assert_tunables_own(c, n);
+        for (size_t i = 1; i < n; i++) {
+                assert_string_equal(c[i].scheduler, "mq-deadline");
+                assert_int_equal(c[i].nr_requests, 48); /* the winner's depth stays */
+                assert_false(c[i].baseline);
+                unsigned moved = (c[i].tun[AUTO_TUN_DL_FIFO_BATCH] != 16) + (c[i].tun[AUTO_TUN_DL_WRITES_STARVED] != 2);
+                assert_int_equal(moved, 1); /* one tunable at a time */
+        }
+        /* kyber and bfq: their own */
+        AutoCandidate ky = { .scheduler = "kyber", .wbt_lat_usec = AUTO_WBT_UNSET };
+        assert_int_equal(autotune_family_candidates(&p, AUTO_FAMILY_IOSCHED, &ky, NULL, false, 0, 0, c, &n, note,
+                                                    sizeof note), 0);
+        assert_int_equal(n, 1 + 3 + 2);
+        assert_tunables_own(c, n);
+        AutoCandidate bfq = { .scheduler = "bfq", .wbt_lat_usec = AUTO_WBT_UNSET };
+        assert_int_equal(autotune_family_candidates(&p, AUTO_FAMILY_IOSCHED, &bfq, NULL, false, 0, 0, c, &n, note,
+                                                    sizeof note), 0);
+        assert_int_equal(n, 1 + 1 + 2);
+        assert_tunables_own(c, n);
+        /* a tunable of another scheduler left on the incumbent is never
+         * varied under it */
+        ky.set = 1U << AUTO_TUN_DL_FIFO_BATCH;
+        ky.tun[AUTO_TUN_DL_FIFO_BATCH] = 4;
+        assert_int_equal(autotune_family_candidates(&p, AUTO_FAMILY_IOSCHED, &ky, NULL, false, 0, 0, c, &n, note,
+                                                    sizeof note), 0);
+        for (size_t i = 1; i < n; i++)
+                assert_int_equal(c[i].tun[AUTO_TUN_DL_FIFO_BATCH], 4);
+        /* none has none; nor an nr_requests */
+        AutoCandidate none = { .scheduler = "none", .wbt_lat_usec = AUTO_WBT_UNSET };
+        assert_int_equal(autotune_family_candidates(&p, AUTO_FAMILY_IOSCHED, &none, NULL, false, 0, 0, c, &n, note,
+                                                    sizeof note), -ENOENT);
+        assert_non_null(strstr(note, "no tunables"));
+        assert_int_equal(autotune_family_candidates(&p, AUTO_FAMILY_NR_REQUESTS, &none, NULL, false, 0, 0, c, &n,
+                                                    note, sizeof note), -ENOENT);
+        /* the schedulers at their defaults: the kernel guards hold */
+        assert_int_equal(autotune_family_candidates(&p, AUTO_FAMILY_SCHEDULER, &dl, "[mq-deadline] none bfq", true,
+                                                    KERNEL_VERSION_CODE(6, 1), 0, c, &n, note, sizeof note),
+                         -ENOENT);
+        assert_non_null(strstr(note, "zoned"));
+        assert_int_equal(autotune_family_candidates(&p, AUTO_FAMILY_SCHEDULER, &dl, "[mq-deadline] none bfq", false,
+                                                    0, 0, c, &n, note, sizeof note), 0);
+        assert_int_equal(n, 3); /* mq-deadline (incumbent), bfq, none: kyber is not offered */
+        assert_non_null(strstr(note, "kyber left out"));
+        for (size_t i = 1; i < n; i++) {
+                assert_int_equal(c[i].nr_requests, 0); /* its default: not written */
+                assert_int_equal(c[i].set, 0);
+        }
+        /* nr_requests above the kernel's bound */
+        p.nr_requests[0] = 16, p.nr_requests[1] = 48, p.nr_requests[2] = 96, p.nr_requests[3] = 4096;
+        p.n_nr_requests = 4;
+        assert_int_equal(autotune_family_candidates(&p, AUTO_FAMILY_NR_REQUESTS, &dl, NULL, false, 0, 1024, c, &n,
+                                                    note, sizeof note), 0);
+        assert_int_equal(n, 3); /* 48 is the incumbent's, 4096 above the bound */
+        assert_non_null(strstr(note, "4096"));
+}
+
+/* A synthetic disk: read await (ms) of a setting, separable by family,
+ * so the best of each family is the best whatever the others. */
+static double oracle(const AutoCandidate *c) {
+        double v = streq(c->scheduler, "kyber") ? 3 : streq(c->scheduler, "bfq") ? 5 : 4;
+        unsigned nr = c->nr_requests ? c->nr_requests : 64;
+        v *= 1 + fabs(log2((double) nr / 96.0)) / 4;
+        if (streq(c->scheduler, "kyber")) {
+                long long rl = (c->set & (1U << AUTO_TUN_KYBER_READ_LAT)) ? c->tun[AUTO_TUN_KYBER_READ_LAT] : 2000000;
+                v *= rl == 1000000 ? 0.7 : 1;
+        }
+        return v;
+}
+
+static void test_family_search_not_product(void **state) {
+        AutoTunePolicy p = search_policy((1U << AUTO_FAMILY_SCHEDULER) | (1U << AUTO_FAMILY_NR_REQUESTS) |
+                                         (1U << AUTO_FAMILY_IOSCHED) | (1U << AUTO_FAMILY_READ_AHEAD));
+        char buf[256];
+        const char *msg;
+        AutoCandidate inc = { .scheduler = "mq-deadline", .nr_requests = 64, .wbt_lat_usec = AUTO_WBT_UNSET,
+                              .set = AUTO_SET_READ_AHEAD, .read_ahead_kb = 128 };
+        size_t generated = 1, phases = 0;
+
+        assert_int_equal(autotune_policy_parse(&p, "AutoScheduler", "mq-deadline kyber bfq", buf, sizeof buf, &msg), 0);
+        assert_int_equal(autotune_policy_parse(&p, "AutoNrRequests", "24 48 96 192", buf, sizeof buf, &msg), 0);
+        assert_int_equal(autotune_policy_parse(&p, "AutoReadAheadKB", "256 1024 4096", buf, sizeof buf, &msg), 0);
+        /* the space: 3 schedulers x 5 depths x (kyber's 4 x 3 tunable
+         * pairs at most) x 4 read-aheads */
+        size_t space = 3 * 5 * 12 * 4;
+        assert_true(space >= 24);
+        for (AutoFamily f = autotune_next_family(&p, -1, true); f < _AUTO_FAMILY_MAX;
+             f = autotune_next_family(&p, f, true)) {
+                AutoCandidate c[AUTOTUNE_MAX_CANDIDATES];
+                char note[256];
+                size_t n, best = 0;
+                if (autotune_family_candidates(&p, f, &inc, NULL, false, 0, 0, c, &n, note, sizeof note) < 0)
+                        continue;
+                phases++;
+                generated += n - 1;
+                assert_tunables_own(c, n);
+                for (size_t i = 1; i < n; i++)
+                        if (oracle(&c[i]) < oracle(&c[best]))
+                                best = i;
+                inc = c[best];
+                inc.baseline = false;
+        }
+        /* 4 phases: the schedulers (2 more), the depths (4 more), kyber's
+         * tunables (5 more), read-ahead (3 more) */
+        assert_int_equal(phases, 4);
+        assert_int_equal(generated, 1 + 2 + 4 + 5 + 3);
+        assert_true(generated * 10 < space);
+        /* and it found the best of the space */
+        assert_string_equal(inc.scheduler, "kyber");
+        assert_int_equal(inc.nr_requests, 96);
+        assert_int_equal(inc.tun[AUTO_TUN_KYBER_READ_LAT], 1000000);
+        autotune_policy_done(&p);
+}
+
+static void test_sequential_objective(void **state) {
+        AutoSignature s = { .read_share = 0.9, .avg_kb = 64, .iops = 20, .depth = 16 };
+
+        /* the boundary: each of the four on its edge, then just past it */
+        assert_true(autotune_sequential_reads(&s, 20));
+        s.read_share = 0.89;
+        assert_false(autotune_sequential_reads(&s, 20));
+        s.read_share = 0.9, s.avg_kb = 63.9;
+        assert_false(autotune_sequential_reads(&s, 20));
+        s.avg_kb = 64, s.iops = 19.9;
+        assert_false(autotune_sequential_reads(&s, 20));
+        s.iops = 20, s.depth = 16.1;
+        assert_false(autotune_sequential_reads(&s, 20));
+        /* a database's mix is not */
+        AutoSignature oltp = { .read_share = 0.7, .avg_kb = 8, .iops = 5000, .depth = 24 };
+        assert_false(autotune_sequential_reads(&oltp, 20));
+
+        /* read MB/s ranks, whatever the await: a larger read-ahead makes
+         * each request slower and the reader faster */
+        AutoTunePolicy p = policy();
+        p.objective = AUTO_OBJECTIVE_SEQ_READ;
+        assert_false(autotune_objective_lower_better(&p));
+        AutoSeries series[2] = {};
+        AutoSummary sum[2];
+        AutoDecision d;
+        rng_state = 23;
+        for (size_t c = 0; c < 2; c++)
+                for (size_t i = 0; i < 6; i++)
+                        series[c].epochs[series[c].n++] = (EpochFigures) {
+                                .valid = true, .read_iops = c ? 300 : 1600, .read_mbps = noisy(c ? 310 : 190, 0.05),
+                                .read_await_ms = noisy(c ? 9 : 1.2, 0.05),
+                                /* a writer beside it: read MB/s alone ranks, not the sum */
+                                .write_iops = 100, .write_mbps = noisy(c ? 20 : 150, 0.05),
+                        };
+        autotune_decide(&p, series, 2, sum, &d);
+        assert_int_equal(d.verdict, AUTO_VERDICT_CHANGE);
+        assert_int_equal(d.winner, 1);
+        /* the far-worse drop looks at read MB/s too */
+        char why[256];
+        EpochFigures slow = { .valid = true, .read_iops = 2000, .read_mbps = 30, .read_await_ms = 0.5 };
+        assert_true(autotune_far_worse(&p, series, 2, NULL, 1, &slow, why, sizeof why));
+        assert_non_null(strstr(why, "MB/s"));
+        EpochFigures deep = { .valid = true, .read_iops = 200, .read_mbps = 300, .read_await_ms = 40 };
+        assert_false(autotune_far_worse(&p, series, 2, NULL, 1, &deep, why, sizeof why));
+        /* under read latency the same epoch would be far worse */
+        p.objective = AUTO_OBJECTIVE_READ_LATENCY;
+        assert_true(autotune_far_worse(&p, series, 2, NULL, 1, &deep, why, sizeof why));
+}
+
+static void test_knobs_parse_and_format(void **state) {
+        AutoTunePolicy p;
+        char buf[256];
+        const char *msg = NULL;
+
+        autotune_policy_init(&p);
+        assert_int_equal(p.knobs, 0); /* the default: one race over the bounds, as before */
+        assert_int_equal(autotune_policy_parse(&p, "AutoKnobs", "scheduler iosched read_ahead_kb", buf, sizeof buf,
+                                               &msg), 0);
+        assert_int_equal(p.knobs, (1U << AUTO_FAMILY_SCHEDULER) | (1U << AUTO_FAMILY_IOSCHED) |
+                                          (1U << AUTO_FAMILY_READ_AHEAD));
+        assert_int_equal(autotune_policy_parse(&p, "AutoKnobs", "scheduler readahead", buf, sizeof buf, &msg), -EINVAL);
+        assert_non_null(strstr(msg, "\"readahead\""));
+        assert_int_equal(p.knobs, (1U << AUTO_FAMILY_SCHEDULER) | (1U << AUTO_FAMILY_IOSCHED) |
+                                          (1U << AUTO_FAMILY_READ_AHEAD)); /* a bad value changes nothing */
+        assert_int_equal(autotune_policy_parse(&p, "AutoKnobs", "", buf, sizeof buf, &msg), 0);
+        assert_int_equal(p.knobs, 0);
+        assert_int_equal(autotune_policy_parse(&p, "AutoReadAheadKB", "256 1024", buf, sizeof buf, &msg), 0);
+        assert_int_equal(p.n_read_ahead_kb, 2);
+        assert_int_equal(p.read_ahead_kb[1], 1024);
+        assert_int_equal(autotune_policy_parse(&p, "AutoReadAheadKB", "256 -1", buf, sizeof buf, &msg), -EINVAL);
+        assert_non_null(strstr(msg, "KiB"));
+        assert_int_equal(autotune_policy_parse(&p, "AutoObjective", "sequential-read", buf, sizeof buf, &msg), -EINVAL);
+
+        /* the setting's text, and the state file's line keep the new knobs */
+        AutoCandidate c = { .scheduler = "kyber", .nr_requests = 96, .wbt_lat_usec = AUTO_WBT_UNSET,
+                            .set = AUTO_SET_READ_AHEAD | (1U << AUTO_TUN_KYBER_READ_LAT), .read_ahead_kb = 1024 };
+        c.tun[AUTO_TUN_KYBER_READ_LAT] = 1000000;
+        char s[AUTOTUNE_CANDIDATE_STRMAX];
+        assert_string_equal(autotune_candidate_format(&c, s, sizeof s),
+                            "kyber nr_requests=96 read_ahead_kb=1024 read_lat_nsec=1000000");
+        AutoCandidate d = c;
+        d.tun[AUTO_TUN_KYBER_READ_LAT] = 500000;
+        assert_false(autotune_candidate_equal(&c, &d));
+        d = c;
+        d.set &= ~AUTO_SET_READ_AHEAD;
+        assert_false(autotune_candidate_equal(&c, &d));
+        AutoMemory w = { .sig = { .read_share = 1, .avg_kb = 512, .iops = 400, .depth = 2 }, .cand = c }, e;
+        char line[512], id[64];
+        uint64_t seq;
+        assert_int_equal(autotune_memory_format("serial:X", 3, &w, line, sizeof line), 0);
+        assert_int_equal(autotune_memory_parse(line, id, sizeof id, &seq, &e), 0);
+        assert_true(autotune_candidate_equal(&e.cand, &c));
+        autotune_policy_done(&p);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_mann_whitney),
@@ -1036,6 +1299,11 @@ int main(void) {
                 cmocka_unit_test(test_drained),
                 cmocka_unit_test(test_promise),
                 cmocka_unit_test(test_signature_memory),
+                cmocka_unit_test(test_family_order),
+                cmocka_unit_test(test_family_tunables),
+                cmocka_unit_test(test_family_search_not_product),
+                cmocka_unit_test(test_sequential_objective),
+                cmocka_unit_test(test_knobs_parse_and_format),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -200,6 +200,8 @@ static const char good_conf[] =
         "DeadlineFrontMerges=off\n"
         "DeadlineFifoBatch=8\n"
         "DeadlineAsyncDepth=32\n"
+        "BfqLowLatency=no\n"
+        "BfqSliceIdleMSec=0\n"
         "ZonedQD1Writes=true\n"
         "CPUAffinity=8, 3,0-2\n"
         "SchedulerForce=No\n"
@@ -266,6 +268,8 @@ static void test_good_file(void **state) {
                 { KNOB_DL_FRONT_MERGES, "DeadlineFrontMerges=", "0" },
                 { KNOB_DL_FIFO_BATCH, "DeadlineFifoBatch=", "8" },
                 { KNOB_DL_ASYNC_DEPTH, "DeadlineAsyncDepth=", "32" },
+                { KNOB_BFQ_LOW_LATENCY, "BfqLowLatency=", "0" },
+                { KNOB_BFQ_SLICE_IDLE, "BfqSliceIdleMSec=", "0" },
                 { KNOB_ZONED_QD1_WRITES, "ZonedQD1Writes=", "1" },
                 { KNOB_CPU_AFFINITY, "CPUAffinity=", "0-3,8" },
                 { KNOB_SCHEDULER_FORCE, "SchedulerForce=", "0" },
@@ -519,6 +523,10 @@ static const struct {
         { "[Device a]\nAutoFoo=1\n", 2, "unknown key AutoFoo=" },
         { "[Profile p]\nAutoTune=yes\n", 2, "unknown key AutoTune=" },
         { "[Daemon]\nAutoTrialsPerHour=0\n", 2, "AutoTrialsPerHour=: expected a number from 1 to 3600" },
+        /* A family of knobs a trial may search, and read-ahead values. */
+        { "[Device a]\nAutoTune=yes\nAutoKnobs=scheduler\nAutoKnobs=scheduler iosched readahead\n", 4,
+          "AutoKnobs=: \"readahead\" is not a family of knobs" },
+        { "[Device a]\nAutoReadAheadKB=128 2M\n", 2, "AutoReadAheadKB=: expected KiB" },
         /* The first mistake is the one reported. */
         { "[Device a]\nNrRequests=x\nIOPoll=maybe\n[Nope]\n", 2, "NrRequests=" },
 };
@@ -531,7 +539,8 @@ static void test_autotune_keys(void **state) {
                                "[Device loop]\nMatchKernel=loop*\nScheduler=mq-deadline\nAutoTune=yes\n"
                                "AutoScheduler=mq-deadline kyber none\nAutoNrRequests=32..256\n"
                                "AutoWbtLatUsec=-1 0\nAutoObjective=read-latency\nAutoWriteTolerance=5%\n"
-                               "AutoEpochSec=1.5\nAutoRounds=4\nAutoMinDwellSec=300\nAutoTrialOnHotplug=yes\n",
+                               "AutoEpochSec=1.5\nAutoRounds=4\nAutoMinDwellSec=300\nAutoTrialOnHotplug=yes\n"
+                               "AutoKnobs=scheduler nr_requests iosched read_ahead_kb\nAutoReadAheadKB=256 1024\n",
                                "auto.conf", &c, &err) < 0)
                 fail_msg("auto.conf:%u: %s", err.line, err.message);
         assert_int_equal(c->daemon.autotune_trials_per_hour, 6);
@@ -545,6 +554,9 @@ static void test_autotune_keys(void **state) {
         assert_int_equal(a->epoch_usec, 1500000);
         assert_int_equal(a->rounds, 4);
         assert_int_equal(a->dwell_usec, 300000000);
+        assert_int_equal(a->knobs, (1U << AUTO_FAMILY_SCHEDULER) | (1U << AUTO_FAMILY_NR_REQUESTS) |
+                                           (1U << AUTO_FAMILY_IOSCHED) | (1U << AUTO_FAMILY_READ_AHEAD));
+        assert_int_equal(a->n_read_ahead_kb, 2);
         assert_string_equal(c->devices[0].autotune_origin, "auto.conf:6");
         /* the static key stays a setting: it is the baseline until a trial chooses */
         assert_string_equal(c->devices[0].settings.value[KNOB_SCHEDULER], "mq-deadline");
