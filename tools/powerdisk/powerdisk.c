@@ -23,6 +23,10 @@
  *   cut                 the power cut: from now on every read, write and
  *                       fsync of the disk fails with EIO (freeze the writer
  *                       first: kill -9 it, then cut);
+ *   cut-after N         the power cut comes when N more writes have arrived
+ *                       (the Nth is kept in the tail, the next fails): a cut
+ *                       inside the writer's I/O, between a write and its
+ *                       flush, where a cut at a random time seldom lands;
  *   fail-fsync N        the next N fsyncs fail with EIO and make nothing
  *                       durable (the tail stays as it was);
  *   state PATH SPEC     writes a crash state to PATH (outside this mount):
@@ -85,6 +89,7 @@ static struct {
         uint64_t tail_bytes;
         uint64_t writes, fua, fsyncs, failed_fsyncs, closes;
         uint64_t fail_next;
+        uint64_t cut_after;     /* 0: no cut planned */
         int cut;
         uint64_t last_kept, last_dropped, last_torn;
 } D;
@@ -116,6 +121,11 @@ static int tail_add(uint64_t off, uint64_t len, const void *buf, int fua) {
         D.tail_bytes += len;
         if (fua)
                 D.fua++;
+        if (D.cut_after > 0 && --D.cut_after == 0) {
+                D.cut = 1;
+                fprintf(stderr, "powerdisk: cut after write %" PRIu64 ": %zu writes (%" PRIu64
+                        " bytes) since the last flush\n", D.writes, D.n_tail, D.tail_bytes);
+        }
         return 0;
 }
 
@@ -300,6 +310,12 @@ static int ctl_command(char *cmd) {
                         D.tail_bytes);
                 return 0;
         }
+        if (strcmp(cmd, "cut-after") == 0 && arg) {
+                char *end;
+                errno = 0;
+                D.cut_after = strtoull(arg, &end, 10);
+                return errno || *end || D.cut_after == 0 ? -EINVAL : 0;
+        }
         if (strcmp(cmd, "fail-fsync") == 0 && arg) {
                 char *end;
                 errno = 0;
@@ -315,7 +331,7 @@ static int ctl_command(char *cmd) {
         }
         if (strcmp(cmd, "log") == 0 && arg)
                 return write_log(arg);
-        fprintf(stderr, "powerdisk: ctl: unknown command \"%s\" (cut, fail-fsync N, state PATH SPEC, log PATH)\n",
+        fprintf(stderr, "powerdisk: ctl: unknown command \"%s\" (cut, cut-after N, fail-fsync N, state PATH SPEC, log PATH)\n",
                 cmd);
         return -EINVAL;
 }
@@ -490,7 +506,7 @@ static void usage(FILE *f) {
         fprintf(f,
                 "usage: powerdisk [--size=BYTES | --image=FILE] MOUNTPOINT\n"
                 "Serves MOUNTPOINT/disk from memory as a disk with a volatile write cache, and\n"
-                "MOUNTPOINT/ctl: cut | fail-fsync N | state PATH SPEC | log PATH (see the source's\n"
+                "MOUNTPOINT/ctl: cut | cut-after N | fail-fsync N | state PATH SPEC | log PATH (see the source's\n"
                 "opening comment). SPEC: none, all, prefix:K, random:SEED, torn:SEED [@OFF+LEN,...].\n"
                 "  --size=BYTES    a new zeroed disk (K/M/G suffixes, a multiple of 64K)\n"
                 "  --image=FILE    start from FILE's contents (all of it durable); not changed\n"
