@@ -119,6 +119,11 @@ static int zones_error(const char *verb, const char *name, json_t *p) {
         if (streq(name, "IOError"))
                 return fail(EXIT_ZONE_IO, "%s: I/O error: %s", verb,
                             explain_errno(buf, sizeof buf, jstr(p, "message"), (int) jint(p, "errno", 0)));
+        if (streq(name, "FlushFailed"))
+                return fail(EXIT_ZONE_IO, "%s: %s could not flush its write cache: %s; the data is not known "
+                            "to be on stable media, the zone is failed (blkmqctl zones release LEASE)", verb,
+                            dash(jstr(p, "deviceId")),
+                            explain_errno(buf, sizeof buf, jstr(p, "message"), (int) jint(p, "errno", 0)));
         if (streq(name, "LabelExists"))
                 return fail(EXIT_LEASE_STATE, "%s: label already used on this device, by lease %s "
                             "(labels are unique per device; see UniqueLabels= in blkmqd.conf(5))",

@@ -20,6 +20,10 @@
 
 static uint64_t arg_settle_usec = 30ULL * 1000000ULL; /* how long to wait for blkmqd to come back */
 
+/* Not an exit code: blkmqd came back without the lease (it restarted
+ * before the seal and dropped it, nothing of it kept): stage again. */
+#define STAGE_AGAIN (-1)
+
 int stage_opt_settle_timeout(const char *arg) {
         char *end;
         unsigned long long sec;
@@ -109,16 +113,15 @@ gone:
 
 /* What became of the lease, asked of a blkmqd that came back (Get's reply,
  * or its error): sealed with our SHA-256 and size is a success
- * (*ret_zone); anything else is released, and the stage failed. */
+ * (*ret_zone); unknown (LeaseNotFound: a restart drops every lease that
+ * was not sealed, and reclaims its zone) is STAGE_AGAIN; anything else is
+ * released, and the stage failed. */
 static int stage_settled(Ctl *c, const char *lease, const char *hex, uint64_t size, json_t *reply, const char *error,
                          json_t **ret_zone) {
         json_t *z = json_object_get(reply, "zone");
 
         if (error && streq(error, ZONES_INTERFACE ".LeaseNotFound"))
-                return fail(EXIT_UNREACHABLE,
-                            "stage: blkmqd restarted before lease %s was sealed; it reclaimed the zone, "
-                            "nothing is staged",
-                            lease);
+                return STAGE_AGAIN;
         if (error)
                 return varlink_error("stage", error, reply);
         if (streq_ptr(jstr(z, "state"), "sealed") && streq_ptr(jstr(z, "sha256"), hex) &&
@@ -191,6 +194,29 @@ static void stage_done(Stage *s) {
         free(s->lease);
         sha256_done(&s->sha);
         json_decref(s->zone);
+}
+
+/* For a second attempt: the file stays open, the rest starts afresh. */
+static int stage_reset(Stage *s) {
+        int r;
+
+        ctl_close(&s->ctl);
+        s->ctl = (Ctl) CTL("stage");
+        s->lease = mfree(s->lease);
+        sha256_done(&s->sha);
+        json_decref(s->zone);
+        s->zone = NULL;
+        s->job = (HashJob) {};
+        s->over = false;
+        s->t_alloc = s->t_append = s->t_seal = 0;
+        /* The daemon read the file through the descriptor it was passed,
+         * which shares its offset with ours: from the start again. */
+        if (lseek(s->fd, 0, SEEK_SET) < 0)
+                return fail(EXIT_USAGE, "%s: %s", s->path, strerror(errno));
+        r = sha256_init(&s->sha);
+        if (r < 0)
+                return fail(EXIT_PROTOCOL, "stage: cannot set up SHA-256 (libcrypto): %s", strerror(-r));
+        return EXIT_OK;
 }
 
 static int stage_open(Stage *s) {
@@ -339,6 +365,31 @@ static int stage_print(Stage *s) {
         return ctl_render(o, stage_fields, s);
 }
 
+/* One attempt: allocate, append, seal. */
+static int stage_once(Stage *s) {
+        int r;
+
+        s->t_alloc = monotonic_usec();
+        r = stage_allocate(s);
+        if (r != EXIT_OK)
+                return r;
+        s->t_append = monotonic_usec();
+        s->t_alloc = s->t_append - s->t_alloc;
+        r = stage_append(s);
+        if (r != EXIT_OK || s->over)
+                return r;
+        s->t_seal = monotonic_usec();
+        s->t_append = s->t_seal - s->t_append;
+        r = stage_seal(s);
+        if (r != EXIT_OK)
+                return r;
+        s->t_seal = monotonic_usec() - s->t_seal;
+        return EXIT_OK;
+}
+
+/* A restart of blkmqd before the seal drops the lease (blkmqd(8): what
+ * each reply promises): nothing of the attempt is kept, the file is still
+ * here, so it is staged again, once. A second loss is reported. */
 int verb_stage(int argc, char **argv) {
         _cleanup_(stage_done) Stage s = { .ctl = CTL("stage"), .path = argv[1], .fd = -EBADF };
         int r;
@@ -346,20 +397,21 @@ int verb_stage(int argc, char **argv) {
         r = stage_open(&s);
         if (r != EXIT_OK)
                 return r;
-        s.t_alloc = monotonic_usec();
-        r = stage_allocate(&s);
-        if (r != EXIT_OK)
-                return r;
-        s.t_append = monotonic_usec();
-        s.t_alloc = s.t_append - s.t_alloc;
-        r = stage_append(&s);
+        for (unsigned attempt = 1;; attempt++) {
+                r = stage_once(&s);
+                if (r != STAGE_AGAIN)
+                        break;
+                if (attempt == 2)
+                        return fail(EXIT_UNREACHABLE,
+                                    "stage: blkmqd restarted again before lease %s was sealed and dropped it; "
+                                    "nothing is staged", s.lease);
+                fprintf(stderr, "stage: blkmqd restarted before lease %s was sealed and dropped it (its zone "
+                        "is reclaimed, nothing of it kept); staging again\n", s.lease);
+                r = stage_reset(&s);
+                if (r != EXIT_OK)
+                        return r;
+        }
         if (r != EXIT_OK || s.over)
                 return r;
-        s.t_seal = monotonic_usec();
-        s.t_append = s.t_seal - s.t_append;
-        r = stage_seal(&s);
-        if (r != EXIT_OK)
-                return r;
-        s.t_seal = monotonic_usec() - s.t_seal;
         return stage_print(&s);
 }

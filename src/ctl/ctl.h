@@ -37,7 +37,7 @@ enum {
         EXIT_PROTOCOL = 7,
         EXIT_NO_SPACE = 8,        /* NoFreeZone, ZoneLimitReached, TooLarge */
         EXIT_CHECKSUM = 9,        /* ChecksumMismatch */
-        EXIT_ZONE_IO = 10,        /* IOError, DeviceGone */
+        EXIT_ZONE_IO = 10,        /* IOError, DeviceGone, FlushFailed */
         EXIT_LEASE_STATE = 11,    /* LeaseBusy, WrongState */
 };
 

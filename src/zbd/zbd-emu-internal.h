@@ -69,6 +69,8 @@ typedef struct EmuZbd {
 /* Under the lock: writes the zone's current state as its next record. Not
  * synced. */
 int emu_record_write(EmuZbd *e, uint32_t i);
+/* fsync()s the directory path is in: a new name in it is durable. */
+int emu_fsync_parent(const char *path);
 /* Creates meta_path atomically: written to a temporary file, fsync'd,
  * renamed without replacing. -EEXIST if someone else created it first. */
 int emu_meta_create(const char *meta_path, const ZbdEmuConfig *c, uint32_t block_size);

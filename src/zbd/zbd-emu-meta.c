@@ -66,7 +66,7 @@ int emu_record_write(EmuZbd *e, uint32_t i) {
         return 0;
 }
 
-static int fsync_parent(const char *path) {
+int emu_fsync_parent(const char *path) {
         _cleanup_free_ char *dir = strdup(path);
         _cleanup_close_ int fd = -EBADF;
         char *slash;
@@ -148,7 +148,7 @@ int emu_meta_create(const char *meta_path, const ZbdEmuConfig *c, uint32_t block
                 (void) unlink(tmp);
                 return r;
         }
-        return fsync_parent(meta_path);
+        return emu_fsync_parent(meta_path);
 }
 
 /* Reads and checks the state file's header: magic, CRC, version, a sane

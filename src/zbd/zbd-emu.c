@@ -17,6 +17,8 @@
  *     writes are not fsync'd (they may lag; lagging is safe).
  *   - Reset: the EMPTY record is written and fdatasync'd before the data is
  *     punched out. Finish: the FULL record is fdatasync'd before returning.
+ *   - The data file's size and name are fsync'd when it is created or
+ *     grown; flush() (the seal's, the reset batch's) fdatasyncs both files.
  *   - A torn or garbage record fails its crc and the other slot (older,
  *     lower or equal write pointer unless a durable reset/finish came in
  *     between, which was fsync'd as a whole) is used.
@@ -503,6 +505,23 @@ static int emu_read(Zbd *z, uint64_t offset, void *buf, size_t len) {
  * request's I/O priority reaches the disk (a buffered read's readahead goes
  * out at the reading thread's), and scrubbing every object does not push
  * the workload's pages out of the cache. */
+/* The data is written O_DSYNC (a completion is durable, allocation
+ * included) and the records of resets and finishes are fdatasync'd before
+ * they return: nothing is left for a flush to do but what a different
+ * file system or a FUSE server might not honour in O_DSYNC. It is an
+ * fdatasync of both files all the same, so a seal and a reset make their
+ * durability explicit here as on a device, a failure of it reaches the
+ * caller, and a disk under test sees the flush where a device would. */
+static int emu_flush(Zbd *z) {
+        EmuZbd *e = z->backend;
+
+        if (fdatasync(z->fd) < 0)
+                return log_debug_errno(errno, "zbd-emu: %s: fdatasync: %m", z->path);
+        if (fdatasync(e->meta_fd) < 0)
+                return log_debug_errno(errno, "zbd-emu: %s: fdatasync of the zone state: %m", z->path);
+        return 0;
+}
+
 static int emu_read_fd(Zbd *z) {
         EmuZbd *e = z->backend;
 
@@ -531,6 +550,7 @@ static const ZbdOps emu_ops = {
         .open_zone = emu_open_zone,
         .close_zone = emu_close_zone,
         .finish = emu_finish,
+        .flush = emu_flush,
         .prep_append = emu_prep_append,
         .prep_stream = emu_prep_stream,
         .append_result = emu_append_result,
@@ -572,7 +592,7 @@ static int repair(EmuZbd *e, const char *path) {
 static int data_open(Zbd *z, EmuZbd *e, bool may_create) {
         uint64_t size = (uint64_t) e->nr_zones * e->zone_size;
         struct stat st;
-        int fd;
+        int fd, r;
 
         e->rfd = open(z->path, O_RDWR | O_CLOEXEC | O_NOCTTY);
         if (e->rfd < 0 && errno == ENOENT) {
@@ -586,8 +606,18 @@ static int data_open(Zbd *z, EmuZbd *e, bool may_create) {
                 return -errno;
         if (!S_ISREG(st.st_mode))
                 return -EINVAL;
-        if ((uint64_t) st.st_size < size && ftruncate(e->rfd, (off_t) size) < 0)
-                return log_error_errno(errno, "zbd-emu: sizing %s: %m", z->path);
+        if ((uint64_t) st.st_size < size) {
+                /* The size is metadata that no O_DSYNC write of the data
+                 * makes durable by itself where it lies within it: synced
+                 * here, with the file's name, before any zone is used. */
+                if (ftruncate(e->rfd, (off_t) size) < 0)
+                        return log_error_errno(errno, "zbd-emu: sizing %s: %m", z->path);
+                if (fsync(e->rfd) < 0)
+                        return log_error_errno(errno, "zbd-emu: fsync of %s: %m", z->path);
+                r = emu_fsync_parent(z->path);
+                if (r < 0)
+                        return log_error_errno(r, "zbd-emu: fsync of the directory of %s: %m", z->path);
+        }
 
         /* Writes: O_DIRECT where the file system has it (not tmpfs), and
          * O_DSYNC so a completion means durable, allocation included,
@@ -679,6 +709,7 @@ int zbd_emu_open_config(const char *path, const ZbdEmuConfig *c, Zbd **ret) {
         e->meta_fd = e->rfd = -EBADF;
         pthread_mutex_init(&e->lock, NULL);
         z->ops = &emu_ops;
+        z->write_back = true;
         z->backend = e;
         z->path = strdup(path);
         if (!z->path)

@@ -185,6 +185,36 @@ static int kernel_finish(Zbd *z, uint64_t zone_start) {
         return zone_mgmt(z, BLKFINISHZONE, "finish", zone_start);
 }
 
+/* Durability. Writes go O_DIRECT (no page cache of ours), zone
+ * management through the ioctls, which the block layer sends without
+ * REQ_PREFLUSH or REQ_FUA: on a device with a volatile write cache a
+ * completed write, and a reset or finish, may still be lost in a power
+ * cut. The NVMe Flush command "commits data and metadata associated with
+ * the namespace to non-volatile media"; neither the NVM nor the ZNS
+ * command set says a Zone Management Send completion is itself durable
+ * while a volatile write cache is enabled, so a reset or finish is
+ * followed by a flush before anything is acknowledged on it. fdatasync()
+ * of the block device is blkdev_fsync(): its (empty) page cache, then
+ * blkdev_issue_flush(), a REQ_PREFLUSH the block layer turns into the
+ * device's flush (NVMe Flush, SCSI SYNCHRONIZE CACHE) and drops as a no-op
+ * where queue/write_cache is "write through". The flush counters of
+ * /sys/block/X/stat (fields 16, 17) count it. */
+static int kernel_flush(Zbd *z) {
+        if (fdatasync(z->fd) < 0)
+                return log_debug_errno(errno, "zbd: %s: fdatasync: %m", z->path);
+        return 0;
+}
+
+/* queue/write_cache: "write back" (the default where it cannot be read:
+ * a flush too many costs a little, one too few loses data). */
+static bool read_write_back(const char *blockdir) {
+        _cleanup_free_ char *p = path_join(blockdir, "queue/write_cache"), *v = NULL;
+
+        if (!p || sysfs_read(p, &v) < 0)
+                return true;
+        return !streq(v, "write through");
+}
+
 static int kernel_prep_append(Zbd *z, uint64_t zone_start, uint64_t wp, const void *buf, uint32_t len,
                               UringReq *req) {
         KernelZbd *k = z->backend;
@@ -271,6 +301,7 @@ static const ZbdOps kernel_ops = {
         .open_zone = kernel_open_zone,
         .close_zone = kernel_close_zone,
         .finish = kernel_finish,
+        .flush = kernel_flush,
         .prep_append = kernel_prep_append,
         .append_result = kernel_append_result,
         .read = kernel_read,
@@ -381,11 +412,12 @@ int zbd_kernel_open(const char *devnode, const char *blockdir, Zbd **ret) {
                 return -ENOMEM;
         }
         z->fd = TAKE_FD(fd);
+        z->write_back = read_write_back(dir);
         log_debug("zbd: %s: kernel backend, %" PRIu64 " zones of %" PRIu64 " bytes, max open %u active %u, "
-                  "max write %u, zone append max %u, block %u",
+                  "max write %u, zone append max %u, block %u, write cache %s",
                   devnode, z->limits.nr_zones, z->limits.zone_size, z->limits.max_open,
                   z->limits.max_active, z->limits.max_write, z->limits.zone_append_max,
-                  z->limits.block_size);
+                  z->limits.block_size, z->write_back ? "write back" : "write through");
         *ret = z;
         return 0;
 }

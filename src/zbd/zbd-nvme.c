@@ -132,6 +132,19 @@ static int ns_finish(Zbd *z, uint64_t zone_start) {
         return v->kz->ops->finish(v->kz, zone_start);
 }
 
+/* The flush goes to the block device, as the kernel backend's: the
+ * appends are passthrough commands on /dev/ngXnY, but they reach the same
+ * namespace's cache, and fdatasync() of /dev/nvmeXnY sends that namespace
+ * an NVMe Flush (nsid: the block device's) only where queue/write_cache
+ * says "write back". A Flush through the passthrough ring would need its
+ * own completion path and be sent even to a device without a volatile
+ * cache; the kernel's is blocking, which the worker thread allows. */
+static int ns_flush(Zbd *z) {
+        NvmeZbd *v = z->backend;
+
+        return v->kz->ops->flush(v->kz);
+}
+
 static int ns_read(Zbd *z, uint64_t offset, void *buf, size_t len) {
         NvmeZbd *v = z->backend;
 
@@ -247,6 +260,7 @@ static const ZbdOps ns_ops = {
         .open_zone = ns_open_zone,
         .close_zone = ns_close_zone,
         .finish = ns_finish,
+        .flush = ns_flush,
         .prep_append = ns_prep_append,
         .prep_stream = ns_prep_stream,
         .append_result = ns_append_result,
@@ -520,6 +534,7 @@ int zbd_nvme_open(const char *devnode, const char *blockdir, Zbd **ret) {
         z->ops = &ns_ops;
         z->limits = kz->limits;
         z->limits.zone_append_max = am;
+        z->write_back = kz->write_back;
         z->fd = TAKE_FD(ngfd);
         log_debug("zbd: %s: nvme backend on %s (nsid %u), %" PRIu64 " zones of %" PRIu64 " bytes, max open %u "
                   "active %u, max write %u, zone append max %u (ZASL %u, zone_append_max_bytes %u, "

@@ -3,10 +3,15 @@
  * table. The backends themselves are zbd-kernel.c, zbd-emu.c (zbd-nvme.c). */
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "uring-pool.h"
+#include "util.h"
 #include "zbd.h"
 
 void zbd_free(Zbd *z) {
@@ -87,4 +92,50 @@ int zbd_report_all(Zbd *z, Zone **ret, size_t *ret_n) {
         *ret = zones;
         *ret_n = have;
         return 0;
+}
+
+/* BLKMQD_TEST_FAIL_FLUSH=N: the Nth flush since the variable took this
+ * value fails. Flushes run on worker threads: the count is under a lock. */
+static bool test_fail_flush(const char *path) {
+        static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+        static char armed[32];
+        static uint64_t calls;
+        const char *e = secure_getenv("BLKMQD_TEST_FAIL_FLUSH");
+        uint64_t n;
+        bool fail;
+
+        if (!e || safe_atou64(e, &n) < 0 || n == 0) {
+                pthread_mutex_lock(&lock);
+                armed[0] = 0; /* set again, the count starts again */
+                pthread_mutex_unlock(&lock);
+                return false;
+        }
+        pthread_mutex_lock(&lock);
+        if (strncmp(armed, e, sizeof armed) != 0) {
+                snprintf(armed, sizeof armed, "%s", e);
+                calls = 0;
+                log_warning("zbd: BLKMQD_TEST_FAIL_FLUSH=%s: flush %s will fail (fault injection for tests).", e, e);
+        }
+        fail = ++calls == n;
+        pthread_mutex_unlock(&lock);
+        if (fail)
+                log_warning("zbd: %s: BLKMQD_TEST_FAIL_FLUSH=%s: failing this flush with EIO.", path, e);
+        return fail;
+}
+
+int zbd_flush(Zbd *z) {
+        int r;
+
+        if (!z)
+                return -EINVAL;
+        if (test_fail_flush(z->path))
+                return -EIO;
+        if (!z->write_back)
+                return 0;
+        if (!z->ops->flush)
+                return -EOPNOTSUPP;
+        r = z->ops->flush(z);
+        if (r < 0)
+                log_error_errno(r, "zbd: %s: flushing the device's write cache failed: %m", z->path);
+        return r;
 }

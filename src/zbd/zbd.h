@@ -80,6 +80,14 @@ typedef struct ZbdOps {
         int (*open_zone)(Zbd *z, uint64_t zone_start);
         int (*close_zone)(Zbd *z, uint64_t zone_start);
         int (*finish)(Zbd *z, uint64_t zone_start);
+        /* Makes every write and zone management command completed before
+         * it durable, out of the device's volatile write cache: kernel and
+         * nvme an fdatasync of the block device (the kernel sends the
+         * device a flush, an NVMe Flush, and skips it where
+         * queue/write_cache says "write through"), the emulation an
+         * fdatasync of its files. Blocking, worker threads only; called
+         * through zbd_flush(). */
+        int (*flush)(Zbd *z);
         /* Prepares one write of len bytes (<= the backend's chunk limit,
          * a multiple of block_size) into the zone at zone_start, at the
          * write pointer wp the caller tracks (kernel, emulated: a regular
@@ -114,6 +122,11 @@ struct Zbd {
         ZbdLimits limits;
         char *path;       /* /dev/nvme0n1, the emulation file */
         int fd;           /* O_RDWR | O_DIRECT while writing; see zbd_*_open() */
+        /* The device may keep completed writes in a volatile cache:
+         * queue/write_cache says "write back" (or cannot be read); the
+         * emulation: always (the file's page cache, the host disk's). A
+         * completion is then no promise of durability until a flush. */
+        bool write_back;
         void *backend;    /* backend private */
 };
 
@@ -156,6 +169,15 @@ int zbd_prep_read(Zbd *z, uint64_t offset, void *buf, uint32_t len, struct Uring
  * consume's first negative return (nothing is consumed after it). */
 typedef int (*zbd_consume_t)(const uint8_t *buf, size_t n, void *userdata);
 int zbd_read_each(Zbd *z, uint64_t offset, uint64_t len, size_t bufsize, zbd_consume_t consume, void *userdata);
+
+/* ops->flush where z->write_back (else 0: completion is durability).
+ * Blocking, for worker threads. A failure is final for what it was to
+ * cover: the device may have dropped those writes from its cache, so a
+ * later flush that succeeds says nothing about them (the fsync lesson).
+ * Fault injection for tests: with BLKMQD_TEST_FAIL_FLUSH=N in the
+ * environment, the Nth call since the variable took that value fails
+ * with -EIO (logged when armed). */
+int zbd_flush(Zbd *z);
 
 /* The zone containing offset; -ENXIO past the end. */
 int zbd_report_zone(Zbd *z, uint64_t offset, Zone *ret);

@@ -827,6 +827,9 @@ int zone_service_append(ZoneService *s, const ZoneAppendRequest *req, uid_t uid,
                 zone_done(done, userdata, &res);
                 return 0;
         }
+        /* Crash tests: a lease acknowledged, nothing of its data written
+         * (not even the "writing" record). */
+        test_kill_point("append-begin");
         r = append_prepare(d, z, &q, &res, &op);
         if (r < 0)
                 return r;

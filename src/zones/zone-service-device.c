@@ -89,6 +89,16 @@ static int zdev_attach(ZoneService *s, ZoneDevice *d, Zbd *zbd) {
         r = zbd_report_all(zbd, &zones, &n);
         if (r < 0)
                 return log_error_errno(r, "%s: zone report failed: %m", d->id);
+        /* Every Seal and every reset waits for a flush where the device
+         * has a volatile write cache: one that cannot flush could never
+         * keep that promise, so it gets no leases. Tried once here, on an
+         * idle device, as the zone report above (both block this thread
+         * briefly; the flushes of seals and resets run on workers). */
+        r = zbd_flush(zbd);
+        if (r < 0)
+                return log_error_errno(r, "%s: refused for zone leases: its write cache is volatile "
+                                       "(queue/write_cache: write back) and the kernel refused to flush it, so "
+                                       "blkmqd could not make a sealed object durable: %m", d->id);
         if (d->n && d->n != n)
                 return log_error_errno(EINVAL, "%s: came back with %zu zones instead of %zu, not using it.", d->id,
                                        n, d->n);
@@ -139,8 +149,16 @@ static int zdev_attach(ZoneService *s, ZoneDevice *d, Zbd *zbd) {
                            zone_state_to_string(st), why);
                 sl->state = st;
                 (void) free_and_strdup(&d->slots[i].note, why);
-                if (st == ZONE_STATE_FREE || st == ZONE_STATE_RELEASING)
-                        d->slots[i].lease = mfree(d->slots[i].lease);
+                if (st == ZONE_STATE_FREE || st == ZONE_STATE_RELEASING) {
+                        /* Nobody holds it any more: nothing of the lease
+                         * stays on it (a listing would show a label and an
+                         * owner on a free zone), as after a Release. */
+                        sl->lease = mfree(sl->lease);
+                        sl->label = mfree(sl->label);
+                        sl->sha256 = mfree(sl->sha256);
+                        sl->owner_uid = ZONE_DB_UID_INVALID;
+                        sl->allocated_usec = sl->sealed_usec = 0;
+                }
                 (void) zone_record(d, (uint32_t) i);
         }
         zone_maybe_reset(d, true);

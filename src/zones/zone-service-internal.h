@@ -94,6 +94,8 @@ void zone_slot_begin_writing(ZoneDevice *d, uint32_t z);
 void zone_slot_appended(ZoneDevice *d, uint32_t z, int r, uint64_t appended, uint8_t *tail, uint32_t tail_len);
 void zone_slot_sealed(ZoneDevice *d, uint32_t z, const char *sha256, uint64_t verified);
 void zone_slot_seal_mismatch(ZoneDevice *d, uint32_t z, const char *expected, const char *actual);
+/* The seal's flush failed with r: the zone is failed. */
+void zone_slot_flush_failed(ZoneDevice *d, uint32_t z, int r);
 
 /* ---- zone-service-device.c ---- */
 

@@ -45,6 +45,7 @@ static const struct {
         [ZONE_ERROR_LABEL_EXISTS] = { "io.blkmqd.Zones.LabelExists", EEXIST },
         [ZONE_ERROR_LABEL_NOT_FOUND] = { "io.blkmqd.Zones.LabelNotFound", ENOENT },
         [ZONE_ERROR_LABEL_NOT_UNIQUE] = { "io.blkmqd.Zones.LabelNotUnique", ENOTUNIQ },
+        [ZONE_ERROR_FLUSH_FAILED] = { "io.blkmqd.Zones.FlushFailed", EIO },
         [ZONE_ERROR_CANCELLED] = { NULL, ECANCELED },
 };
 
@@ -244,12 +245,21 @@ typedef struct ResetJob {
         uint32_t *zones;
         int *results;
         size_t n;
+        int flushed; /* the flush after the resets: 0, or a negative errno */
 } ResetJob;
 
+/* A zone is recorded free only once its reset is durable: the resets of
+ * the batch, then one flush of the device's write cache (where it has a
+ * volatile one) that covers them all. */
 static void reset_run(void *data) {
         ResetJob *j = data;
-        for (size_t i = 0; i < j->n; i++)
+        bool any = false;
+
+        for (size_t i = 0; i < j->n; i++) {
                 j->results[i] = j->dev->zbd->ops->reset(j->dev->zbd, j->dev->slots[j->zones[i]].zone.start);
+                any = any || j->results[i] >= 0;
+        }
+        j->flushed = any ? zbd_flush(j->dev->zbd) : 0;
 }
 
 static void retry_pending(ZoneService *s);
@@ -269,6 +279,14 @@ static void reset_done(void *data, void *userdata) {
                                           d->id, z);
                         x->state = ZONE_STATE_FAILED;
                         (void) free_and_strdup(&x->note, "reset failed");
+                } else if (j->flushed < 0) {
+                        /* The device may forget the reset, and a power cut
+                         * bring the old data back under a free record: out
+                         * of use, as after a failed reset. */
+                        log_error_errno(j->flushed, "%s: zone %u: the flush after its reset failed, the reset is "
+                                        "not known to be durable; keeping it out of use: %m", d->id, z);
+                        x->state = ZONE_STATE_FAILED;
+                        (void) free_and_strdup(&x->note, "the flush after the reset failed: not known to be empty");
                 } else {
                         x->state = ZONE_STATE_FREE;
                         x->reset_count++;
@@ -631,6 +649,22 @@ void zone_slot_sealed(ZoneDevice *d, uint32_t z, const char *sha256, uint64_t ve
         x->sealed_usec = now_usec(CLOCK_REALTIME);
         log_info("%s: zone %u sealed, %llu bytes (%llu of them verified while written), sha256 %s.", d->id, z,
                  (unsigned long long) x->bytes_written, (unsigned long long) verified, sha256);
+}
+
+/* The flush after the finish failed: the data read back and matched, but
+ * it may sit in a cache the device could not write out, and may have been
+ * dropped from it. Not sealed, and never retried into sealed (a later
+ * flush that succeeds proves nothing about these writes): failed, kept
+ * with its lease until released, as after a mismatch. */
+void zone_slot_flush_failed(ZoneDevice *d, uint32_t z, int r) {
+        ZoneSlot *x = &d->slots[z];
+
+        log_error_errno(r, "%s: zone %u: the flush after the seal failed, the data is not known to be on stable "
+                        "media; the zone is failed, not sealed: %m", d->id, z);
+        x->state = ZONE_STATE_FAILED;
+        x->zone.cond = ZONE_COND_FULL;
+        x->zone.wp = x->zone.start + x->zone.capacity;
+        (void) free_and_strdup(&x->note, "the flush after the seal failed: not known to be on stable media");
 }
 
 void zone_slot_seal_mismatch(ZoneDevice *d, uint32_t z, const char *expected, const char *actual) {

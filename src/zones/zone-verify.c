@@ -148,6 +148,7 @@ struct SealJob {
         char actual[65];
         int r;       /* -ECANCELED until seal_run ran */
         const char *what;
+        bool flush_failed; /* r is the flush's */
 };
 
 static void seal_run(void *data) {
@@ -170,8 +171,19 @@ static void seal_run(void *data) {
         }
         /* Finishing frees the zone's active resource. */
         j->r = j->zbd->ops->finish(j->zbd, j->start);
-        if (j->r < 0)
+        if (j->r < 0) {
                 j->what = "finishing the zone";
+                return;
+        }
+        /* Durable before acknowledged: the data and the finish, out of a
+         * volatile write cache (zbd_flush(): only where there is one). The
+         * read-back above came from that same cache, so it proves what
+         * the device holds, not what survives a power cut. */
+        j->r = zbd_flush(j->zbd);
+        if (j->r < 0) {
+                j->flush_failed = true;
+                j->what = "flushing the device's write cache after the seal";
+        }
 }
 
 static void seal_done(void *data, void *userdata) {
@@ -186,6 +198,13 @@ static void seal_done(void *data, void *userdata) {
                 res.expected = j->expected;
                 res.actual = j->actual;
                 zone_result_error(&res, ZONE_ERROR_CHECKSUM_MISMATCH);
+                (void) zone_record_then(d, j->zone, &res, "durable:io.blkmqd.Zones.Seal", j->done, j->userdata);
+        } else if (j->flush_failed) {
+                zone_slot_flush_failed(d, j->zone, j->r);
+                res.name = d->id;
+                res.message = j->what;
+                zone_result_error(&res, ZONE_ERROR_FLUSH_FAILED);
+                res.errnum = -j->r;
                 (void) zone_record_then(d, j->zone, &res, "durable:io.blkmqd.Zones.Seal", j->done, j->userdata);
         } else if (j->r < 0)
                 zone_done_io(j->done, j->userdata, j->r, j->what ? j->what : "verifying the zone");

@@ -146,6 +146,10 @@ static int reply_error(VarlinkCall *call, const ZoneResult *res) {
         case ZONE_ERROR_IO:
                 p = json_pack("{s:i, s:s}", "errno", res->errnum, "message", res->message);
                 break;
+        case ZONE_ERROR_FLUSH_FAILED:
+                p = json_pack("{s:s, s:i, s:s}", "deviceId", res->name, "errno", res->errnum, "message",
+                              res->message);
+                break;
         case ZONE_ERROR_LABEL_EXISTS:
                 p = json_pack("{s:s, s:s}", "label", res->label, "lease", res->lease);
                 break;

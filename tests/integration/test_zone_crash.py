@@ -17,6 +17,11 @@ not sent (durable:io.blkmqd.Zones.Seal), and when an Allocate's is: blkmqctl
 stage printed the lease at once, waits for blkmqd to come back, and settles
 (staged, exit 0; or reclaimed, exit 2, nothing held).
 
+A lease without data does not survive a restart: kill -9 after an
+Allocate leaves its zone free with no label or owner (listed so, and so in
+the records); kill -9 as a stage's first Append arrives (append-begin):
+blkmqctl stage finds the lease gone and stages the file again.
+
 A pipelined client (calls sent on one connection without waiting for the
 replies): its Allocates' records share a transaction (group commit), the
 replies come in call order, and after a kill -9 every Allocate and Release
@@ -273,6 +278,66 @@ def ordering_cases(r, env, ctl_bin):
                      "stage: exit 2, saying blkmqd reclaims the zone it did not hand out", detail)
                 r.eq([x for x in zs if x.get("lease")], [], "no zone is held by a lease")
             d.stop()
+
+
+def lost_lease_cases(r, env, ctl_bin):
+    """A lease without data does not survive a restart (blkmqd(8), ZONES:
+    WHAT EACH REPLY PROMISES): its zone is listed free with nothing of the
+    lease left on it, and blkmqctl stage, which finds the lease gone, stages
+    the file again."""
+    with r.case("an allocation without data, kill -9: the zone is free again, without the lease's label "
+                "or owner", env):
+        svc = Service(env, "lost-alloc")
+        d = svc.start()
+        ctl = Ctl(ctl_bin, svc.sock)
+        p, o = ctl.json("zones", "alloc", "--size=4096", "--label=fw-two")
+        r.ok(p.returncode == 0 and o, "allocated", show(p))
+        idx = o["zone"]["zoneIndex"]
+        svc.kill9()
+        d = svc.start()
+        z = svc.zones()[idx]
+        r.ok("did not survive the restart" in d.log_text(), "the log says the lease did not survive", daemon=d)
+        r.ok(z["state"] == "free" and "lease" not in z and "label" not in z and "ownerUid" not in z,
+             "listed free, with no lease, label or owner", z)
+        p = ctl("zones", svc.dev)
+        r.ok(p.returncode == 0 and "fw-two" not in p.stdout, "blkmqctl zones DEV shows no label fw-two", show(p))
+        r.eq(ctl("zones", "get", o["lease"]).returncode, 3, "the lease is unknown (LeaseNotFound, exit 3)")
+        # The records say the same: a plain restart reads them back.
+        d.stop()
+        svc.start()
+        z = svc.zones()[idx]
+        r.ok(z["state"] == "free" and "label" not in z and "ownerUid" not in z,
+             "after another restart, from the records: free, no label, no owner", z)
+        p, o = ctl.json("zones", "alloc", "--size=4096", "--label=fw-two")
+        r.ok(p.returncode == 0 and o, "the label can be leased again", show(p))
+        svc.stop()
+
+    with r.case("kill -9 before the first append of a stage: blkmqctl stage stages the file again", env):
+        svc = Service(env, "lost-stage")
+        svc.start(BLKMQD_TEST_KILL_AT="append-begin")
+        ctl = Ctl(ctl_bin, svc.sock)
+        path, data = make_file(env, "again.bin", MIB + 333)
+        proc = ctl.popen("stage", path, "--json", "--label=fw-three", "--settle-timeout=30")
+        r.ok(svc.died(), "the daemon died at the kill point, the lease acknowledged, nothing written")
+        time.sleep(0.3)
+        d = svc.start()
+        out, err = proc.communicate(timeout=60 * timeout_scale())
+        out, err = out.decode(), err.decode()
+        detail = f"exit {proc.returncode}\n--- stdout:\n{out}\n--- stderr:\n{err}"
+        first = err.split("stage: lease ", 1)[1].split(":", 1)[0] if "stage: lease " in err else None
+        r.ok(proc.returncode == 0 and sha(data) in out and "staging again" in err,
+             "stage: exit 0, staged on its second attempt, saying why", detail)
+        o = json.loads(out) if proc.returncode == 0 else {}
+        zs = svc.zones()
+        mine = [x for x in zs if x.get("lease")]
+        r.ok(len(mine) == 1 and mine[0]["lease"] == o.get("lease") != first and mine[0]["state"] == "sealed" and
+             mine[0]["sha256"] == sha(data) and mine[0].get("label") == "fw-three",
+             "one zone is held: sealed under the new lease with the file's SHA-256 and the label", zs)
+        if mine:
+            check_readback(r, svc, mine[0], data, "the device reads back to it")
+        r.eq([x["zoneIndex"] for x in zs if x.get("label") and not x.get("lease")], [],
+             "no zone keeps a label without a lease", daemon=d)
+        d.stop()
 
 
 def pipelined(sock, calls, kill_after=None, on_kill=None):
@@ -582,6 +647,7 @@ def main():
     with Env("zone-crash") as env:
         if not a.only_rounds:
             ordering_cases(r, env, ctl_bin)
+            lost_lease_cases(r, env, ctl_bin)
             pipelined_cases(r, env)
         with r.case(f"{a.rounds} rounds of kill -9 with {a.stagers} stagers", env):
             rounds(r, env, ctl_bin, a.rounds, seed, a.stagers)

@@ -53,6 +53,7 @@ typedef struct Got {
         char lease[37];
         char state[16];
         char parameter[16];
+        char name[128];
         uint32_t zone;
         uint64_t bytes, size, capacity;
         unsigned n_objects;
@@ -71,6 +72,8 @@ static void on_done(const ZoneResult *res, void *userdata) {
                 snprintf(g->state, sizeof g->state, "%s", res->state);
         if (res->parameter)
                 snprintf(g->parameter, sizeof g->parameter, "%s", res->parameter);
+        if (res->name)
+                snprintf(g->name, sizeof g->name, "%s", res->name);
         g->zone = res->ref.zone;
         g->bytes = res->bytes;
         g->size = res->size;
@@ -452,6 +455,76 @@ static void test_seal_mismatch(void **state) {
         assert_int_equal(append(f, a.lease, 4096, 0, OWNER, &g), ZONE_ERROR_WRONG_STATE);
 }
 
+/* ---- the flush before an acknowledgement (BLKMQD_TEST_FAIL_FLUSH) ---- */
+
+/* The seal's flush fails: FlushFailed naming the device, the zone failed
+ * (not sealed, no object), recorded so (a restart keeps it failed), and a
+ * second Seal does not turn it sealed on a flush that works this time. */
+static void test_seal_flush_failed(void **state) {
+        Fixture *f = *state;
+        const size_t lens[] = { 20000 };
+        char sha[SHA256_HEX_SIZE];
+        Got a, g;
+
+        service_close(f);
+        service_open(f, f->db);
+        allocate_and_write(f, "flushed", lens, 1, &a);
+        sha_of(lens, 1, sha);
+        assert_int_equal(setenv("BLKMQD_TEST_FAIL_FLUSH", "1", 1), 0);
+        assert_int_equal(seal(f, a.lease, sha, OWNER, &g), ZONE_ERROR_FLUSH_FAILED);
+        assert_int_equal(unsetenv("BLKMQD_TEST_FAIL_FLUSH"), 0);
+        assert_string_equal(zone_error_to_string(g.error), "io.blkmqd.Zones.FlushFailed");
+        assert_int_equal(g.r, -EIO);
+        assert_true(strncmp(g.name, "emu:", 4) == 0);
+        assert_int_equal(slot(f, a.zone)->state, ZONE_STATE_FAILED);
+        assert_null(slot(f, a.zone)->sha256);
+        assert_non_null(strstr(slot(f, a.zone)->note, "flush"));
+        assert_false(zone_device_is_object(zone_service_device_at(f->s, 0), a.zone));
+        assert_int_equal(seal(f, a.lease, sha, OWNER, &g), ZONE_ERROR_WRONG_STATE);
+        assert_string_equal(g.state, "failed");
+
+        service_close(f);
+        service_open(f, f->db);
+        assert_int_equal(slot(f, a.zone)->state, ZONE_STATE_FAILED);
+        assert_string_equal(slot(f, a.zone)->lease, a.lease);
+        /* Its holder lets it go: reset, flushed, free. */
+        assert_int_equal(release(f, a.lease, OWNER, &g), ZONE_ERROR_NONE);
+        run_until_state(f, a.zone, ZONE_STATE_FREE);
+}
+
+/* The flush after a batch of resets fails: the zone is not recorded free
+ * (it might come back with its data after a power cut) but failed. */
+static void test_reset_flush_failed(void **state) {
+        Fixture *f = *state;
+        const size_t lens[] = { 8192 };
+        Got a, g;
+
+        allocate_and_write(f, NULL, lens, 1, &a);
+        assert_int_equal(setenv("BLKMQD_TEST_FAIL_FLUSH", "1", 1), 0);
+        assert_int_equal(release(f, a.lease, OWNER, &g), ZONE_ERROR_NONE);
+        while (slot(f, a.zone)->state == ZONE_STATE_RELEASING)
+                assert_true(sd_event_run(f->e, UINT64_MAX) >= 0);
+        assert_int_equal(unsetenv("BLKMQD_TEST_FAIL_FLUSH"), 0);
+        assert_int_equal(slot(f, a.zone)->state, ZONE_STATE_FAILED);
+        assert_non_null(strstr(slot(f, a.zone)->note, "flush"));
+        assert_int_equal(slot(f, a.zone)->reset_count, 0);
+}
+
+/* A device whose write cache cannot be flushed gets no leases: the
+ * emulation is refused when its first flush (at attach) fails. */
+static void test_attach_flush_refused(void **state) {
+        Fixture *f = *state;
+
+        service_close(f);
+        assert_int_equal(setenv("BLKMQD_TEST_FAIL_FLUSH", "1", 1), 0);
+        assert_int_equal(work_pool_new(&f->work, f->e, 1), 0);
+        f->config.database = (char *) ":memory:";
+        assert_int_equal(zone_service_new(&f->s, f->e, &f->config, f->uring, f->work), -EIO);
+        assert_null(f->s);
+        assert_int_equal(unsetenv("BLKMQD_TEST_FAIL_FLUSH"), 0);
+        assert_int_equal(zone_service_new(&f->s, f->e, &f->config, f->uring, f->work), 0);
+}
+
 /* Verify reads through the io_uring pool (its read is in the pool as the
  * call returns) and hashes to the end of an object whose last block is
  * partial; a flipped byte there is a mismatch, kept, not repaired. After
@@ -619,9 +692,15 @@ static void test_restart_reconcile(void **state) {
         assert_int_equal(slot(f, allocated.zone)->state, ZONE_STATE_FREE);
         assert_null(slot(f, allocated.zone)->lease);
         assert_null(zone_service_find_lease(f->s, allocated.lease, &z));
+        /* and nothing of the lease stays on it: no label, no owner */
+        assert_null(slot(f, allocated.zone)->label);
+        assert_int_equal(slot(f, allocated.zone)->owner_uid, ZONE_DB_UID_INVALID);
+        assert_int_equal(slot(f, allocated.zone)->allocated_usec, 0);
         /* writing → releasing: its partial data is reclaimed by a reset */
         assert_int_equal(slot(f, writing.zone)->state, ZONE_STATE_RELEASING);
         assert_null(slot(f, writing.zone)->lease);
+        assert_null(slot(f, writing.zone)->label);
+        assert_int_equal(slot(f, writing.zone)->owner_uid, ZONE_DB_UID_INVALID);
         assert_non_null(slot(f, writing.zone)->note);
         /* sealed, device full with the data → sealed, lease and SHA-256 kept */
         assert_int_equal(slot(f, sealed.zone)->state, ZONE_STATE_SEALED);
@@ -658,6 +737,9 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_past_capacity, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_bad_data, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_seal_mismatch, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_seal_flush_failed, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_reset_flush_failed, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_attach_flush_refused, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_verify_through_pool, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_seal_twice_release_twice, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_allocate_refused, setup, teardown),
