@@ -39,6 +39,7 @@ Needs root, loop devices, /dev/fuse, mkfs.ext4; $POWERDISK, $BLKMQD,
 $BLKMQCTL. Exit 0 pass, 1 fail, 77 skip."""
 
 import argparse
+import errno
 import os
 import random
 import re
@@ -314,6 +315,51 @@ def run_cuts(r, env, ctl_bin, rig, n, seed, stagers):
     return tally
 
 
+def disk_cases(r, env, powerdisk):
+    """The powerdisk itself, on its file (no loop device): what a crash
+    state keeps."""
+    pd = FuseDisk(env, powerdisk, ["--size=1M"], "pd-self")
+    blk = lambda c: bytes([c]) * 4096
+    try:
+        fd = os.open(pd.file, os.O_RDWR)
+        os.pwrite(fd, blk(1), 0)
+        os.fsync(fd)
+        os.pwrite(fd, blk(2), 4096)                   # never flushed
+        os.pwritev(fd, [blk(3)], 8192, os.RWF_DSYNC)  # FUA
+        pd.ctl("fail-fsync 1")
+        try:
+            os.fsync(fd)
+            failed = None
+        except OSError as e:
+            failed = e.errno
+        r.eq(failed, errno.EIO, "fail-fsync 1: the next fsync fails with EIO")
+        os.pwrite(fd, blk(4), 12288)
+        r.eq(os.pread(fd, 4 * 4096, 0), blk(1) + blk(2) + blk(3) + blk(4), "reads see every write before the cut")
+        os.close(fd)
+        pd.ctl("cut")
+        try:
+            with open(pd.file, "rb") as f:
+                f.read(1)
+            after = None
+        except OSError as e:
+            after = e.errno
+        r.eq(after, errno.EIO, "after the cut the disk answers EIO")
+        got = {}
+        for spec in ("none", "all", "prefix:1", "torn:1"):
+            path = os.path.join(env.tmp, "pd-" + spec.replace(":", "-"))
+            pd.ctl(f"state {path} {spec}")
+            with open(path, "rb") as f:
+                got[spec] = [f.read(4096)[:1] for _ in range(4)]
+        z, b = b"\0", lambda c: bytes([c])
+        r.eq(got["none"], [b(1), z, b(3), z], "none: the flushed write and the FUA write, not the others "
+             "(the failed fsync made nothing durable)")
+        r.eq(got["all"], [b(1), b(2), b(3), b(4)], "all: every write")
+        r.eq(got["prefix:1"], [b(1), b(2), b(3), z], "prefix:1: the first write after the flush, and the FUA one")
+        r.eq(pd.stats()["fua"], "1", "the RWF_DSYNC write counted as FUA")
+    finally:
+        pd.close()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cuts", type=int, default=int(os.environ.get("BLKMQD_POWER_CUTS", "4")))
@@ -334,6 +380,8 @@ def main():
     seed = a.seed if a.seed is not None else random.randrange(1 << 30)
     r = Runner("power-cut")
     with Env("power-cut") as env:
+        with r.case("the disk that forgets: what a crash state keeps", env):
+            disk_cases(r, env, powerdisk)
         with r.case(f"{a.cuts} power cuts, {a.stagers} stagers, several crash states each", env):
             tally = cuts(r, env, ctl_bin, powerdisk, a.cuts, seed, a.stagers)
             r.eq(tally["failed states"], 0, f"{a.cuts} power cuts, {tally['states']} crash states: none failed")
