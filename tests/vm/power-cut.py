@@ -10,8 +10,9 @@ takes as its flush). Each cut:
   - a boot (guest/power-cut.sh, POWER_WORK=1) restores the zone state the
     drive kept, checks the previous cut's state, and runs two stagers that
     say on the console what blkmqd told them;
-  - at a random moment after they start, both powerdisks are cut and QEMU
-    is killed with SIGKILL;
+  - at a random moment after they start (most often with the ZNS drive's
+    Nth write from then: powerdisk's cut-after), both powerdisks are cut and
+    QEMU is killed with SIGKILL;
   - STATES crash states of the two disks are built (none: nothing after the
     last flush kept; random:SEED: a random subset); one, at random, is the
     next boot's disk (its check is that boot's first half), each other one is
@@ -192,10 +193,19 @@ class Rounds:
             pz = FuseDisk(self.env, self.a.powerdisk, ["--image=" + self.base_zns], "pz")
             pc = FuseDisk(self.env, self.a.powerdisk, ["--image=" + base_conv], "pc")
             delay = self.rnd.uniform(1.0, 12.0)
+            after = self.rnd.randint(1, 30) if self.rnd.random() < 0.8 else 0
             cut_at = {}
 
             def cut(pidfile):
+                # Most cuts come with the ZNS drive's Nth write from then
+                # (inside the I/O: between an append and the seal's flush),
+                # some at a random instant; the database's drive at once.
                 time.sleep(delay)
+                if after:
+                    pz.ctl(f"cut-after {after}")
+                    deadline = time.monotonic() + 10
+                    while pz.stats()["cut"] != "1" and time.monotonic() < deadline:
+                        time.sleep(0.005)
                 pz.ctl("cut")
                 pc.ctl("cut")
                 cut_at["done"] = True
@@ -220,7 +230,8 @@ class Rounds:
                         pc.ctl(f"state {c} {spec if spec == 'none' else f'random:{s + 100 + k}'}")
                         states.append((spec, z, c))
                     st, sc = pz.stats(), pc.stats()
-                    print(f"# cut {i}: after {delay:.1f} s, {len(at_cut.acked)} acknowledged seals held; ZNS disk: "
+                    print(f"# cut {i}: after {delay:.1f} s" + (f" and {after} ZNS writes" if after else "") +
+                          f", {len(at_cut.acked)} acknowledged seals held; ZNS disk: "
                           f"{st.get('tail')} writes after the last of {st.get('fsyncs')} flushes; database disk: "
                           f"{sc.get('tail')} writes after the last of {sc.get('fsyncs')} flushes, {sc.get('fua')} FUA; "
                           f"{sum(self.finished)} zones finished", flush=True)
