@@ -1036,7 +1036,9 @@ class FuseDisk:
         with open(self.log, "a") as err:
             self.proc = subprocess.Popen([binary] + list(args) + [self.dir], stderr=err, stdin=subprocess.DEVNULL)
         self.file = os.path.join(self.dir, "disk")
-        if not wait_for(lambda: os.path.exists(self.file) or self.proc.poll() is not None, 10) or \
+        # Loading an image of a few hundred MiB takes seconds on a busy machine.
+        if not wait_for(lambda: os.path.exists(self.file) or self.proc.poll() is not None,
+                        60 * timeout_scale()) or \
                 self.proc.poll() is not None:
             self.close()
             raise RuntimeError(f"{os.path.basename(binary)} did not come up: {self.log_text()}")
