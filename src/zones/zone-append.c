@@ -11,6 +11,10 @@
 #include "log.h"
 #include "util.h"
 #include "zone-service-internal.h"
+#include "zone-append.h"
+#include "zone-service-device.h"
+#include "zone-state.h"
+#include "zone-verify.h"
 #include "zone-service.h"
 
 /* The append engine: an object's data, from a descriptor or inline, into
@@ -68,7 +72,8 @@ struct AppendOp {
         bool eof;
         bool reading;
         bool final;        /* the seal's flush: the tail goes out padded */
-        SealJob *seal;     /* continue with it once flushed */
+        ZoneFlushedFn flushed; /* the seal's: called once the tail is out */
+        void *flushed_userdata;
         uint64_t next_off; /* where the next write lands */
         uint64_t appended; /* new bytes taken by this call */
         uint64_t last_progress;
@@ -172,12 +177,8 @@ static void append_finish(AppendOp *op, int r, const char *what) {
         sl->append = NULL;
         zone_slot_appended(d, z, r, op->appended, TAKE_PTR(op->tail), op->tail_len);
         op->tail_len = 0;
-        if (op->seal) {
-                SealJob *j = TAKE_PTR(op->seal);
-                if (r < 0)
-                        zone_seal_fail(j, r, what);
-                else
-                        zone_seal_submit(j);
+        if (op->flushed) {
+                op->flushed(r, what, op->flushed_userdata);
                 append_free(op);
                 zone_device_settle(d);
                 return;
@@ -853,7 +854,7 @@ int zone_service_append(ZoneService *s, const ZoneAppendRequest *req, uid_t uid,
         return 0;
 }
 
-void zone_append_flush(ZoneDevice *d, uint32_t z, SealJob *j) {
+void zone_append_flush(ZoneDevice *d, uint32_t z, ZoneFlushedFn flushed, void *userdata) {
         AppendOp *op = append_new(d, z);
 
         if (!op || append_bufs(op) < 0) {
@@ -861,10 +862,11 @@ void zone_append_flush(ZoneDevice *d, uint32_t z, SealJob *j) {
                         d->slots[z].append = NULL;
                         append_free(op);
                 }
-                return zone_seal_fail(j, -ENOMEM, "flushing the last block");
+                return flushed(-ENOMEM, "flushing the last block", userdata);
         }
         op->final = true;
         op->eof = true;
-        op->seal = j;
+        op->flushed = flushed;
+        op->flushed_userdata = userdata;
         append_step(op);
 }

@@ -8,6 +8,8 @@
 #include "sha256.h"
 #include "util.h"
 #include "zone-service-internal.h"
+#include "zone-service-device.h"
+#include "zone-state.h"
 #include "zone-service.h"
 #include "zones.h"
 
@@ -53,6 +55,116 @@ static bool zdev_busy(const ZoneDevice *d) {
                 if (d->slots[k].append || d->slots[k].busy || d->slots[k].verify || d->slots[k].readers)
                         return true;
         return false;
+}
+
+/* ---- resets, batched ---- */
+typedef struct ResetJob {
+        ZoneDevice *dev;
+        uint32_t *zones;
+        int *results;
+        size_t n;
+        int flushed; /* the flush after the resets: 0, or a negative errno */
+        uint64_t flush_usec;
+} ResetJob;
+
+/* A zone is recorded free only once its reset is durable: the resets of
+ * the batch, then one flush of the device's write cache (where it has a
+ * volatile one) that covers them all. */
+static void reset_run(void *data) {
+        ResetJob *j = data;
+        bool any = false;
+
+        for (size_t i = 0; i < j->n; i++) {
+                j->results[i] = j->dev->zbd->ops->reset(j->dev->zbd, j->dev->slots[j->zones[i]].zone.start);
+                any = any || j->results[i] >= 0;
+        }
+        j->flush_usec = now_usec(CLOCK_MONOTONIC);
+        j->flushed = any ? zbd_flush(j->dev->zbd) : 0;
+        j->flush_usec = now_usec(CLOCK_MONOTONIC) - j->flush_usec;
+}
+
+static void reset_done(void *data, void *userdata) {
+        ResetJob *j = data;
+        ZoneDevice *d = j->dev;
+
+        test_kill_point("reset-done");
+        d->resetting = false;
+        if (j->flushed >= 0)
+                log_debug("%s: %zu resets, then the write cache flushed in %llu µs.", d->id, j->n,
+                          (unsigned long long) j->flush_usec);
+        for (size_t i = 0; i < j->n; i++) {
+                uint32_t z = j->zones[i];
+                ZoneSlot *x = &d->slots[z];
+
+                if (j->results[i] < 0) {
+                        log_warning_errno(j->results[i], "%s: zone %u: reset failed, keeping it out of use: %m",
+                                          d->id, z);
+                        x->state = ZONE_STATE_FAILED;
+                        (void) free_and_strdup(&x->note, "reset failed");
+                } else if (j->flushed < 0) {
+                        /* The device may forget the reset, and a power cut
+                         * bring the old data back under a free record: out
+                         * of use, as after a failed reset. */
+                        log_error_errno(j->flushed, "%s: zone %u: the flush after its reset failed, the reset is "
+                                        "not known to be durable; keeping it out of use: %m", d->id, z);
+                        x->state = ZONE_STATE_FAILED;
+                        (void) free_and_strdup(&x->note, "the flush after the reset failed: not known to be empty");
+                } else {
+                        x->state = ZONE_STATE_FREE;
+                        x->reset_count++;
+                        x->bytes_written = 0;
+                        x->zone.wp = x->zone.start;
+                        x->zone.cond = ZONE_COND_EMPTY;
+                        x->sha256 = mfree(x->sha256);
+                        x->label = mfree(x->label);
+                        x->note = mfree(x->note);
+                        x->tail = mfree(x->tail);
+                        x->tail_len = 0;
+                        sha256_done(&x->vsha);
+                        x->verified = 0;
+                        x->owner_uid = ZONE_DB_UID_INVALID;
+                        x->allocated_usec = x->sealed_usec = 0;
+                        log_info("%s: zone %u reset (%u resets so far).", d->id, z, x->reset_count);
+                }
+                (void) zone_record(d, z);
+        }
+        free(j->zones);
+        free(j->results);
+        free(j);
+        zone_device_settle(d);
+        /* Zones are free: allocations waiting for them go on. */
+        if (d->service->zones_freed)
+                d->service->zones_freed(d->service);
+}
+
+void zone_maybe_reset(ZoneDevice *d, bool starved) {
+        ResetJob *j;
+
+        if (d->resetting || !d->zbd || d->gone || !zone_resets_due(d->slots, d->n, d->service->config.reset_batch, starved))
+                return;
+        j = calloc(1, sizeof *j);
+        if (!j)
+                return;
+        j->dev = d;
+        j->zones = calloc(d->n, sizeof *j->zones);
+        j->results = calloc(d->n, sizeof *j->results);
+        if (!j->zones || !j->results) {
+                free(j->zones);
+                free(j->results);
+                free(j);
+                return;
+        }
+        for (size_t i = 0; i < d->n; i++)
+                if (d->slots[i].state == ZONE_STATE_RELEASING)
+                        j->zones[j->n++] = (uint32_t) i;
+        log_info("%s: resetting %zu released zones.", d->id, j->n);
+        d->resetting = true;
+        if (work_pool_submit(d->service->work, reset_run, reset_done, j, NULL) < 0) {
+                d->resetting = false;
+                free(j->zones);
+                free(j->results);
+                free(j);
+        }
 }
 
 /* ---- devices ---- */

@@ -13,8 +13,8 @@
 
 /* The zone service: devices, their zones, the leases on them and the
  * objects sealed in them. State lives here, on the loop thread, and only
- * here is it written (zone-service.c, with its engines zone-append.c and
- * zone-verify.c); choices come from zones.c, records go to zone-db.c, data
+ * here is it written (this interface is implemented by the files listed in
+ * zone-service-internal.h, one per responsibility); choices come from zones.c, records go to zone-db.c, data
  * to the io_uring pool, blocking zone management and verification reads to
  * the work pool. It knows no wire: zones-varlink.c decodes io.blkmqd.Zones
  * calls into the requests below and encodes their results.

@@ -15,6 +15,9 @@
 #include "sha256.h"
 #include "util.h"
 #include "zone-service-internal.h"
+#include "zone-service-device.h"
+#include "zone-state.h"
+#include "zone-verify.h"
 #include "zone-service.h"
 
 /* Reading zones back: verification behind the appends, the seal's
@@ -76,6 +79,7 @@ void zone_verify_forget(ZoneSlot *x) {
 }
 
 static void verify_done(void *data, void *userdata);
+static void zone_scrub_again(ZoneService *s);
 
 void zone_verify_kick(ZoneDevice *d, uint32_t z) {
         ZoneSlot *x = &d->slots[z];
@@ -149,6 +153,7 @@ struct SealJob {
         int r;       /* -ECANCELED until seal_run ran */
         const char *what;
         bool flush_failed; /* r is the flush's */
+        uint64_t flush_usec; /* how long the flush took */
 };
 
 static void seal_run(void *data) {
@@ -179,7 +184,9 @@ static void seal_run(void *data) {
          * volatile write cache (zbd_flush(): only where there is one). The
          * read-back above came from that same cache, so it proves what
          * the device holds, not what survives a power cut. */
+        j->flush_usec = now_usec(CLOCK_MONOTONIC);
         j->r = zbd_flush(j->zbd);
+        j->flush_usec = now_usec(CLOCK_MONOTONIC) - j->flush_usec;
         if (j->r < 0) {
                 j->flush_failed = true;
                 j->what = "flushing the device's write cache after the seal";
@@ -209,7 +216,7 @@ static void seal_done(void *data, void *userdata) {
         } else if (j->r < 0)
                 zone_done_io(j->done, j->userdata, j->r, j->what ? j->what : "verifying the zone");
         else {
-                zone_slot_sealed(d, j->zone, j->actual, j->verified);
+                zone_slot_sealed(d, j->zone, j->actual, j->verified, j->flush_usec);
                 (void) zone_record_then(d, j->zone, &res, "durable:io.blkmqd.Zones.Seal", j->done, j->userdata);
         }
         free(j);
@@ -257,6 +264,22 @@ void zone_seal_fail(SealJob *j, int r, const char *what) {
         zone_done_io(j->done, j->userdata, r, what);
         free(j);
         zone_device_settle(d);
+}
+
+SealJob *zone_seal_new(ZoneDevice *d, uint32_t z, const char *sha256, ZoneDoneFn done, void *userdata) {
+        SealJob *j = calloc(1, sizeof *j);
+
+        if (!j)
+                return NULL;
+        j->dev = d;
+        j->zone = z;
+        j->done = done;
+        j->userdata = userdata;
+        snprintf(j->expected, sizeof j->expected, "%s", sha256);
+        for (char *c = j->expected; *c; c++)
+                if (*c >= 'A' && *c <= 'F')
+                        *c += 'a' - 'A';
+        return j;
 }
 
 /* ---- objects: find by label, read back, verify, scrub ----
@@ -816,7 +839,7 @@ static size_t objects_labelled(ZoneService *s, const char *label, const ZoneDevi
         return n;
 }
 
-int zone_object_lookup(ZoneService *s, const ZoneObjectRef *ref, bool check_peer, uid_t uid, ZoneResult *res) {
+static int zone_object_lookup(ZoneService *s, const ZoneObjectRef *ref, bool check_peer, uid_t uid, ZoneResult *res) {
         ZoneDevice *d = NULL, *only = NULL;
         uint32_t z = 0;
 
@@ -870,7 +893,7 @@ void zone_service_find_object(ZoneService *s, const ZoneObjectRef *ref, ZoneResu
  * through the io_uring pool at ScrubRateMBps= and idle I/O priority, and
  * hashed on the verifier's thread (idle CPU priority), one at a time, the
  * one checked longest ago first. */
-int zone_scrub_start(ZoneService *s) {
+static int zone_scrub_start(ZoneService *s) {
         uint64_t now = now_usec(CLOCK_REALTIME), best_age = 0;
         ZoneDevice *bd = NULL;
         uint32_t bz = 0;
@@ -908,44 +931,45 @@ int zone_scrub_start(ZoneService *s) {
         return 0;
 }
 
+#define SCRUB_TICK_USEC (10ULL * 1000000)
 
-int zone_service_seal(ZoneService *s, const char *lease, const char *sha256, uid_t uid, ZoneDoneFn done,
-                      void *userdata) {
-        ZoneResult res = {};
-        SealJob *j;
-        ZoneDevice *d;
-        uint32_t z;
-
-        if (strlen(sha256) != 64 || strspn(sha256, "0123456789abcdefABCDEF") != 64) {
-                res.parameter = "sha256";
-                return done_error(done, userdata, &res, ZONE_ERROR_INVALID_PARAMETER);
-        }
-        if (!zone_lease_checks(s, lease, uid, &d, &z, &res))
-                return zone_done(done, userdata, &res), 0;
-        if (d->slots[z].state != ZONE_STATE_WRITING || d->slots[z].bytes_written == 0) {
-                res.lease = lease;
-                res.state = zone_state_to_string(d->slots[z].state);
-                return done_error(done, userdata, &res, ZONE_ERROR_WRONG_STATE);
-        }
-        j = calloc(1, sizeof *j);
-        if (!j)
-                return -ENOMEM;
-        j->dev = d;
-        j->zone = z;
-        j->done = done;
-        j->userdata = userdata;
-        memcpy(j->expected, sha256, 65);
-        for (char *c = j->expected; *c; c++)
-                if (*c >= 'A' && *c <= 'F')
-                        *c += 'a' - 'A';
-        d->slots[z].busy = true;
-        if (d->slots[z].tail_len)
-                /* The partial last block goes out first, padded. */
-                zone_append_flush(d, z, j);
-        else
-                zone_seal_submit(j);
-        return 0;
+/* The scrub looks every 10 s, or as often as the interval asks for, down
+ * to 1 s. */
+static uint64_t scrub_tick_usec(const ZoneService *s) {
+        return MIN(SCRUB_TICK_USEC, MAX(s->config.scrub_interval_usec, 1000000ULL));
 }
+
+static int scrub_tick(sd_event_source *es, uint64_t usec, void *userdata) {
+        ZoneService *s = userdata;
+
+        (void) sd_event_source_set_time_relative(es, scrub_tick_usec(s));
+        (void) sd_event_source_set_enabled(es, SD_EVENT_ONESHOT);
+        if (!s->config.scrub_interval_usec || s->scrubbing || s->freeing)
+                return 0;
+        return zone_scrub_start(s);
+}
+
+static void zone_scrub_again(ZoneService *s) {
+        /* The next due object follows at once: a scrub that fell behind (a
+         * long stop, many objects) catches up at its rate, not one object
+         * per look. */
+        if (s->scrub_timer && !s->stopping && !s->freeing &&
+            sd_event_source_set_time_relative(s->scrub_timer, 0) >= 0)
+                (void) sd_event_source_set_enabled(s->scrub_timer, SD_EVENT_ONESHOT);
+}
+
+int zone_scrub_timer_add(ZoneService *s) {
+        return sd_event_add_time_relative(s->event, &s->scrub_timer, CLOCK_MONOTONIC, scrub_tick_usec(s), 0,
+                                          scrub_tick, s);
+}
+
+void zone_scrub_timer_reset(ZoneService *s) {
+        /* A shorter interval is looked at from now, not after the old tick. */
+        if (s->scrub_timer)
+                (void) sd_event_source_set_time_relative(s->scrub_timer, scrub_tick_usec(s));
+}
+
+
 
 int zone_service_read(ZoneService *s, const ZoneObjectRef *ref, uid_t uid, int fd, ZoneProgressFn progress,
                       ZoneDoneFn done, void *userdata, ZoneOp **ret_op) {

@@ -33,8 +33,9 @@ struct VerifyJob;
 
 /* One zone as the zone service holds it: the allocator's view (the first
  * fields, what zone_pick() and zone_reconcile() look at), the rest of its
- * record, and what runs on it. Only the zone service (zone-service.c and
- * its engines) writes a slot; others read them through const pointers. */
+ * record, and what runs on it. Only the zone service (the files of
+ * zone-service-internal.h) writes a slot; others read them through const
+ * pointers. */
 typedef struct ZoneSlot {
         uint32_t index;
         ZoneState state;

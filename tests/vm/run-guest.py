@@ -346,6 +346,17 @@ vm_need_zoned() {
     DEV=/dev/$Z
     Q=/sys/block/$Z/queue
 }
+# vm_flushes [DISK]: flush requests DISK (default $Z) completed, field 16 of
+# its stat (Documentation/block/stat.rst): what reached the device as flushes.
+vm_flushes() {
+    awk '{ print $16 }' /sys/block/${1:-$Z}/stat
+}
+# vm_check_flush WHAT BEFORE: a check that at least one flush reached $Z
+# since vm_flushes said BEFORE.
+vm_check_flush() {
+    _f=$(vm_flushes)
+    check "$1: the device got a flush (stat flushes $2 -> $_f)" [ "$_f" -gt "$2" ]
+}
 # zoned_head: the first host-managed NVMe multipath head (nvmeXnY), or fail.
 zoned_head() {
     for _d in /sys/block/nvme*n*; do

@@ -34,6 +34,9 @@
  *                             the same from a buffer whose every 4 KiB is
  *                             one and the same physical page: one DMA
  *                             segment per page (queue/max_segments)
+ *   flush                     zbd_flush(): prints write_back=yes|no (as
+ *                             queue/write_cache says) and flushes the
+ *                             device's write cache where it is write back
  *
  * ZONE is a zone index. The last line is always "result=OK" or
  * "result=ENAME" (the errno's name); exit 0, 1 on an error, 2 on usage.
@@ -493,7 +496,7 @@ static int cmd_verify(Zbd *z, uint64_t zone_start, uint64_t off, uint64_t bytes,
 
 static int usage(void) {
         fprintf(stderr, "usage: zbd-tool [--backend kernel|nvme|emu] [-e [-a MAX_ACTIVE] [-o MAX_OPEN]] [-s SYSFS_DIR] DEV "
-                        "limits|report|reset|open|close|finish|append|write|verify|zeros|qappend|rawappend[-scattered] [ARGS]\n");
+                        "limits|report|reset|open|close|finish|flush|append|write|verify|zeros|qappend|rawappend[-scattered] [ARGS]\n");
         return 2;
 }
 
@@ -542,7 +545,7 @@ int main(int argc, char *argv[]) {
                 return result(r);
         }
         /* ZONE as the first argument of most commands. */
-        if (argc >= 1 && !streq(cmd, "limits")) {
+        if (argc >= 1 && !streq(cmd, "limits") && !streq(cmd, "flush")) {
                 if (parse_u64(argv[0], &zone) < 0)
                         goto bad;
                 if (zone >= z->limits.nr_zones && !streq(cmd, "report")) {
@@ -562,6 +565,9 @@ int main(int argc, char *argv[]) {
                        z->ops->name, l->nr_zones, l->zone_size, l->max_open, l->max_active, l->zone_append_max,
                        l->max_write, l->block_size, zbd_chunk_max(z));
                 r = 0;
+        } else if (streq(cmd, "flush")) {
+                printf("write_back=%s\n", z->write_back ? "yes" : "no");
+                r = zbd_flush(z);
         } else if (streq(cmd, "report")) {
                 _cleanup_free_ Zone *zones = NULL;
 

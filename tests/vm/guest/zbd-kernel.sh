@@ -108,6 +108,12 @@ check_eq "wp after 1 MiB + 4 KiB" 1052672 "$(field wp_rel)"
 zt finish 0
 check_eq "finish zone 0" OK "$RES"
 check_eq "finished: FULL" FULL "$(zone_field 0 cond)"
+# The flush a seal ends with: QEMU's NVMe has a volatile write cache.
+check_eq "$Z: queue/write_cache" "write back" "$(cat $Q/write_cache)"
+f0=$(vm_flushes)
+zt flush
+check_eq "flush: OK, write back" "OK yes" "$RES $(field write_back)"
+vm_check_flush "zbd_flush() on the kernel backend" $f0
 check_eq "finished: wp = start + capacity (normalized)" 62914560 "$(zone_field 0 wp_rel)"
 zt write 0 62914560 4096
 check_eq "write into a full zone at its wp: EIO" EIO "$RES"

@@ -112,6 +112,13 @@ zt reset 2
 zt finish 2
 check_eq "finish zone 2" OK "$RES"
 check_eq "zone 2 FULL" FULL "$(zone_field 2 cond)"
+# The flush a seal ends with goes to the block device (an NVMe Flush of
+# the namespace), the appends went through /dev/ngXnY.
+check_eq "$Z: queue/write_cache" "write back" "$(cat $Q/write_cache)"
+f0=$(vm_flushes)
+zt flush
+check_eq "flush: OK, write back" "OK yes" "$RES $(field write_back)"
+vm_check_flush "zbd_flush() on the nvme backend" $f0
 zt qappend 2 131072 131072 1
 check_eq "append to a full zone: EIO" EIO "$RES"
 check_eq "append to a full zone: NVMe Zone Is Full (0x1b9)" 0x1b9 "$(field nvme_sc)"

@@ -8,6 +8,8 @@
 #   stage 1 B, 4 KiB, 1 MiB+1 and 50 MiB -> sealed, read back, same sha256;
 #   more than the capacity (60 MiB) -> TooLarge (exit 8); a fifth lease with
 #   max_active 4 -> ZoneLimitReached (exit 8); a wrong checksum -> exit 9;
+#   each stage's seal and the batch of resets reach the device as flushes
+#   (/sys/block/X/stat field 16: QEMU's NVMe is write back);
 #   four releases (ResetBatch= default 4) -> reset as one batch, zones empty;
 #   kill -9 mid-append, restart -> reconciled (writing -> releasing, reset),
 #   sealed zones keep lease and sha256; an append reported out of place
@@ -77,6 +79,8 @@ check "blkmqd reaches running" vm_wait_for 30 running
 blkmqctl zones | sed 's/^/# /'
 CAP=$(blkmqctl --json zones | sed -n 's/.*"zoneCapacity": *\([0-9]*\).*/\1/p')
 check_eq "zone capacity as the harness set it (60 MiB)" $((60 * MIB)) "$CAP"
+check_eq "$Z has a volatile write cache (QEMU's NVMe): seals and resets flush it" "write back" \
+        "$(cat $Q/write_cache)"
 check_eq "zones free $Z: the first zone" 0 "$(blkmqctl zones free $Z)"
 
 # --- stage ----------------------------------------------------------------
@@ -85,11 +89,13 @@ for spec in one:1 4k:4096 1m1:1048577 50m:52428800; do
         head -c $size /dev/urandom > /tmp/$n.bin
         want=$(sha256sum < /tmp/$n.bin | cut -d' ' -f1)
         s=$(vm_uptime)
+        f0=$(vm_flushes)
         blkmqctl stage /tmp/$n.bin --device $Z --label $n > /tmp/$n.out 2> /tmp/$n.err
         rc=$?
         echo "# stage $n: $(awk -v a="$s" -v b="$(vm_uptime)" 'BEGIN { printf "%.2f", b - a }') s"
         sed 's/^/# /' /tmp/$n.out /tmp/$n.err
         check_eq "stage $n ($size B): exit code" 0 $rc
+        vm_check_flush "stage $n: sealed only after the write cache was flushed" $f0
         lba=$(fld /tmp/$n.out "Start LBA")
         check_eq "stage $n: SHA256 printed is sha256sum's" "$want" "$(fld /tmp/$n.out SHA256)"
         check_eq "stage $n: Device" "$Z" "$(fld /tmp/$n.out Device)"
@@ -148,11 +154,13 @@ check_eq "release 1 B zone: exit 0" 0 $?
 sleep 1
 check_eq "one released zone waits for the batch" releasing "$(zstate $IDX_one)"
 check_eq "... and is not reset yet (device)" full "$(dev_view $LBA_one | cut -d' ' -f1)"
+f0=$(vm_flushes)
 for l in $LEASE_4k $L2 $L3; do
         blkmqctl zones release $l > /dev/null
         check "release $l: exit 0" [ $? = 0 ]
 done
 check "the batch of 4 is reset: 1 B zone free" vm_wait_for 20 zstate_is $IDX_one free
+vm_check_flush "the batch of resets: recorded free only after a flush" $f0
 check "4 KiB zone free" vm_wait_for 5 zstate_is $IDX_4k free
 check_eq "1 B zone: empty at its start on the device" "empty 0" "$(dev_view $LBA_one)"
 check_eq "4 KiB zone: empty at its start on the device" "empty 0" "$(dev_view $LBA_4k)"
