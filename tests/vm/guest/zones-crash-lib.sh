@@ -4,8 +4,8 @@
 # Needs Z and DEV (vm_need_zoned), STAGERS; POWER_ECHO=1 also prints each
 # stage begun (POWER-STAGING LABEL), each acknowledged seal (POWER-ACK K
 # LEASE SHA256 LBA SIZE) and release (POWER-REL K LEASE, then POWER-RELD K
-# LEASE once acknowledged) on the console, where the host keeps them across
-# a power cut.
+# LEASE once acknowledged, or once check_round found it went through) on the
+# console, where the host keeps them across a power cut.
 POWER_ECHO=${POWER_ECHO:-}
 
 readback() {
@@ -72,6 +72,7 @@ check_round() {
                         blkmqctl zones get $l > /tmp/g.out 2>&1
                         if [ -e /tmp/rel.$k ] && [ "$(cat /tmp/rel.$k)" = "$l" ] && ! grep -q "State: *sealed" /tmp/g.out; then
                                 # its release went through before the kill
+                                [ -z "$POWER_ECHO" ] || echo "POWER-RELD $k $l"
                                 grep -v "^$l " /tmp/ack.$k > /tmp/ack.$k.new; mv /tmp/ack.$k.new /tmp/ack.$k
                                 continue
                         fi
