@@ -11,8 +11,8 @@ takes as its flush). Each cut:
     drive kept, checks the previous cut's state, and runs two stagers that
     say on the console what blkmqd told them;
   - at a random moment after they start (most often with the ZNS drive's
-    Nth write from then: powerdisk's cut-after), both powerdisks are cut and
-    QEMU is killed with SIGKILL;
+    Nth write from then: powerdisk's cut-after), QEMU is stopped, both
+    powerdisks are cut and QEMU is killed with SIGKILL;
   - STATES crash states of the two disks are built (none: nothing after the
     last flush kept; random:SEED: a random subset); one, at random, is the
     next boot's disk (its check is that boot's first half), each other one is
@@ -199,21 +199,26 @@ class Rounds:
             def cut(pidfile):
                 # Most cuts come with the ZNS drive's Nth write from then
                 # (inside the I/O: between an append and the seal's flush),
-                # some at a random instant; the database's drive at once.
+                # some at a random instant. QEMU is stopped in that instant
+                # (by the powerdisk itself, or here), so both drives lose
+                # power together: nothing more reaches the database's drive.
+                try:
+                    with open(pidfile) as f:
+                        pid = int(f.read().strip())
+                except (OSError, ValueError) as e:
+                    print(f"# cut {i}: no QEMU pid: {e}")
+                    return
                 time.sleep(delay)
                 if after:
-                    pz.ctl(f"cut-after {after}")
+                    pz.ctl(f"cut-after {after} {pid}")
                     deadline = time.monotonic() + 10
                     while pz.stats()["cut"] != "1" and time.monotonic() < deadline:
                         time.sleep(0.005)
+                os.kill(pid, signal.SIGSTOP)
                 pz.ctl("cut")
                 pc.ctl("cut")
                 cut_at["done"] = True
-                try:
-                    with open(pidfile) as f:
-                        os.kill(int(f.read().strip()), signal.SIGKILL)
-                except (OSError, ValueError) as e:
-                    print(f"# cut {i}: could not kill QEMU: {e}")
+                os.kill(pid, signal.SIGKILL)
             try:
                 lines, rc = self.boot(pz.file, pc.file, book, True, on_armed=cut)
                 states = []

@@ -23,10 +23,13 @@
  *   cut                 the power cut: from now on every read, write and
  *                       fsync of the disk fails with EIO (freeze the writer
  *                       first: kill -9 it, then cut);
- *   cut-after N         the power cut comes when N more writes have arrived
+ *   cut-after N [PID]   the power cut comes when N more writes have arrived
  *                       (the Nth is kept in the tail, the next fails): a cut
  *                       inside the writer's I/O, between a write and its
  *                       flush, where a cut at a random time seldom lands;
+ *                       with PID, that process is stopped (SIGSTOP) in the
+ *                       same instant, so that nothing more of it reaches
+ *                       another disk before the test cuts that one too;
  *   fail-fsync N        the next N fsyncs fail with EIO and make nothing
  *                       durable (the tail stays as it was);
  *   state PATH SPEC     writes a crash state to PATH (outside this mount):
@@ -59,6 +62,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <signal.h>
 #include <inttypes.h>
 #include <linux/falloc.h>
 #include <stdio.h>
@@ -91,6 +95,7 @@ static struct {
         uint64_t writes, fua, fsyncs, failed_fsyncs, closes;
         uint64_t fail_next;
         uint64_t cut_after;     /* 0: no cut planned */
+        pid_t stop_pid;         /* stopped at that cut; 0: none */
         int cut;
         uint64_t last_kept, last_dropped, last_torn;
 } D;
@@ -124,6 +129,8 @@ static int tail_add(uint64_t off, uint64_t len, const void *buf, int fua) {
                 D.fua++;
         if (D.cut_after > 0 && --D.cut_after == 0) {
                 D.cut = 1;
+                if (D.stop_pid > 0 && kill(D.stop_pid, SIGSTOP) < 0)
+                        fprintf(stderr, "powerdisk: cut: stopping pid %d: %s\n", (int) D.stop_pid, strerror(errno));
                 fprintf(stderr, "powerdisk: cut after write %" PRIu64 ": %zu writes (%" PRIu64
                         " bytes) since the last flush\n", D.writes, D.n_tail, D.tail_bytes);
         }
@@ -313,9 +320,17 @@ static int ctl_command(char *cmd) {
         }
         if (strcmp(cmd, "cut-after") == 0 && arg) {
                 char *end;
+                long pid = 0;
                 errno = 0;
                 D.cut_after = strtoull(arg, &end, 10);
-                return errno || *end || D.cut_after == 0 ? -EINVAL : 0;
+                if (*end == ' ')
+                        pid = strtol(end + 1, &end, 10);
+                if (errno || *end || D.cut_after == 0 || pid < 0) {
+                        D.cut_after = 0;
+                        return -EINVAL;
+                }
+                D.stop_pid = (pid_t) pid;
+                return 0;
         }
         if (strcmp(cmd, "fail-fsync") == 0 && arg) {
                 char *end;
@@ -332,7 +347,7 @@ static int ctl_command(char *cmd) {
         }
         if (strcmp(cmd, "log") == 0 && arg)
                 return write_log(arg);
-        fprintf(stderr, "powerdisk: ctl: unknown command \"%s\" (cut, cut-after N, fail-fsync N, state PATH SPEC, log PATH)\n",
+        fprintf(stderr, "powerdisk: ctl: unknown command \"%s\" (cut, cut-after N [PID], fail-fsync N, state PATH SPEC, log PATH)\n",
                 cmd);
         return -EINVAL;
 }
@@ -507,7 +522,7 @@ static void usage(FILE *f) {
         fprintf(f,
                 "usage: powerdisk [--size=BYTES | --image=FILE] MOUNTPOINT\n"
                 "Serves MOUNTPOINT/disk from memory as a disk with a volatile write cache, and\n"
-                "MOUNTPOINT/ctl: cut | cut-after N | fail-fsync N | state PATH SPEC | log PATH (see the source's\n"
+                "MOUNTPOINT/ctl: cut | cut-after N [PID] | fail-fsync N | state PATH SPEC | log PATH (see the source's\n"
                 "opening comment). SPEC: none, all, prefix:K, random:SEED, torn:SEED [@OFF+LEN,...].\n"
                 "  --size=BYTES    a new zeroed disk (K/M/G suffixes, a multiple of 64K)\n"
                 "  --image=FILE    start from FILE's contents (all of it durable); not changed\n"
