@@ -143,16 +143,23 @@ class Rounds:
     def watch(self, p, book, work, pidfile, on_armed):
         lines = []
         armed = False
-        re_trace = re.compile(r"pci_nvme_(finish|reset)_zone .*idx=(\d+), all=(\d+)")
+        re_trace = re.compile(r"(?:\d+@[\d.]+:)?pci_nvme_(finish|reset)_zone .*idx=(\d+), all=(\d+)")
+        cut_short = ""
         for line in p.stdout:
             line = line.rstrip("\n")
-            lines.append(line)
             m = re_trace.search(line)
             if m:
+                # QEMU's trace (stderr) and the console share the stream: a
+                # trace line can land inside a console line, whose rest then
+                # comes as the next line. Put it back together.
                 idx = [int(m.group(2))] if m.group(3) == "0" else range(ZONES)
                 for i in idx:
                     self.finished[i] = m.group(1) == "finish"
+                lines.append(line[m.start():])
+                cut_short += line[:m.start()]
                 continue
+            line, cut_short = cut_short + line, ""
+            lines.append(line)
             if line.startswith("POWER-") and work:
                 book.feed(line)
             if line.startswith("POWER-ARMED") and on_armed and not armed:
