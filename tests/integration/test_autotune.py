@@ -46,7 +46,7 @@ import statistics
 import subprocess
 import time
 
-from blkmqtest import Ctl, Env, Runner, ctl_path, main_guard, need_all, skip, udevd, wait_for, log
+from blkmqtest import Ctl, Env, FuseDisk, Runner, ctl_path, main_guard, need_all, skip, udevd, wait_for, log
 
 CANDIDATES = [4, 32, 256]
 TOLERANCE = 0.20
@@ -99,27 +99,6 @@ def best_of(fig):
     return ranked, admissible
 
 
-class ModelDisk:
-    def __init__(self, env, binary):
-        self.dir = os.path.join(env.tmp, "model")
-        os.makedirs(self.dir)
-        self.proc = subprocess.Popen([binary] + MODEL + [self.dir], stderr=subprocess.PIPE, text=True)
-        self.file = os.path.join(self.dir, "disk")
-        if not wait_for(lambda: os.path.exists(self.file), 10):
-            self.close()
-            raise RuntimeError("modeldisk did not come up")
-
-    def close(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        subprocess.run(["umount", "-l", self.dir], stderr=subprocess.DEVNULL, check=False)
-
-
 def last_json(text):
     lines = [l for l in text.splitlines() if l.strip().startswith("{")]
     return json.loads(lines[-1]) if lines else None
@@ -138,7 +117,7 @@ def main():
         skip("set BLKMQCTL")
     r = Runner("integration/autotune")
     with udevd(), Env("autotune") as env:
-        md = ModelDisk(env, modeldisk)
+        md = FuseDisk(env, modeldisk, MODEL, "model")
         fio = None
         try:
             loop = env.attach(path=md.file, direct_io=True)

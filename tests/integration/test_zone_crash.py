@@ -66,10 +66,13 @@ KILL_POINTS = ["durable:io.blkmqd.Zones.Release", "reset-done", "durable:io.blkm
 class Service:
     """blkmqd over emulated zones, started and killed as a round wants."""
 
-    def __init__(self, env, name, reset_batch=1, extra=""):
+    def __init__(self, env, name, reset_batch=1, extra="", data_dir=None):
+        """data_dir: where the emulated zones and the database live (default
+        the test's temp dir; a power-cut test puts them on its forgetting
+        disk)."""
         self.env = env
-        self.img = os.path.join(env.tmp, f"{name}.img")
-        self.db = os.path.join(env.tmp, f"{name}.db")
+        self.img = os.path.join(data_dir or env.tmp, f"{name}.img")
+        self.db = os.path.join(data_dir or env.tmp, f"{name}.db")
         self.sock = os.path.join(env.tmp, f"{name}.sock")
         self.dev = "emu:" + self.img
         self.name = name
@@ -473,6 +476,9 @@ class Stager(threading.Thread):
                 f.write(data)
             p, o = self.ctl.json("stage", path, "--label", label, "--settle-timeout=60", timeout=120)
             os.unlink(path)
+            m = re.search(r"stage: lease ([^:\s]+):", p.stderr)
+            if m:
+                self.book.seen.add(m.group(1))
             if p.returncode == 0 and o:
                 self.book.sealed(self.k, o["lease"], sha(data), len(data), o["zone"]["start"])
             elif "stage: lease " in p.stderr and "outcome of lease" in p.stderr:
@@ -492,6 +498,17 @@ class Book:
         self.in_release = set()      # release sent, no answer yet
         self.unsettled = []
         self.odd = []
+        self.seen = set()            # every lease a stager was given
+
+    def clone(self):
+        """What the clients knew at one instant (a power cut), to check one
+        of its crash states against."""
+        c = Book()
+        with self.lock:
+            c.acked = dict(self.acked)
+            c.in_release = set(self.in_release)
+            c.seen = set(self.seen)
+        return c
 
     def mine(self, k):
         with self.lock:

@@ -1088,6 +1088,51 @@ class Env:
             shutil.rmtree(self.tmp, ignore_errors=True)
 
 
+class FuseDisk:
+    """A FUSE test disk of tools/ (modeldisk, powerdisk) serving
+    env.tmp/NAME/disk, started with ARGS (its log: env.tmp/NAME.log);
+    close() stops it and unmounts. ctl()/stats(): powerdisk's control file."""
+
+    def __init__(self, env, binary, args, name="fusedisk"):
+        self.dir = os.path.join(env.tmp, name)
+        os.makedirs(self.dir, exist_ok=True)
+        self.log = os.path.join(env.tmp, name + ".log")
+        with open(self.log, "a") as err:
+            self.proc = subprocess.Popen([binary] + list(args) + [self.dir], stderr=err, stdin=subprocess.DEVNULL)
+        self.file = os.path.join(self.dir, "disk")
+        # Loading an image of a few hundred MiB takes seconds on a busy machine.
+        if not wait_for(lambda: os.path.exists(self.file) or self.proc.poll() is not None,
+                        60 * timeout_scale()) or \
+                self.proc.poll() is not None:
+            self.close()
+            raise RuntimeError(f"{os.path.basename(binary)} did not come up: {self.log_text()}")
+
+    def ctl(self, command):
+        """One command to DIR/ctl (powerdisk); OSError if it is refused."""
+        fd = os.open(os.path.join(self.dir, "ctl"), os.O_WRONLY)
+        try:
+            os.write(fd, command.encode())
+        finally:
+            os.close(fd)
+
+    def stats(self):
+        with open(os.path.join(self.dir, "ctl")) as f:
+            return {k: v for k, _, v in (line.partition(" ") for line in f.read().splitlines())}
+
+    def log_text(self):
+        return sysfs_read(self.log, "")
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        subprocess.run(["umount", "-l", self.dir], stderr=subprocess.DEVNULL, check=False)
+
+
 def _glob_sys(pattern):
     import glob
     return sorted(glob.glob(pattern))

@@ -712,10 +712,12 @@ def qemu_args(args, vm, tmp, initrd, qmp_path):
     if args.subsys or qmp_path:
         for i in range(1, N_ROOT_PORTS + 1):
             a += ["-device", "pcie-root-port,id=rp%d,bus=pcie.0,chassis=%d,slot=%d" % (i, i, i)]
+    cache = ",cache=%s" % args.drive_cache if args.drive_cache else ""
     if args.zns:
-        img = os.path.join(tmp, "zns.img")
-        with open(img, "wb") as f:
-            f.truncate(zone * args.zones)
+        img = args.zns_image or os.path.join(tmp, "zns.img")
+        if not args.zns_image:
+            with open(img, "wb") as f:
+                f.truncate(zone * args.zones)
         if args.subsys:
             a += ["-device", "nvme-subsys,id=%s,nqn=%s" % (SUBSYS_ID, SUBSYS_NQN),
                   "-device", "nvme,id=%s,serial=%s,subsys=%s,bus=rp1"
@@ -724,7 +726,7 @@ def qemu_args(args, vm, tmp, initrd, qmp_path):
         else:
             a += ["-device", "nvme,id=%s,serial=zns0" % ZNS_CTRL]
             bus = ZNS_CTRL
-        a += ["-drive", "file=%s,id=zns,format=raw,if=none" % img,
+        a += ["-drive", "file=%s,id=zns,format=raw,if=none%s" % (img, cache),
               "-device", "nvme-ns,id=zns-ns,drive=zns,bus=%s,nsid=1,zoned=true,"
               "zoned.zone_size=%s,zoned.zone_capacity=%s,"
               "zoned.max_open=%d,zoned.max_active=%d,"
@@ -732,11 +734,13 @@ def qemu_args(args, vm, tmp, initrd, qmp_path):
               % (bus, args.zone_size, args.zone_cap, args.max_open, args.max_active,
                  args.block_size, args.block_size)]
     if args.conventional:
-        img = os.path.join(tmp, "conv.img")
-        with open(img, "wb") as f:
-            f.truncate(parse_size(args.conventional_size))
+        img = args.conventional_image or os.path.join(tmp, "conv.img")
+        if not args.conventional_image:
+            with open(img, "wb") as f:
+                f.truncate(parse_size(args.conventional_size))
         a += ["-device", "nvme,id=%s,serial=conv0" % CONV_CTRL,
-              "-drive", "file=%s,id=conv,format=raw,if=none" % img,
+              "-drive", "file=%s,id=conv,format=raw,if=none%s"
+              % (img, ",cache=%s" % args.conventional_cache if args.conventional_cache else cache),
               "-device", "nvme-ns,id=conv-ns,drive=conv,bus=%s,nsid=1" % CONV_CTRL]
     if args.data_disk:
         if not os.path.exists(args.data_disk):
@@ -777,6 +781,14 @@ def main():
                    help="the ZNS namespace's logical (and physical) block size (default 512)")
     g.add_argument("--conventional", action="store_true", help="a second, conventional NVMe controller")
     g.add_argument("--conventional-size", default="256M")
+    g.add_argument("--zns-image", metavar="FILE", help="the ZNS namespace's backing file (kept; its size "
+                   "must be --zones x --zone-size), instead of a new sparse one")
+    g.add_argument("--conventional-image", metavar="FILE", help="the conventional namespace's backing file "
+                   "(kept), instead of a new sparse one")
+    g.add_argument("--drive-cache", metavar="MODE", help="QEMU cache= of the NVMe drives (none: O_DIRECT, "
+                   "a guest flush is an fdatasync of the file; default QEMU's writeback)")
+    g.add_argument("--conventional-cache", metavar="MODE", help="QEMU cache= of the conventional drive "
+                   "(default: --drive-cache's)")
     g.add_argument("--subsys", action="store_true",
                    help="put the ZNS controller (id nvmeA) in nvme-subsys subsys0 on root port rp1 "
                         "(implies --zns); rp2..rp4 are free for device_add")

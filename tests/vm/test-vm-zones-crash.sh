@@ -17,4 +17,5 @@ vm_prepare
 rounds=${CRASH_ROUNDS:-10}
 echo "# $rounds rounds"
 vm_boot vm-zones-crash $((120 + rounds * 30)) --zns --udev "${VM_DAEMON_ARGS[@]}" --env "CRASH_ROUNDS=$rounds" \
+        --file "$VM_GUEST/zones-crash-lib.sh:/vm/zones-crash-lib.sh" \
         --script "$VM_GUEST/zones-crash.sh"

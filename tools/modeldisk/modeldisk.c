@@ -19,8 +19,7 @@
  * usage: modeldisk [options] MOUNTPOINT
  */
 
-#define FUSE_USE_VERSION FUSE_MAKE_VERSION(3, 12)
-#include <fuse_lowlevel.h>
+#include "fusedisk.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -173,21 +172,6 @@ static void *completer(void *arg) {
         return NULL;
 }
 
-static void fill_attr(fuse_ino_t ino, struct stat *st) {
-        memset(st, 0, sizeof(*st));
-        st->st_ino = ino;
-        if (ino == FUSE_ROOT_ID) {
-                st->st_mode = S_IFDIR | 0755;
-                st->st_nlink = 2;
-        } else {
-                st->st_mode = S_IFREG | 0600;
-                st->st_nlink = 1;
-                st->st_size = (off_t) M.size;
-                st->st_blksize = 4096;
-                st->st_blocks = (blkcnt_t) (M.size / 512);
-        }
-}
-
 static void md_init(void *userdata, struct fuse_conn_info *conn) {
         /* Async direct I/O comes as background requests: let many through,
          * so the queue that matters is the model's, not FUSE's. */
@@ -198,26 +182,6 @@ static void md_init(void *userdata, struct fuse_conn_info *conn) {
         if (conn->capable & FUSE_CAP_ASYNC_DIO)
                 conn->want |= FUSE_CAP_ASYNC_DIO;
         conn->want &= ~(unsigned) FUSE_CAP_AUTO_INVAL_DATA;
-}
-
-static void md_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
-        if (parent != FUSE_ROOT_ID || strcmp(name, FILE_NAME) != 0) {
-                fuse_reply_err(req, ENOENT);
-                return;
-        }
-        struct fuse_entry_param e = { .ino = FILE_INO, .attr_timeout = 3600, .entry_timeout = 3600 };
-        fill_attr(FILE_INO, &e.attr);
-        fuse_reply_entry(req, &e);
-}
-
-static void md_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
-        struct stat st;
-        if (ino != FUSE_ROOT_ID && ino != FILE_INO) {
-                fuse_reply_err(req, ENOENT);
-                return;
-        }
-        fill_attr(ino, &st);
-        fuse_reply_attr(req, &st, 3600);
 }
 
 static void md_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
@@ -253,26 +217,6 @@ static void md_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
         submit(req, true, (uint64_t) off, size);
 }
 
-static void md_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi) {
-        char buf[512];
-        size_t len = 0;
-        struct stat st;
-        const char *names[] = { ".", "..", FILE_NAME };
-        fuse_ino_t inos[] = { FUSE_ROOT_ID, FUSE_ROOT_ID, FILE_INO };
-        if (ino != FUSE_ROOT_ID) {
-                fuse_reply_err(req, ENOTDIR);
-                return;
-        }
-        for (int i = (int) off; i < 3; i++) {
-                fill_attr(inos[i], &st);
-                size_t l = fuse_add_direntry(req, buf + len, sizeof(buf) - len, names[i], &st, i + 1);
-                if (len + l > size || len + l > sizeof(buf))
-                        break;
-                len += l;
-        }
-        fuse_reply_buf(req, buf, len);
-}
-
 static void md_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
         fuse_reply_err(req, 0);
 }
@@ -285,36 +229,29 @@ static void md_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         fuse_reply_err(req, 0);
 }
 
+static pthread_t completer_thread;
+
+/* Requests still on the heap die with the session. */
+static void stop_completer(void) {
+        pthread_mutex_lock(&M.lock);
+        M.stop = true;
+        pthread_cond_signal(&M.cond);
+        pthread_mutex_unlock(&M.lock);
+        pthread_join(completer_thread, NULL);
+}
+
 static const struct fuse_lowlevel_ops ops = {
         .init = md_init,
-        .lookup = md_lookup,
-        .getattr = md_getattr,
+        .lookup = fusedisk_lookup,
+        .getattr = fusedisk_getattr,
         .open = md_open,
         .read = md_read,
         .write = md_write,
-        .readdir = md_readdir,
+        .readdir = fusedisk_readdir,
         .flush = md_flush,
         .fsync = md_fsync,
         .release = md_release,
 };
-
-static int parse_u64(const char *s, double scale, uint64_t *ret) {
-        char *end;
-        errno = 0;
-        double v = strtod(s, &end);
-        if (errno || end == s || v < 0)
-                return -EINVAL;
-        if (*end == 'k' || *end == 'K')
-                v *= 1024, end++;
-        else if (*end == 'm' || *end == 'M')
-                v *= 1024 * 1024, end++;
-        else if (*end == 'g' || *end == 'G')
-                v *= 1024.0 * 1024 * 1024, end++;
-        if (*end)
-                return -EINVAL;
-        *ret = (uint64_t) (v * scale);
-        return 0;
-}
 
 static void usage(FILE *f) {
         fprintf(f,
@@ -348,18 +285,18 @@ int main(int argc, char **argv) {
         while ((c = getopt_long(argc, argv, "h", longopts, NULL)) >= 0) {
                 int r = 0;
                 switch (c) {
-                case ARG_SIZE: r = parse_u64(optarg, 1, &M.size); break;
+                case ARG_SIZE: r = fusedisk_parse_size(optarg, 1, &M.size); break;
                 case ARG_CH:
-                        r = parse_u64(optarg, 1, &v);
+                        r = fusedisk_parse_size(optarg, 1, &v);
                         if (r == 0 && (v < 1 || v > MAX_CHANNELS))
                                 r = -EINVAL;
                         M.channels = (unsigned) v;
                         break;
-                case ARG_RLAT: r = parse_u64(optarg, 1000, &M.read_lat_ns); break;
-                case ARG_WLAT: r = parse_u64(optarg, 1000, &M.write_lat_ns); break;
-                case ARG_RBW: r = parse_u64(optarg, 1, &M.read_bw); break;
-                case ARG_WBW: r = parse_u64(optarg, 1, &M.write_bw); break;
-                case ARG_THREADS: r = parse_u64(optarg, 1, &threads); break;
+                case ARG_RLAT: r = fusedisk_parse_size(optarg, 1000, &M.read_lat_ns); break;
+                case ARG_WLAT: r = fusedisk_parse_size(optarg, 1000, &M.write_lat_ns); break;
+                case ARG_RBW: r = fusedisk_parse_size(optarg, 1, &M.read_bw); break;
+                case ARG_WBW: r = fusedisk_parse_size(optarg, 1, &M.write_bw); break;
+                case ARG_THREADS: r = fusedisk_parse_size(optarg, 1, &threads); break;
                 case 'h': usage(stdout); return 0;
                 default: usage(stderr); return 2;
                 }
@@ -384,16 +321,6 @@ int main(int argc, char **argv) {
         pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
         pthread_cond_init(&M.cond, &ca);
 
-        char *fargv[] = { argv[0], (char *) "-o", (char *) "fsname=modeldisk,subtype=modeldisk", NULL };
-        struct fuse_args args = FUSE_ARGS_INIT(3, fargv);
-        struct fuse_session *se = fuse_session_new(&args, &ops, sizeof(ops), NULL);
-        if (!se)
-                return 1;
-        if (fuse_set_signal_handlers(se) < 0)
-                return 1;
-        if (fuse_session_mount(se, mountpoint) < 0)
-                return 1;
-
         pthread_t th;
         if (pthread_create(&th, NULL, completer, NULL) != 0)
                 return 1;
@@ -402,21 +329,10 @@ int main(int argc, char **argv) {
                 " B/s, write %" PRIu64 " us + %" PRIu64 " B/s\n", mountpoint, FILE_NAME, M.size, M.channels,
                 M.read_lat_ns / 1000, M.read_bw, M.write_lat_ns / 1000, M.write_bw);
 
-        struct fuse_loop_config *cfg = fuse_loop_cfg_create();
-        fuse_loop_cfg_set_max_threads(cfg, (unsigned) threads);
-        fuse_loop_cfg_set_idle_threads(cfg, (unsigned) threads);
-        int r = fuse_session_loop_mt(se, cfg);
-        fuse_loop_cfg_destroy(cfg);
-
-        pthread_mutex_lock(&M.lock);
-        M.stop = true;
-        pthread_cond_signal(&M.cond);
-        pthread_mutex_unlock(&M.lock);
-        pthread_join(th, NULL);
-        /* Requests still on the heap die with the session. */
+        FuseDiskFile files[] = { { FILE_NAME, FILE_INO, S_IFREG | 0600, M.size }, {} };
+        fusedisk_set_files(files);
+        completer_thread = th;
+        int r = fusedisk_serve("modeldisk", mountpoint, &ops, (unsigned) threads, stop_completer);
         fprintf(stderr, "modeldisk: %" PRIu64 " reads, %" PRIu64 " writes\n", M.nreads, M.nwrites);
-        fuse_session_unmount(se);
-        fuse_remove_signal_handlers(se);
-        fuse_session_destroy(se);
         return r < 0 ? 1 : 0;
 }

@@ -13,6 +13,7 @@
 #   writing; no sealed zone that no stager knows of.
 # At the end every lease is released and all zones can be leased again.
 . /vm/daemon-lib.sh
+. /vm/zones-crash-lib.sh
 
 export BLKMQD_ADDRESS=/tmp/blkmqd.sock
 CONF=/tmp/crash.conf
@@ -29,78 +30,6 @@ start() {
         daemon_start -c $CONF --varlink-address /tmp/blkmqd.sock --log-level debug
         vm_wait_for 30 listed_or_dead   # a kill point may end it in its start-up reconcile
 }
-readback() {
-        dd if=$DEV bs=512 skip=$1 count=$((($2 + 511) / 512)) 2>/dev/null | head -c $2 | sha256sum | cut -d' ' -f1
-}
-
-# stager K ROUND: until /tmp/stop exists. Acknowledged seals go to /tmp/ack.K as
-# "lease sha256 lba size"; a release in flight is in /tmp/rel.K.
-stager() {
-        k=$1 round=$2 n=0 full=0
-        while [ ! -e /tmp/stop ]; do
-                n=$((n + 1))
-                if [ -s /tmp/ack.$k ] && { [ $full = 1 ] || [ $((RANDOM % 3)) = 0 ]; }; then
-                        full=0
-                        set -- $(head -n1 /tmp/ack.$k)
-                        echo "$1" > /tmp/rel.$k
-                        if blkmqctl zones release $1 >/dev/null 2>&1; then
-                                grep -v "^$1 " /tmp/ack.$k > /tmp/ack.$k.new; mv /tmp/ack.$k.new /tmp/ack.$k
-                                rm -f /tmp/rel.$k
-                        fi
-                        continue
-                fi
-                case $((RANDOM % 4)) in 0) size=1 ;; 1) size=4096 ;; 2) size=100000 ;; *) size=1048577 ;; esac
-                head -c $size /dev/urandom > /tmp/s$k.bin
-                want=$(sha256sum < /tmp/s$k.bin | cut -d' ' -f1)
-                blkmqctl stage /tmp/s$k.bin --device $Z --label r$round-s$k-$n --settle-timeout=60 > /tmp/s$k.out 2> /tmp/s$k.err
-                rc=$?
-                if [ $rc = 0 ]; then
-                        echo "$(fld /tmp/s$k.out Lease) $(fld /tmp/s$k.out SHA256) $(fld /tmp/s$k.out 'Start LBA') $size" >> /tmp/ack.$k
-                        [ "$(fld /tmp/s$k.out SHA256)" = "$want" ] || echo "stager $k: stage printed a SHA256 not the file's" >> /tmp/odd
-                elif [ $rc = 8 ]; then
-                        full=1
-                elif grep -q "outcome of lease" /tmp/s$k.err; then
-                        cat /tmp/s$k.err >> /tmp/odd
-                elif [ $rc != 2 ] && [ $rc != 3 ]; then
-                        { echo "stager $k: stage exit $rc"; cat /tmp/s$k.err; } >> /tmp/odd
-                fi
-        done
-}
-
-check_round() {
-        i=$1 bad=0
-        blkmqctl --no-legend zones $Z > /tmp/z.tab
-        cat /tmp/ack.* 2>/dev/null > /tmp/acked
-        # INDEX START-LBA WP COND STATE LEASE LABEL BYTES
-        awk '$6 != "-" { print $6 }' /tmp/z.tab | sort | uniq -d > /tmp/dup
-        [ -s /tmp/dup ] && { echo "# round $i: a lease holds two zones: $(cat /tmp/dup)"; bad=1; }
-        awk '$5 == "failed" || $5 == "allocated" || $5 == "writing"' /tmp/z.tab > /tmp/badz
-        [ -s /tmp/badz ] && { echo "# round $i: zones left failed/allocated/writing:"; sed 's/^/#   /' /tmp/badz; bad=1; }
-        for l in $(awk '$5 == "sealed" { print $6 }' /tmp/z.tab); do
-                grep -q "^$l " /tmp/acked || { echo "# round $i: zone sealed under $l, which no stager knows of"; bad=1; }
-        done
-        for k in $(seq 0 $((STAGERS - 1))); do
-                [ -e /tmp/ack.$k ] || continue
-                while read -r l h lba size; do
-                        blkmqctl zones get $l > /tmp/g.out 2>&1
-                        if [ -e /tmp/rel.$k ] && [ "$(cat /tmp/rel.$k)" = "$l" ] && ! grep -q "State: *sealed" /tmp/g.out; then
-                                # its release went through before the kill
-                                grep -v "^$l " /tmp/ack.$k > /tmp/ack.$k.new; mv /tmp/ack.$k.new /tmp/ack.$k
-                                continue
-                        fi
-                        if [ "$(fld /tmp/g.out State) $(fld /tmp/g.out SHA256)" != "sealed $h" ]; then
-                                echo "# round $i: acknowledged seal $l lost: $(tr '\n' ' ' < /tmp/g.out)"; bad=1
-                        elif [ "$(readback $lba $size)" != "$h" ]; then
-                                echo "# round $i: acknowledged seal $l does not read back from LBA $lba"; bad=1
-                        fi
-                done < /tmp/ack.$k
-                rm -f /tmp/rel.$k
-        done
-        [ -s /tmp/odd ] && { echo "# round $i: client:"; sed 's/^/#   /' /tmp/odd; bad=1; rm -f /tmp/odd; }
-        echo "# round $i: $(awk '{ print $5 }' /tmp/z.tab | sort | uniq -c | tr '\n' ' ')"
-        return $bad
-}
-
 t0=$(vm_uptime)
 failed=0
 kills=

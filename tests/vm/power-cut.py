@@ -1,0 +1,318 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""vm-power-cut: power cuts below QEMU's NVMe ZNS drive.
+
+Both NVMe namespaces of the guest (the ZNS one blkmqd leases zones of, and
+a conventional one with ext4 for blkmqd's database and WAL) are backed by
+files on tools/powerdisk, opened by QEMU with cache=none (O_DIRECT; the
+guest's Flush becomes QEMU's fdatasync on the file, which the powerdisk
+takes as its flush). Each cut:
+  - a boot (guest/power-cut.sh, POWER_WORK=1) restores the zone state the
+    drive kept, checks the previous cut's state, and runs two stagers that
+    say on the console what blkmqd told them;
+  - at a random moment after they start (most often with the ZNS drive's
+    Nth write from then: powerdisk's cut-after), QEMU is stopped, both
+    powerdisks are cut and QEMU is killed with SIGKILL;
+  - STATES crash states of the two disks are built (none: nothing after the
+    last flush kept; random:SEED: a random subset); one, at random, is the
+    next boot's disk (its check is that boot's first half), each other one is
+    checked by a boot of its own (POWER_WORK=0);
+  - the last state is checked by a last boot.
+QEMU keeps no zone state across a restart; the drive's is rebuilt as a
+drive would keep it: each zone's data reaches as far as the crash state has
+non-zero sectors, and a zone is finished if QEMU's trace
+(pci_nvme_finish_zone, pci_nvme_reset_zone) finished it after its last
+reset.
+
+Usage: power-cut.py [--cuts N] [--states K] [--seed S] BLKMQD BLKMQCTL
+  (POWERDISK: the tools/powerdisk binary). Exit 0 pass, 1 fail, 77 skip
+  (1 when CI=true). Prints "# power cuts: ..." with the counts."""
+
+import argparse
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+VM_DIR = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(VM_DIR, "..", "lib"))
+from blkmqtest import Env, FuseDisk  # noqa: E402
+
+ZONES = 16
+ZONE = 8 << 20
+CONV = 64 << 20
+SECTOR = 512
+
+
+def skip(reason):
+    sys.exit(subprocess.run(["sh", os.path.join(VM_DIR, "skip.sh"), reason]).returncode)
+
+
+def zone_state(img, finished):
+    """'INDEX SECTORS FINISHED' per zone: SECTORS up to the zone's last
+    non-zero sector in IMG."""
+    out = []
+    with open(img, "rb") as f:
+        for i in range(ZONES):
+            f.seek(i * ZONE)
+            data = f.read(ZONE).rstrip(b"\0")
+            out.append(f"{i} {(len(data) + SECTOR - 1) // SECTOR} {int(finished[i])}")
+    return "\n".join(out) + "\n"
+
+
+class Book:
+    """What the guest's stagers were told, from the console."""
+
+    def __init__(self):
+        self.acked = {}      # lease -> "K LEASE SHA LBA SIZE"
+        self.rel = {}        # K -> lease
+        self.seen = set()    # labels of stages begun
+
+    def feed(self, line):
+        f = line.split()
+        if f[0] == "POWER-ACK" and len(f) == 6:
+            self.acked[f[2]] = " ".join(f[1:])
+        elif f[0] == "POWER-REL" and len(f) == 3:
+            self.rel[f[1]] = f[2]
+        elif f[0] == "POWER-RELD" and len(f) == 3:
+            self.acked.pop(f[2], None)
+            self.rel.pop(f[1], None)
+        elif f[0] == "POWER-STAGING" and len(f) == 2:
+            self.seen.add(f[1])
+
+    def text(self):
+        return "".join([f"ack {v}\n" for v in self.acked.values()] + [f"rel {k} {v}\n" for k, v in self.rel.items()] +
+                       [f"seen {x}\n" for x in sorted(self.seen)])
+
+    def copy(self):
+        b = Book()
+        b.acked, b.rel, b.seen = dict(self.acked), dict(self.rel), set(self.seen)
+        return b
+
+
+class Rounds:
+    def __init__(self, a, env):
+        self.a, self.env = a, env
+        self.rnd = random.Random(a.seed)
+        self.finished = [False] * ZONES
+        self.boot_no = 0
+        self.failed = []
+        self.states = 0
+        self.max_acked = 0
+        self.lost = 0
+
+    def boot(self, zns, conv, book, work, on_armed=None):
+        """One guest boot; returns (its console lines, run-guest's exit)."""
+        self.boot_no += 1
+        tmp = self.env.tmp
+        with open(os.path.join(tmp, "zones.state"), "w") as f:
+            f.write(zone_state(zns if not work else self.base_zns, self.finished))
+        with open(os.path.join(tmp, "book"), "w") as f:
+            f.write(book.text())
+        pidfile = os.path.join(tmp, "qemu.pid")
+        if os.path.exists(pidfile):
+            os.unlink(pidfile)
+        cmd = [sys.executable, os.path.join(VM_DIR, "run-guest.py"), "--zns", "--zones", str(ZONES),
+               "--zone-size", "8M", "--zone-cap", "6M", "--conventional", "--conventional-size", "64M",
+               "--zns-image", zns, "--conventional-image", conv, "--drive-cache", "none",
+               "--conventional-cache", self.a.db_cache,
+               "--bin", self.a.blkmqd, "--bin", self.a.blkmqctl, "--bin", shutil.which("blkzone"),
+               "--file", os.path.join(VM_DIR, "guest", "daemon-lib.sh") + ":/vm/daemon-lib.sh",
+               "--file", os.path.join(VM_DIR, "guest", "zones-crash-lib.sh") + ":/vm/zones-crash-lib.sh",
+               "--file", os.path.join(tmp, "zones.state") + ":/vm/zones.state",
+               "--file", os.path.join(tmp, "book") + ":/vm/book",
+               "--env", f"POWER_ROUND={self.boot_no}", "--env", f"POWER_WORK={int(work)}",
+               "--qemu-arg=-pidfile", "--qemu-arg=" + pidfile,
+               "--qemu-arg=-trace", "--qemu-arg=enable=pci_nvme_finish_zone",
+               "--qemu-arg=-trace", "--qemu-arg=enable=pci_nvme_reset_zone",
+               "--timeout", "900", "--log", os.path.join(self.a.log_dir, f"vm-power-cut-{self.boot_no}.console.log"),
+               "--script", os.path.join(VM_DIR, "guest", "power-cut.sh")]
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            return self.watch(p, book, work, pidfile, on_armed)
+        finally:
+            if p.poll() is None:
+                p.terminate()       # run-guest stops QEMU
+                p.wait()
+
+    def watch(self, p, book, work, pidfile, on_armed):
+        lines = []
+        armed = False
+        re_trace = re.compile(r"(?:\d+@[\d.]+:)?pci_nvme_(finish|reset)_zone .*idx=(\d+), all=(\d+)")
+        cut_short = ""
+        for line in p.stdout:
+            line = line.rstrip("\n")
+            m = re_trace.search(line)
+            if m:
+                # QEMU's trace (stderr) and the console share the stream: a
+                # trace line can land inside a console line, whose rest then
+                # comes as the next line. Put it back together.
+                idx = [int(m.group(2))] if m.group(3) == "0" else range(ZONES)
+                for i in idx:
+                    self.finished[i] = m.group(1) == "finish"
+                lines.append(line[m.start():])
+                cut_short += line[:m.start()]
+                continue
+            line, cut_short = cut_short + line, ""
+            lines.append(line)
+            if line.startswith("POWER-") and work:
+                book.feed(line)
+            if line.startswith("POWER-ARMED") and on_armed and not armed:
+                armed = True
+                threading.Thread(target=on_armed, args=(pidfile,), daemon=True).start()
+            if line.startswith(("not ok", "# round", "# zone state", "# book", "# write cache")) or \
+                    "acknowledged seal" in line:
+                print(f"[boot {self.boot_no}] {line}", flush=True)
+        rc = p.wait()
+        return lines, rc
+
+    def judge(self, what, lines, rc, work):
+        bad = [x for x in lines if x.startswith("not ok")]
+        self.lost += sum(1 for x in lines if "acknowledged seal" in x and ("lost" in x or "read back" in x))
+        checked = any(x.startswith("ok ") and "round" in x for x in lines)
+        if bad or not checked or (not work and rc != 0):
+            self.failed.append(what)
+            print(f"not ok - {what}: " + ("; ".join(bad) if bad else f"run-guest exit {rc}, checked: {checked}"),
+                  flush=True)
+            for x in lines[-40:]:
+                print(f"#   | {x}")
+        else:
+            print(f"ok - {what}", flush=True)
+
+    def run(self):
+        tmp = self.env.tmp
+        self.base_zns = os.path.join(tmp, "zns.img")
+        base_conv = os.path.join(tmp, "conv.img")
+        with open(self.base_zns, "wb") as f:
+            f.truncate(ZONES * ZONE)
+        with open(base_conv, "wb") as f:
+            f.truncate(CONV)
+        subprocess.run(["mkfs.ext4", "-q", "-F", "-b", "4096", "-E", "lazy_itable_init=0,lazy_journal_init=0",
+                        base_conv], check=True)
+        book = Book()
+        t0 = time.monotonic()
+        for i in range(1, self.a.cuts + 1):
+            pz = FuseDisk(self.env, self.a.powerdisk, ["--image=" + self.base_zns], "pz")
+            pc = FuseDisk(self.env, self.a.powerdisk, ["--image=" + base_conv], "pc")
+            delay = self.rnd.uniform(1.0, 12.0)
+            after = self.rnd.randint(1, 30) if self.rnd.random() < 0.8 else 0
+            cut_at = {}
+
+            def cut(pidfile):
+                # Most cuts come with the ZNS drive's Nth write from then
+                # (inside the I/O: between an append and the seal's flush),
+                # some at a random instant. QEMU is stopped in that instant
+                # (by the powerdisk itself, or here), so both drives lose
+                # power together: nothing more reaches the database's drive.
+                try:
+                    with open(pidfile) as f:
+                        pid = int(f.read().strip())
+                except (OSError, ValueError) as e:
+                    print(f"# cut {i}: no QEMU pid: {e}")
+                    return
+                time.sleep(delay)
+                if after:
+                    pz.ctl(f"cut-after {after} {pid}")
+                    deadline = time.monotonic() + 10
+                    while pz.stats()["cut"] != "1" and time.monotonic() < deadline:
+                        time.sleep(0.005)
+                os.kill(pid, signal.SIGSTOP)
+                pz.ctl("cut")
+                pc.ctl("cut")
+                cut_at["done"] = True
+                os.kill(pid, signal.SIGKILL)
+            try:
+                lines, rc = self.boot(pz.file, pc.file, book, True, on_armed=cut)
+                states = []
+                if cut_at:
+                    # Every line the guest printed before QEMU died: what
+                    # the stagers were told before the cut (after it,
+                    # nothing blkmqd does reaches the disks, so a reply sent
+                    # then promises nothing new).
+                    at_cut = book.copy()
+                    s = self.rnd.randrange(1 << 30)
+                    for k, spec in enumerate(["none", f"random:{s}", f"random:{s + 7}"][:self.a.states]):
+                        z, c = os.path.join(tmp, f"zns-{k}.img"), os.path.join(tmp, f"conv-{k}.img")
+                        pz.ctl(f"state {z} {spec}")
+                        pc.ctl(f"state {c} {spec if spec == 'none' else f'random:{s + 100 + k}'}")
+                        states.append((spec, z, c))
+                    st, sc = pz.stats(), pc.stats()
+                    print(f"# cut {i}: after {delay:.1f} s" + (f" and {after} ZNS writes" if after else "") +
+                          f", {len(at_cut.acked)} acknowledged seals held; ZNS disk: "
+                          f"{st.get('tail')} writes after the last of {st.get('fsyncs')} flushes; database disk: "
+                          f"{sc.get('tail')} writes after the last of {sc.get('fsyncs')} flushes, {sc.get('fua')} FUA; "
+                          f"{sum(self.finished)} zones finished", flush=True)
+                    self.max_acked = max(self.max_acked, len(at_cut.acked))
+            finally:
+                pz.close()
+                pc.close()
+            self.judge(f"cut {i}: boot {self.boot_no} (the previous state checked, then stagers until the cut)",
+                       lines, rc, True)
+            if not states:
+                self.failed.append(f"cut {i}: never armed")
+                print(f"not ok - cut {i}: the stagers never started")
+                for x in lines[-40:]:
+                    print(f"#   | {x}")
+                break
+            first = self.rnd.randrange(len(states))
+            for k, (spec, z, c) in enumerate(states):
+                if k == first:
+                    continue
+                lines, rc = self.boot(z, c, at_cut.copy(), False)
+                self.states += 1
+                self.judge(f"cut {i}: crash state {spec}", lines, rc, False)
+                os.unlink(z)
+                os.unlink(c)
+            _, z, c = states[first]
+            os.replace(z, self.base_zns)
+            os.replace(c, base_conv)
+            self.states += 1          # checked by the next boot
+            self.check_book = at_cut
+        if not self.failed:
+            lines, rc = self.boot(self.base_zns, base_conv, self.check_book.copy(), False)
+            self.judge("the last crash state", lines, rc, False)
+        print(f"# power cuts: {self.a.cuts} cuts, {self.states} crash states checked in {self.boot_no} boots "
+              f"({time.monotonic() - t0:.0f} s), up to {self.max_acked} acknowledged seals held at a cut, "
+              f"{self.lost} acknowledged seals lost, {len(self.failed)} failed", flush=True)
+        return not self.failed
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("blkmqd")
+    ap.add_argument("blkmqctl")
+    ap.add_argument("--cuts", type=int, default=int(os.environ.get("POWER_CUTS", "1")))
+    ap.add_argument("--states", type=int, default=2, choices=(1, 2, 3))
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--db-cache", default="directsync", help="QEMU cache= of the database's drive")
+    a = ap.parse_args()
+    a.powerdisk = os.environ.get("POWERDISK", "")
+    a.log_dir = os.environ.get("VM_LOG_DIR", os.getcwd())
+    a.seed = a.seed if a.seed is not None else random.randrange(1 << 30)
+    a.blkmqd, a.blkmqctl = os.path.abspath(a.blkmqd), os.path.abspath(a.blkmqctl)
+    os.environ["BLKMQD"], os.environ["BLKMQCTL"] = a.blkmqd, a.blkmqctl     # blkmqtest's Env
+    if os.geteuid() != 0:
+        skip("vm-power-cut: needs root (FUSE mounts)")
+    if not os.access(a.powerdisk, os.X_OK):
+        skip("vm-power-cut: set POWERDISK=/path/to/powerdisk (built with libfuse3-dev)")
+    if not os.path.exists("/dev/fuse"):
+        skip("vm-power-cut: no /dev/fuse")
+    for tool in ("blkzone", "mkfs.ext4"):
+        if not shutil.which(tool):
+            skip(f"vm-power-cut: {tool} missing")
+    rc = subprocess.run(["bash", os.path.join(VM_DIR, "prepare.sh")]).returncode
+    if rc != 0:
+        sys.exit(rc)
+    print(f"# vm-power-cut: {a.cuts} cuts, {a.states} crash states each, seed {a.seed}", flush=True)
+    with Env("vm-power-cut") as env:
+        ok = Rounds(a, env).run()
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
