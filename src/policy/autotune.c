@@ -553,7 +553,7 @@ bool autotune_sequential_reads(const AutoSignature *sig, double min_iops) {
 static const unsigned default_nr_requests[] = { 32, 64, 128, 256 };
 static const long long default_wbt[] = { -1, 0, 2000, 75000 };
 static const unsigned default_read_ahead[] = { 128, 512, 2048 };
-static const char *const default_schedulers[] = { "mq-deadline", "kyber", "bfq", "none" };
+static const char *const default_schedulers[] = { "mq-deadline", "kyber", "bfq", "none", NULL };
 
 static bool push_candidate(AutoCandidate *ret, size_t *n, const AutoCandidate *c, char *note, size_t note_size) {
         for (size_t k = 0; k < *n; k++)
