@@ -79,6 +79,19 @@ check_eq "stage obj1 through the socket (zone append on $Z)" 0 $?
 LBA1=$(fld /tmp/obj1.out "Start LBA")
 check_eq "obj1: dd from LBA $LBA1 hashes as the file" "$SHA1" "$(readback $Z "$LBA1" 1048577)"
 check_eq "obj1: blkzone: its zone is full (sealed)" fu "$(zone_cond $Z "$LBA1")"
+# Zone append through NVMe passthrough inside the sandbox (DeviceAllow=
+# char-nvme-generic, CAP_SYS_ADMIN on 6.1): were the open of /dev/ngXnY
+# refused, blkmqd would fall back to the kernel's zoned interface and the
+# stage above would still pass, so ask the kernel which files it holds.
+ls -l /proc/$(mainpid)/fd 2>/dev/null | grep -o '/dev/ng[0-9a-z]*' | sort -u | sed 's/^/# fd| /'
+check "zone append by passthrough: blkmqd holds a /dev/ngXnY open (/proc/PID/fd)" \
+        sh -c "ls -l /proc/$(mainpid)/fd | grep -q ' /dev/ng[0-9]'"
+# Verify reads as the scrub does, IOPRIO_CLASS_IDLE in every SQE; the kernel
+# fails a read whose priority it does not allow, so a clean verify is
+# those reads accepted inside the sandbox.
+blkmqctl zones verify obj1 > /tmp/verify.out 2>&1
+check_eq "zones verify obj1 (idle I/O priority) inside the sandbox" 0 $?
+sed 's/^/# verify| /' /tmp/verify.out | head -n 4
 objects_intact() {
         vm_wait_for 30 zone_listed $Z
         blkmqctl --json zones find obj1 > /tmp/find.out 2>&1 || sed 's/^/# zones find| /' /tmp/find.out
