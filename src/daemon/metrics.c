@@ -35,6 +35,22 @@ static void gauge_if_finite(StrBuf *sb, const char *name, const char *dev, doubl
 
 /* The text format wants each family's samples in one group: one pass per
  * family. */
+/* One gauge family: per managed device, the settings of its last job that
+ * ended in outcome o. */
+static void render_outcome_count(StrBuf *sb, Manager *m, const char *name, const char *help, TuneOutcome o) {
+        metrics_text_family(sb, name, METRIC_GAUGE, help);
+        for (size_t i = 0; i < m->n_devices; i++) {
+                Device *d = m->devices[i];
+                unsigned c[_TUNE_OUTCOME_MAX] = {};
+                MetricLabel l[] = { LBL("device", d->sysname) };
+                if (d->removed || !resolved_managed(&d->resolved))
+                        continue;
+                if (d->last)
+                        tune_job_count(d->last, c);
+                metrics_text_gauge(sb, name, l, 1, c[o]);
+        }
+}
+
 static void render_devices(StrBuf *sb, Manager *m) {
         metrics_text_family(sb, "blkmqd_device_managed", METRIC_GAUGE,
                             "1 for each block device a [Device] section matches.");
@@ -91,30 +107,11 @@ static void render_devices(StrBuf *sb, Manager *m) {
                         metrics_text_gauge(sb, "blkmqd_device_scheduler_info", l, ELEMENTSOF(l), 1);
                 }
         }
-        metrics_text_family(sb, "blkmqd_device_settings_failed", METRIC_GAUGE,
-                            "Settings whose last write failed, per device.");
-        for (size_t i = 0; i < m->n_devices; i++) {
-                Device *d = m->devices[i];
-                unsigned c[_TUNE_OUTCOME_MAX] = {};
-                MetricLabel l[] = { LBL("device", d->sysname) };
-                if (d->removed || !resolved_managed(&d->resolved))
-                        continue;
-                if (d->last)
-                        tune_job_count(d->last, c);
-                metrics_text_gauge(sb, "blkmqd_device_settings_failed", l, 1, c[TUNE_FAILED]);
-        }
-        metrics_text_family(sb, "blkmqd_device_settings_adjusted", METRIC_GAUGE,
-                            "Settings the kernel did not take as written (it settled on another value), per device.");
-        for (size_t i = 0; i < m->n_devices; i++) {
-                Device *d = m->devices[i];
-                unsigned c[_TUNE_OUTCOME_MAX] = {};
-                MetricLabel l[] = { LBL("device", d->sysname) };
-                if (d->removed || !resolved_managed(&d->resolved))
-                        continue;
-                if (d->last)
-                        tune_job_count(d->last, c);
-                metrics_text_gauge(sb, "blkmqd_device_settings_adjusted", l, 1, c[TUNE_ADJUSTED]);
-        }
+        render_outcome_count(sb, m, "blkmqd_device_settings_failed", "Settings whose last write failed, per device.",
+                             TUNE_FAILED);
+        render_outcome_count(sb, m, "blkmqd_device_settings_adjusted",
+                             "Settings the kernel did not take as written (it settled on another value), per device.",
+                             TUNE_ADJUSTED);
         /* Read again at each write of the file (at most once a second): a
          * few small sysfs reads per device, none while a job is in flight
          * (its writes are no drift). */
