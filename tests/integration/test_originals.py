@@ -57,18 +57,9 @@ Database={os.path.join(env.tmp, "zones.db")}
 
         def daemon(**environ):
             n[0] += 1
-            saved = {k: os.environ.get(k) for k in environ}
-            os.environ.update(environ)
-            try:
-                d = env.daemon(["--config", cfg, "--varlink-address", sock, "--log-level", "debug"],
-                               name=f"blkmqd-{n[0]}")
-                d.start(wait_ready=not environ, timeout=15)
-            finally:
-                for k, v in saved.items():
-                    if v is None:
-                        os.environ.pop(k, None)
-                    else:
-                        os.environ[k] = v
+            d = env.daemon(["--config", cfg, "--varlink-address", sock, "--log-level", "debug"],
+                           name=f"blkmqd-{n[0]}", environ=environ)
+            d.start(wait_ready=not environ, timeout=15)
             return d
 
         def kill9(d):

@@ -96,23 +96,14 @@ Database={self.db}
         """may_die: a kill point may end the daemon during its start (a
         reset at the reconcile); then it returns None, as a kill there."""
         self.n += 1
-        saved = {k: os.environ.get(k) for k in environ}
-        os.environ.update({k: v for k, v in environ.items() if v is not None})
+        self.d = self.env.daemon(["--config", self.cfg, "--varlink-address", self.sock, "--log-level", "debug"],
+                                 name=f"{self.name}-{self.n}", environ=environ)
         try:
-            self.d = self.env.daemon(["--config", self.cfg, "--varlink-address", self.sock, "--log-level", "debug"],
-                                     name=f"{self.name}-{self.n}")
-            try:
-                self.d.start(timeout=15)
-            except DaemonError:
-                if not (may_die and self.died(5)):
-                    raise
-                return None
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+            self.d.start(timeout=15)
+        except DaemonError:
+            if not (may_die and self.died(5)):
+                raise
+            return None
         return self.d
 
     def stop(self):

@@ -685,8 +685,11 @@ class Daemon:
     """blkmqd started with a NOTIFY_SOCKET we own; stderr goes to a log file."""
 
     def __init__(self, env, args, name="blkmqd", valgrind=False, binary=None, as_unit=False,
-                 close_stderr=False):
+                 close_stderr=False, environ=None):
         self.env = env
+        # Variables added to the daemon's environment (a test's kill point,
+        # fault hooks); one whose value is None is left as it is.
+        self.environ = {k: v for k, v in (environ or {}).items() if v is not None}
         # Started with fd 2 closed (and no journal): a daemon with nowhere to log.
         self.close_stderr = close_stderr
         # as blkmqd.service runs it: its own session (so its own autogroup),
@@ -729,7 +732,7 @@ class Daemon:
         self._thread = threading.Thread(target=self._reader, daemon=True,
                                         name=f"{self.name}-notify")
         self._thread.start()
-        env = dict(os.environ)
+        env = dict(os.environ, **self.environ)
         env["NOTIFY_SOCKET"] = self.sockpath
         env.pop("JOURNAL_STREAM", None)     # logs must go to our stderr file
         env.pop("LISTEN_FDS", None)
