@@ -89,6 +89,8 @@ static void help(void) {
                "                       blkmqd reads the zone back, compares, finishes it\n"
                "  zones release LEASE  give the zone up (it is reset in a batch)\n"
                "  zones get LEASE      the leased zone (or: zones get DEVICE INDEX)\n"
+               "  zones repair DEVICE [INDEX]\n"
+               "                       failed zones without a lease: reset, flushed, free again\n"
                "  zones objects [DEVICE]\n"
                "                       sealed objects: label, size, SHA-256, device, zone,\n"
                "                       seal time, last check, lease\n"

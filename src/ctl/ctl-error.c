@@ -131,6 +131,14 @@ static int zones_error(const char *verb, const char *name, json_t *p) {
         if (streq(name, "LabelNotUnique"))
                 return fail(EXIT_LEASE_STATE, "%s: %lld sealed objects have this label: name the device "
                             "(--device=) or the lease", dash(jstr(p, "label")), jint(p, "count", 0));
+        if (streq(name, "NotRepairable")) {
+                if (jstr(p, "lease"))
+                        return fail(EXIT_LEASE_STATE, "%s: %s zone %lld is held by lease %s: release it (zones "
+                                    "release %s) instead of repairing it", verb, dash(jstr(p, "deviceId")),
+                                    jint(p, "zoneIndex", -1), jstr(p, "lease"), jstr(p, "lease"));
+                return fail(EXIT_LEASE_STATE, "%s: %s zone %lld is %s, not failed: nothing to repair", verb,
+                            dash(jstr(p, "deviceId")), jint(p, "zoneIndex", -1), dash(jstr(p, "state")));
+        }
         if (streq(name, "WrongState"))
                 return fail(EXIT_LEASE_STATE, "%s: %s: not possible while the zone is %s", verb,
                             dash(jstr(p, "lease")), dash(jstr(p, "state")));

@@ -86,15 +86,17 @@ static void *hash_thread(void *userdata) {
 
 /* ---- when something failed ---- */
 
-/* After a failed append or seal: give the zone back, best effort. */
-static void stage_release(Ctl *c, const char *lease) {
+/* After a failed append or seal: give the zone back, best effort.
+ * Returns false when blkmqd could not be reached (on this connection or a
+ * new one): whatever became of the lease is then up to its restart. */
+static bool stage_release(Ctl *c, const char *lease) {
         _cleanup_ctl_ Ctl fresh = CTL("stage");
         _cleanup_(json_decrefp) json_t *params = json_pack("{s:s}", "lease", lease), *reply = NULL;
         const char *error = NULL;
         int r;
 
         if (!params)
-                return;
+                return true;
         r = ctl_call_raw(c, ZONES_INTERFACE ".Release", params, &reply, &error);
         if (r < 0) {
                 /* The connection may be what failed: one more try on a new one. */
@@ -104,11 +106,12 @@ static void stage_release(Ctl *c, const char *lease) {
         }
         if (r >= 0 && !error) {
                 fail(EXIT_OK, "stage: released lease %s", lease);
-                return;
+                return true;
         }
 gone:
         fail(EXIT_OK, "stage: could not release lease %s (%s); blkmqd reclaims it at its next start", lease,
              r < 0 ? strerror(-r) : error);
+        return r >= 0;
 }
 
 /* What became of the lease, asked of a blkmqd that came back (Get's reply,
@@ -308,20 +311,41 @@ static int stage_append(Stage *s) {
 static int stage_seal(Stage *s) {
         _cleanup_(json_decrefp) json_t *params = json_pack("{s:s, s:s}", "lease", s->lease, "sha256", s->job.hex),
                                        *sealed = NULL;
+        const char *error = NULL;
         int r;
 
         if (!params)
                 return fail(EXIT_PROTOCOL, "out of memory");
-        r = ctl_call(&s->ctl, ZONES_INTERFACE ".Seal", params, &sealed);
-        if (r == EXIT_UNREACHABLE)
-                return stage_settle(s->lease, s->job.hex, s->size, &s->zone);
-        if (r != EXIT_OK) {
-                /* A mismatch leaves the zone failed, for a look (zones get LEASE). */
-                if (r != EXIT_CHECKSUM)
-                        stage_release(&s->ctl, s->lease);
-                else
-                        fail(EXIT_OK, "stage: lease %s kept for inspection: blkmqctl zones get %s", s->lease, s->lease);
+        r = ctl_call_raw(&s->ctl, ZONES_INTERFACE ".Seal", params, &sealed, &error);
+        if (r < 0) {
+                r = transport_error(r);
+                if (r == EXIT_UNREACHABLE)
+                        return stage_settle(s->lease, s->job.hex, s->size, &s->zone);
                 return r;
+        }
+        if (error && streq(error, ZONES_INTERFACE ".ChecksumMismatch")) {
+                /* A mismatch leaves the zone failed, for a look (zones get LEASE). */
+                r = varlink_error(s->ctl.verb, error, sealed);
+                fail(EXIT_OK, "stage: lease %s kept for inspection: blkmqctl zones get %s", s->lease, s->lease);
+                return r;
+        }
+        if (error) {
+                /* The error is said (and under --json printed) only once
+                 * it is the outcome: not when the stage settles after all. */
+                _cleanup_free_ char *name = strdup(error);
+                if (!name)
+                        return fail(EXIT_PROTOCOL, "out of memory");
+                if (stage_release(&s->ctl, s->lease))
+                        return varlink_error(s->ctl.verb, name, sealed);
+                /* The seal failed as blkmqd went away (an I/O error as the
+                 * power or the disk went): what the failed call wrote may
+                 * have reached the media all the same, and the restart may
+                 * find the zone sealed with the file. Ask, as after a lost
+                 * connection: sealed with the file is staged, and anything
+                 * else is released (or the lease dropped: staged again). */
+                fprintf(stderr, "stage: the seal of lease %s failed (%s) and blkmqd went away; asking what "
+                        "became of it once blkmqd is back\n", s->lease, name);
+                return stage_settle(s->lease, s->job.hex, s->size, &s->zone);
         }
         s->zone = json_incref(json_object_get(sealed, "zone"));
         return EXIT_OK;

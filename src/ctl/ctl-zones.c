@@ -531,6 +531,53 @@ static int zones_append(const char *lease, const char *path) {
         return print_zone_reply(reply, lease);
 }
 
+/* zones repair DEVICE [INDEX]: failed zones without a lease reset,
+ * flushed and free again; exits 10 when one stays failed. */
+static int zones_repair(int argc, char **argv, const char *device) {
+        _cleanup_ctl_ Ctl c = CTL("zones repair");
+        _cleanup_(json_decrefp) json_t *params = json_pack("{s:s}", "device", device), *reply = NULL;
+        json_t *zones, *z;
+        size_t i, still = 0;
+        int r;
+
+        if (!params)
+                return fail(EXIT_PROTOCOL, "out of memory");
+        if (argc == 4) {
+                char *end;
+                unsigned long idx;
+
+                errno = 0;
+                idx = strtoul(argv[3], &end, 10);
+                if (errno != 0 || end == argv[3] || *end != 0 || argv[3][0] == '-' || idx > INT32_MAX)
+                        return fail(EXIT_USAGE, "%s: not a zone index", argv[3]);
+                json_object_set_new(params, "zoneIndex", json_integer((json_int_t) idx));
+        }
+        r = ctl_call(&c, ZONES_INTERFACE ".Repair", params, &reply);
+        if (r != EXIT_OK)
+                return r;
+        zones = json_object_get(reply, "zones");
+        json_array_foreach(zones, i, z)
+                if (!streq_ptr(jstr(z, "state"), "free"))
+                        still++;
+        if (!arg_json) {
+                if (json_array_size(zones) == 0)
+                        printf("%s: no failed zone without a lease; nothing to repair.\n", device);
+                json_array_foreach(zones, i, z)
+                        printf("zone %lld: %s%s%s\n", jint(z, "zoneIndex", -1),
+                               streq_ptr(jstr(z, "state"), "free") ? "reset and flushed, free again"
+                                                                   : "still failed",
+                               jstr(z, "note") ? ": " : "", jstr(z, "note") ?: "");
+        } else {
+                r = ctl_render(reply, NULL, NULL);
+                if (r != EXIT_OK)
+                        return r;
+        }
+        if (still)
+                return fail(EXIT_ZONE_IO, "zones repair: %zu of %zu zones stay failed (the device refused the reset "
+                            "or the flush; see blkmqd's log)", still, json_array_size(zones));
+        return EXIT_OK;
+}
+
 /* ---- the zones verb: its subcommands, their arguments and options ---- */
 
 static const struct {
@@ -539,7 +586,7 @@ static const struct {
 } zones_subs[] = {
         { "free", 3, 3 },    { "alloc", 2, 2 },  { "append", 4, 4 }, { "seal", 4, 4 },
         { "release", 3, 3 }, { "get", 3, 4 },    { "objects", 2, 3 }, { "find", 3, 3 },
-        { "cat", 3, 3 },     { "verify", 2, 3 },
+        { "cat", 3, 3 },     { "verify", 2, 3 },  { "repair", 3, 4 },
 };
 
 /* Whether sub is a zones subcommand (else: zones DEVICE), and its
@@ -558,7 +605,7 @@ static int zones_check(int argc, char **argv, bool *ret_known) {
                 }
         if (!known && argc > 2)
                 return fail(EXIT_USAGE, "zones %s: unknown zones command (free, alloc, append, seal, release, get, "
-                                        "objects, find, cat, verify)", sub);
+                                        "objects, find, cat, verify, repair)", sub);
 
         if (arg_state && (known || argc != 2))
                 return fail(EXIT_USAGE, "--state goes with zones DEVICE");
@@ -603,6 +650,8 @@ int verb_zones(int argc, char **argv) {
                 return zones_lease_call("zones seal", ZONES_INTERFACE ".Seal", argv[2], argv[3]);
         if (streq(sub, "release"))
                 return zones_release(argv[2]);
+        if (streq(sub, "repair"))
+                return zones_repair(argc, argv, device_arg(argv[2], devbuf));
         if (streq(sub, "objects"))
                 return zones_objects(argc > 2 ? device_arg(argv[2], devbuf) : NULL);
         if (streq(sub, "find"))

@@ -59,6 +59,25 @@ static bool zdev_busy(const ZoneDevice *d) {
 }
 
 /* ---- resets, batched ---- */
+/* A zone whose reset is durable: free and empty, nothing of its object
+ * or lease kept. */
+static void slot_reset_done(ZoneSlot *x) {
+        x->state = ZONE_STATE_FREE;
+        x->reset_count++;
+        x->bytes_written = 0;
+        x->zone.wp = x->zone.start;
+        x->zone.cond = ZONE_COND_EMPTY;
+        x->sha256 = mfree(x->sha256);
+        x->label = mfree(x->label);
+        x->note = mfree(x->note);
+        x->tail = mfree(x->tail);
+        x->tail_len = 0;
+        sha256_done(&x->vsha);
+        x->verified = 0;
+        x->owner_uid = ZONE_DB_UID_INVALID;
+        x->allocated_usec = x->sealed_usec = 0;
+}
+
 typedef struct ResetJob {
         ZoneDevice *dev;
         uint32_t *zones;
@@ -118,20 +137,7 @@ static void reset_done(void *data, void *userdata) {
                         x->state = ZONE_STATE_FAILED;
                         (void) free_and_strdup(&x->note, "the flush after the reset failed: not known to be empty");
                 } else {
-                        x->state = ZONE_STATE_FREE;
-                        x->reset_count++;
-                        x->bytes_written = 0;
-                        x->zone.wp = x->zone.start;
-                        x->zone.cond = ZONE_COND_EMPTY;
-                        x->sha256 = mfree(x->sha256);
-                        x->label = mfree(x->label);
-                        x->note = mfree(x->note);
-                        x->tail = mfree(x->tail);
-                        x->tail_len = 0;
-                        sha256_done(&x->vsha);
-                        x->verified = 0;
-                        x->owner_uid = ZONE_DB_UID_INVALID;
-                        x->allocated_usec = x->sealed_usec = 0;
+                        slot_reset_done(x);
                         log_info("%s: zone %u reset (%u resets so far).", d->id, z, x->reset_count);
                 }
                 (void) zone_record(d, z);
@@ -173,6 +179,135 @@ void zone_maybe_reset(ZoneDevice *d, bool starved) {
                 free(j->results);
                 free(j);
         }
+}
+
+/* ---- repair: failed zones back into use ---- */
+typedef struct RepairJob {
+        ZoneDevice *dev;
+        uint32_t *zones;
+        int *results; /* the reset of each zone */
+        ZoneRef *refs;
+        size_t n;
+        int flushed;
+        ZoneDoneFn done;
+        void *userdata;
+} RepairJob;
+
+static void repair_job_free(RepairJob *j) {
+        free(j->zones);
+        free(j->results);
+        free(j->refs);
+        free(j);
+}
+
+/* The same order as a batch of resets: each reset, then one flush that
+ * covers them; only a reset followed by a flush that succeeded is known
+ * to be durable. */
+static void repair_run(void *data) {
+        RepairJob *j = data;
+        bool any = false;
+
+        for (size_t i = 0; i < j->n; i++) {
+                j->results[i] = j->dev->zbd->ops->reset(j->dev->zbd, j->dev->slots[j->zones[i]].zone.start);
+                any = any || j->results[i] >= 0;
+        }
+        j->flushed = any ? zbd_flush(j->dev->zbd) : 0;
+}
+
+static void repair_done(void *data, void *userdata) {
+        RepairJob *j = data;
+        ZoneDevice *d = j->dev;
+
+        for (size_t i = 0; i < j->n; i++) {
+                uint32_t z = j->zones[i];
+                ZoneSlot *x = &d->slots[z];
+                int r = j->results[i] < 0 ? j->results[i] : j->flushed;
+
+                x->busy = false;
+                j->refs[i] = (ZoneRef) { d, z };
+                if (r < 0) {
+                        log_error_errno(r, "%s: zone %u: repair failed, the %s failed; it stays failed: %m", d->id, z,
+                                        j->results[i] < 0 ? "reset" : "flush after the reset");
+                        (void) free_and_strdup(&x->note, j->results[i] < 0 ? "repair: the reset failed"
+                                                                           : "repair: the flush after the reset failed");
+                } else {
+                        _cleanup_free_ char *was = TAKE_PTR(x->note);
+                        slot_reset_done(x);
+                        log_info("%s: zone %u repaired: reset and flushed, free again (it was failed: %s).", d->id,
+                                 z, was ?: "no reason recorded");
+                }
+                (void) zone_record(d, z);
+        }
+        zone_done(j->done, j->userdata, &(ZoneResult) { .objects = j->refs, .n_objects = j->n });
+        repair_job_free(j);
+        zone_device_settle(d);
+        if (d->service->zones_freed)
+                d->service->zones_freed(d->service);
+}
+
+static bool repairable(const ZoneSlot *x) {
+        return x->state == ZONE_STATE_FAILED && !x->lease && !x->busy && !x->append && !x->verify && !x->readers;
+}
+
+int zone_service_repair(ZoneService *s, const char *device, int64_t zone, ZoneDoneFn done, void *userdata) {
+        ZoneResult res = {};
+        ZoneDevice *d = (ZoneDevice *) zone_service_find_device(s, device);
+        RepairJob *j;
+
+        if (!d) {
+                res.name = device;
+                zone_done_error(done, userdata, &res, ZONE_ERROR_NO_SUCH_DEVICE);
+                return 0;
+        }
+        if (d->gone || !d->zbd) {
+                res.name = d->id;
+                zone_done_error(done, userdata, &res, ZONE_ERROR_DEVICE_GONE);
+                return 0;
+        }
+        if (zone >= (int64_t) d->n) {
+                res.parameter = "zoneIndex";
+                zone_done_error(done, userdata, &res, ZONE_ERROR_INVALID_PARAMETER);
+                return 0;
+        }
+        if (zone >= 0 && !repairable(&d->slots[zone])) {
+                const ZoneSlot *x = &d->slots[zone];
+                res.ref = (ZoneRef) { d, (uint32_t) zone };
+                res.name = d->id;
+                res.lease = x->lease;
+                res.state = x->state == ZONE_STATE_FAILED ? "failed (in use)" : zone_state_to_string(x->state);
+                zone_done_error(done, userdata, &res, ZONE_ERROR_NOT_REPAIRABLE);
+                return 0;
+        }
+        j = calloc(1, sizeof *j);
+        if (!j)
+                return -ENOMEM;
+        *j = (RepairJob) { .dev = d, .done = done, .userdata = userdata };
+        j->zones = calloc(d->n, sizeof *j->zones);
+        j->results = calloc(d->n, sizeof *j->results);
+        j->refs = calloc(d->n, sizeof *j->refs);
+        if (!j->zones || !j->results || !j->refs) {
+                repair_job_free(j);
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < d->n; i++)
+                if ((zone < 0 || (int64_t) i == zone) && repairable(&d->slots[i]))
+                        j->zones[j->n++] = (uint32_t) i;
+        if (j->n == 0) {
+                /* Nothing failed without a lease: nothing to do. */
+                zone_done(done, userdata, &(ZoneResult) {});
+                repair_job_free(j);
+                return 0;
+        }
+        log_info("%s: repairing %zu failed zones (reset, then a flush).", d->id, j->n);
+        for (size_t i = 0; i < j->n; i++)
+                d->slots[j->zones[i]].busy = true;
+        if (work_pool_submit(s->work, repair_run, repair_done, j, NULL) < 0) {
+                for (size_t i = 0; i < j->n; i++)
+                        d->slots[j->zones[i]].busy = false;
+                repair_job_free(j);
+                return -ENOMEM;
+        }
+        return 0;
 }
 
 /* ---- devices ---- */

@@ -35,6 +35,7 @@ typedef enum ZoneError {
         ZONE_ERROR_LABEL_NOT_FOUND,   /* .label */
         ZONE_ERROR_LABEL_NOT_UNIQUE,  /* .label, .count */
         ZONE_ERROR_FLUSH_FAILED,      /* .name: the deviceId, .errnum, .message */
+        ZONE_ERROR_NOT_REPAIRABLE,    /* .name: the deviceId, .ref.zone, .state, .lease (or NULL) */
         ZONE_ERROR_CANCELLED,         /* the operation was dropped unanswered: zone_op_cancel(), or shutdown */
         _ZONE_ERROR_MAX,
 } ZoneError;

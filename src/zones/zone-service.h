@@ -83,6 +83,13 @@ int zone_service_seal(ZoneService *s, const char *lease, const char *sha256, uid
 /* Lets the lease go once that is durable; the zone is reset later. */
 int zone_service_release(ZoneService *s, const char *lease, uid_t uid, ZoneDoneFn done, void *userdata);
 
+/* Puts failed zones without a lease back into use: zone (or, when zone
+ * is negative, every failed zone of device without a lease) is reset,
+ * the write cache flushed, and only then recorded free; a zone whose
+ * reset or flush fails stays failed. done gets the zones as they ended
+ * (.objects, .n_objects; none when nothing was to repair). */
+int zone_service_repair(ZoneService *s, const char *device, int64_t zone, ZoneDoneFn done, void *userdata);
+
 /* Looks an object up now: fills res (res->ref, or res->error). */
 void zone_service_find_object(ZoneService *s, const ZoneObjectRef *ref, ZoneResult *res);
 /* Reads the object into fd (taken, always), checking its SHA-256; only its

@@ -46,6 +46,7 @@ static const struct {
         [ZONE_ERROR_LABEL_NOT_FOUND] = { "io.blkmqd.Zones.LabelNotFound", ENOENT },
         [ZONE_ERROR_LABEL_NOT_UNIQUE] = { "io.blkmqd.Zones.LabelNotUnique", ENOTUNIQ },
         [ZONE_ERROR_FLUSH_FAILED] = { "io.blkmqd.Zones.FlushFailed", EIO },
+        [ZONE_ERROR_NOT_REPAIRABLE] = { "io.blkmqd.Zones.NotRepairable", EBUSY },
         [ZONE_ERROR_CANCELLED] = { NULL, ECANCELED },
 };
 

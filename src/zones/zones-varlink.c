@@ -150,6 +150,12 @@ static int reply_error(VarlinkCall *call, const ZoneResult *res) {
                 p = json_pack("{s:s, s:i, s:s}", "deviceId", res->name, "errno", res->errnum, "message",
                               res->message);
                 break;
+        case ZONE_ERROR_NOT_REPAIRABLE:
+                p = json_pack("{s:s, s:i, s:s}", "deviceId", res->name, "zoneIndex", (int) res->ref.zone, "state",
+                              res->state);
+                if (p && res->lease)
+                        json_object_set_new(p, "lease", json_string(res->lease));
+                break;
         case ZONE_ERROR_LABEL_EXISTS:
                 p = json_pack("{s:s, s:s}", "label", res->label, "lease", res->lease);
                 break;
@@ -358,6 +364,30 @@ static int method_release(VarlinkCall *call, json_t *params, void *userdata) {
         return r;
 }
 
+static void repair_done(const ZoneResult *res, void *userdata) {
+        json_t *a = NULL;
+
+        if (!res->error) {
+                a = json_array();
+                for (size_t i = 0; i < res->n_objects; i++)
+                        json_array_append_new(a, zone_json(res->objects[i]));
+        }
+        finish(userdata, res, a ? json_pack("{s:o}", "zones", a) : NULL);
+}
+
+static int method_repair(VarlinkCall *call, json_t *params, void *userdata) {
+        json_t *jidx = json_object_get(params, "zoneIndex");
+        int r;
+
+        if (jidx && json_integer_value(jidx) < 0)
+                return varlink_call_error_invalid_parameter(call, "zoneIndex");
+        r = zone_service_repair(userdata, json_string_value(json_object_get(params, "device")),
+                                jidx ? (int64_t) json_integer_value(jidx) : -1, repair_done, varlink_call_ref(call));
+        if (r < 0)
+                varlink_call_unref(call);
+        return r;
+}
+
 static int method_get(VarlinkCall *call, json_t *params, void *userdata) {
         ZoneService *s = userdata;
         const char *lease = json_string_value(json_object_get(params, "lease"));
@@ -500,6 +530,7 @@ static const VarlinkMethod methods[] = {
         { "Append", method_append, VARLINK_METHOD_MUTATING | VARLINK_METHOD_ACCEPTS_FDS },
         { "Seal", method_seal, VARLINK_METHOD_MUTATING | VARLINK_METHOD_PIPELINED },
         { "Release", method_release, VARLINK_METHOD_MUTATING | VARLINK_METHOD_PIPELINED },
+        { "Repair", method_repair, VARLINK_METHOD_MUTATING },
         { "Get", method_get, VARLINK_METHOD_PIPELINED },
         { "ListObjects", method_list_objects, VARLINK_METHOD_PIPELINED },
         { "Find", method_find, VARLINK_METHOD_PIPELINED },

@@ -100,7 +100,7 @@ def main():
             check("blkmqctl zones --state=s", nowhere, ["sealed"], "sealed", exact=True)
             check("blkmqctl log-level w", nowhere, ["warning"], "warning", exact=True)
             check("blkmqctl zones ", nowhere, ["free", "alloc", "append", "seal", "release", "get", "objects",
-                                               "find", "cat", "verify"], "the zones subcommands", exact=True)
+                                               "find", "cat", "verify", "repair"], "the zones subcommands", exact=True)
             check("blkmqctl show ", nowhere, [], "nothing (no daemon)", exact=True)
             check("blkmqctl zones seal ", nowhere, [], "nothing (no daemon)", exact=True)
             p = subprocess.run([ctl_bin, "__complete", "devices"], capture_output=True, text=True,

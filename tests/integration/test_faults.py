@@ -14,6 +14,14 @@
   the Seal answers FlushFailed naming the device, blkmqctl exits 10 saying
   so, the zone is failed and stays so (a second Seal: WrongState; after a
   restart: failed), it is no object; released, it is reset and free;
+- blkmqctl stage whose seal fails as blkmqd goes away (FlushFailed, then
+  blkmqd killed as it records the release): stage settles with the
+  restarted blkmqd instead of exiting as if the lease were released;
+- the flush after a reset fails: the zone is failed with no lease, label
+  or owner; zones repair of a zone that is not failed, or that a lease
+  holds, is refused naming it; a repair whose own flush fails leaves the
+  zone failed and exits 10; one that works makes it free (and so it
+  stays across a restart), and Allocate gets it;
 - a drop-in becomes unreadable (a dangling link) at reload: the reload is
   refused naming the file, the old configuration stays in force;
 - no log target (stderr closed, no journal): blkmqd runs and answers.
@@ -22,6 +30,7 @@ Needs root (a tmpfs for the full disk), $BLKMQD and $BLKMQCTL."""
 
 import base64
 import hashlib
+import json
 import os
 import subprocess
 
@@ -223,6 +232,121 @@ Database={database}
             r.ok(wait_for(lambda: varlink_call(fsock, "io.blkmqd.Zones.ListZones", {"device": dev})
                           ["parameters"]["zones"][idx]["state"] == "free", 10),
                  "reset (and flushed): free again", daemon=d)
+            d.stop()
+
+        with r.case("a seal that fails as blkmqd goes away: blkmqctl stage settles with the restarted blkmqd", env):
+            simg = os.path.join(env.tmp, "settle.img")
+            cfg = zones_conf(image=simg, database=os.path.join(env.tmp, "settle.db"), name="settle.conf")
+            ssock = os.path.join(env.tmp, "settle.sock")
+            # The seal's flush fails (flush 2), and blkmqd dies with the
+            # release after it recorded and unanswered: the stager had an
+            # error for its seal and then no blkmqd to release with.
+            d = env.daemon(["--config", cfg, "--varlink-address", ssock], name="settle-1",
+                           environ={"BLKMQD_TEST_FAIL_FLUSH": "2",
+                                    "BLKMQD_TEST_KILL_AT": "durable:io.blkmqd.Zones.Release"})
+            d.start(timeout=15)
+            fw = os.path.join(env.tmp, "settle-fw.bin")
+            data = os.urandom(70000)
+            with open(fw, "wb") as f:
+                f.write(data)
+            ctl = Ctl(ctl_bin, ssock)
+            st = subprocess.Popen([ctl_bin, "--address", ssock, "--json", "stage", fw, "--label", "fw-settle",
+                                   "--settle-timeout=60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            r.ok(wait_for(lambda: not d.alive(), 20), "blkmqd dies at the release after the failed seal", daemon=d)
+            d.wait_exit(5)
+            d = env.daemon(["--config", cfg, "--varlink-address", ssock], name="settle-2")
+            d.start(timeout=15)
+            out, err = st.communicate(timeout=90)
+            o = json.loads(out) if st.returncode == 0 and out.strip() else {}
+            r.ok(st.returncode == 0 and "the seal of lease" in err and "and blkmqd went away; asking what became of it" in err
+                 and "staging again" in err and o.get("sha256") == hashlib.sha256(data).hexdigest(),
+                 "blkmqctl stage waits for blkmqd, finds the lease dropped and stages again: exit 0, the file's SHA-256",
+                 f"exit {st.returncode}\nstdout: {out}\nstderr: {err}")
+            objs = varlink_call(ssock, "io.blkmqd.Zones.ListObjects", {})["parameters"]["objects"]
+            r.eq([(x.get("label"), x.get("sha256")) for x in objs], [("fw-settle", hashlib.sha256(data).hexdigest())],
+                 "one object, the file, under its label: nothing leaked")
+            d.stop()
+
+        with r.case("the flush after a reset fails: the zone failed, then repaired by zones repair", env):
+            rimg = os.path.join(env.tmp, "repair.img")
+            cfg = zones_conf(image=rimg, database=os.path.join(env.tmp, "repair.db"), name="repair.conf",
+                             extra="ResetBatch=1\n")
+            rsock = os.path.join(env.tmp, "repair.sock")
+            dev = "emu:" + rimg
+            ctl = Ctl(ctl_bin, rsock)
+
+            def zone(i):
+                return varlink_call(rsock, "io.blkmqd.Zones.Get", {"device": dev, "zoneIndex": i})["parameters"]["zone"]
+
+            # Flush 1: at attach; 2: the seal's; 3: the one after the reset.
+            d = env.daemon(["--config", cfg, "--varlink-address", rsock], name="repair-1",
+                           environ={"BLKMQD_TEST_FAIL_FLUSH": "3"})
+            d.start(timeout=15)
+            data = os.urandom(5000)
+            lease = varlink_call(rsock, "io.blkmqd.Zones.Allocate",
+                                 {"size": len(data), "label": "fw-repair"})["parameters"]["lease"]
+            varlink_call(rsock, "io.blkmqd.Zones.Append", {"lease": lease, "data": base64.b64encode(data).decode()})
+            z = varlink_call(rsock, "io.blkmqd.Zones.Seal",
+                             {"lease": lease, "sha256": hashlib.sha256(data).hexdigest()})["parameters"]["zone"]
+            idx = z["zoneIndex"]
+            r.eq(ctl("zones", "release", lease).returncode, 0, "the sealed zone is released")
+            r.ok(wait_for(lambda: zone(idx)["state"] == "failed", 10),
+                 "its reset's flush fails: the zone is failed", zone(idx), daemon=d)
+            z = zone(idx)
+            r.ok("lease" not in z and "label" not in z and "ownerUid" not in z
+                 and "flush after the reset failed" in z.get("note", ""),
+                 "no lease, label or owner; the note says why", z)
+            other = (idx + 1) % 4
+            p = ctl("zones", "repair", rimg, str(other))
+            r.ok(p.returncode == 11 and f"zone {other} is free, not failed" in p.stderr,
+                 "zones repair of a free zone: exit 11, saying it is not failed", show(p))
+            p = ctl("zones", "repair", rimg, "9")
+            r.ok(p.returncode != 0 and "zoneIndex" in p.stderr, "an index past the end: refused, naming zoneIndex",
+                 show(p))
+            d.stop()
+
+            # The repair's own flush fails (flush 2, after the one at attach).
+            d = env.daemon(["--config", cfg, "--varlink-address", rsock], name="repair-2",
+                           environ={"BLKMQD_TEST_FAIL_FLUSH": "2"})
+            d.start(timeout=15)
+            r.eq(zone(idx)["state"], "failed", "after a restart: still failed")
+            p = ctl("zones", "repair", rimg)
+            r.ok(p.returncode == 10 and f"zone {idx}: still failed: repair: the flush after the reset failed"
+                 in p.stdout and "1 of 1 zones stay failed" in p.stderr,
+                 "a repair whose flush fails: the zone stays failed, exit 10, saying why", show(p))
+            r.eq(zone(idx)["state"], "failed", "and it is failed")
+            d.stop()
+
+            d = env.daemon(["--config", cfg, "--varlink-address", rsock], name="repair-3")
+            d.start(timeout=15)
+            p = ctl("zones", "repair", rimg)
+            r.ok(p.returncode == 0 and f"zone {idx}: reset and flushed, free again" in p.stdout,
+                 "zones repair: reset, flushed, free again", show(p))
+            z = zone(idx)
+            r.ok(z["state"] == "free" and "note" not in z and z["bytesWritten"] == 0, "the zone is free and empty", z)
+            p = ctl("zones", "repair", rimg)
+            r.ok(p.returncode == 0 and "nothing to repair" in p.stdout, "a second repair: nothing to repair",
+                 show(p))
+            # Every zone can be leased again, the repaired one too.
+            got = set()
+            for _ in range(4):
+                rep = varlink_call(rsock, "io.blkmqd.Zones.Allocate", {"size": 4096})
+                if "error" in rep:
+                    break
+                got.add(rep["parameters"]["zone"]["zoneIndex"])
+            r.ok(idx in got, f"Allocate hands out the repaired zone {idx}", sorted(got))
+            lease2 = varlink_call(rsock, "io.blkmqd.Zones.Get", {"device": dev, "zoneIndex": idx})["parameters"]["zone"]["lease"]
+            varlink_call(rsock, "io.blkmqd.Zones.Append", {"lease": lease2, "data": base64.b64encode(b"x" * 10).decode()})
+            rep = varlink_call(rsock, "io.blkmqd.Zones.Seal", {"lease": lease2, "sha256": "0" * 64})
+            r.eq(rep.get("error"), "io.blkmqd.Zones.ChecksumMismatch", "a mismatched seal fails the zone, with its lease")
+            p = ctl("zones", "repair", rimg, str(idx))
+            r.ok(p.returncode == 11 and f"held by lease {lease2}" in p.stderr and "zones release" in p.stderr,
+                 "zones repair of a failed zone with a lease: exit 11, naming the lease and saying to release it",
+                 show(p))
+            d.stop()
+            d = env.daemon(["--config", cfg, "--varlink-address", rsock], name="repair-4")
+            d.start(timeout=15)
+            r.eq(zone(idx)["state"], "failed", "after a restart the mismatched zone is failed, as recorded")
             d.stop()
 
         with r.case("an unreadable drop-in at reload: refused, named, the old configuration kept", env):

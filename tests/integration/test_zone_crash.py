@@ -472,6 +472,8 @@ class Stager(threading.Thread):
                 self.book.seen.add(m.group(1))
             if p.returncode == 0 and o:
                 self.book.sealed(self.k, o["lease"], sha(data), len(data), o["zone"]["start"])
+                if "and blkmqd went away; asking what became of it" in p.stderr:
+                    self.book.settled_after_error += 1
             elif "stage: lease " in p.stderr and "outcome of lease" in p.stderr:
                 self.book.unsettled.append(p.stderr)
             elif p.returncode == 8:                  # no free zone: release one next
@@ -490,6 +492,7 @@ class Book:
         self.unsettled = []
         self.odd = []
         self.seen = set()            # every lease a stager was given
+        self.settled_after_error = 0 # seals answered with an error, then found sealed by blkmqctl stage
 
     def clone(self):
         """What the clients knew at one instant (a power cut), to check one
