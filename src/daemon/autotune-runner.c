@@ -27,6 +27,11 @@
 #define DRAIN_POLL_USEC 50000ULL      /* then until the queue of the candidate before drained */
 #define HOTPLUG_DELAY_USEC 10000000ULL /* a new disk gets its workload first */
 #define WATCH_INTERVAL_USEC 10000000ULL /* periodic and workload-change checks */
+/* The watch ticks this often: a workload seen before is recalled from the
+ * figures of one such interval, so that it is back at its setting within
+ * two of them (10 s) of its start; the other checks run every
+ * WATCH_INTERVAL_USEC. */
+#define RECALL_INTERVAL_USEC 5000000ULL
 /* µs: probes run faster during a trial, for a read p99 per epoch (up to
  * 100 probes in an epoch of 2 s; AUTOTUNE_P99_MIN_PROBES make it count). */
 #define TRIAL_PROBE_INTERVAL "20000"
@@ -368,7 +373,7 @@ static void finish(AutoDevice *a) {
         price_compute(a);
         remember(a);
         /* the watch's next interval starts after the trial, not across it */
-        a->watch_mono = 0;
+        a->watch_mono = a->recall_mono = 0;
         const AutoCandidate *chosen = &a->cand[a->decision.winner];
         autotune_candidate_format(chosen, w, sizeof w);
         autotune_candidate_format(&a->cand[0], b, sizeof b);
@@ -828,6 +833,15 @@ int autotuner_start(AutoTuner *t, Device *d, bool forced, VarlinkCall *call, cha
         a->objective0 = p->objective;
         a->p99_before0 = 0;
         if (a->search) {
+                /* Every phase may change the setting: their tests share
+                 * the trial's error rate (AutoTunePolicy.looks), counted
+                 * over the families the search may run (read-ahead
+                 * included: whether the workload reads sequentially is
+                 * known only later; an upper bound keeps it honest). */
+                a->policy.looks = 0;
+                for (AutoFamily f = autotune_next_family(p, -1, true); f < _AUTO_FAMILY_MAX;
+                     f = autotune_next_family(p, f, true))
+                        a->policy.looks++;
                 /* the first family with something to compare */
                 a->note[0] = 0;
                 r = -ENOENT;
@@ -915,7 +929,7 @@ static void check_replaced(AutoTuner *t, Device *d) {
         a->n_tripped = 0;
         autotune_memory_forget(t, d);
         a->has_sig = a->has_prev_sig = false;
-        a->watch_mono = 0;
+        a->watch_mono = a->recall_mono = 0;
         a->changed_samples = 0;
         if (p && p->enabled && p->on_hotplug)
                 arm_hotplug_trial(a);
@@ -1129,30 +1143,36 @@ static void watch_promise(AutoDevice *a, const EpochFigures *e, uint64_t now) {
         }
 }
 
+typedef enum Recall {
+        RECALL_NONE,     /* not a workload seen before */
+        RECALL_KNOWN,    /* one seen before, and what is in force stays */
+        RECALL_APPLIED,  /* one seen before is back: its setting went in now */
+} Recall;
+
 /* A workload seen before is back (its signature is near one that a trial
  * chose for, and away from the one in force): its setting goes in at once,
- * with no trial and no dwell time. true: it was (or its setting is already
- * in force), so the change detector has nothing to start. */
-static bool recall(AutoDevice *a, const AutoTunePolicy *p, const AutoSignature *sig) {
+ * with no trial and no dwell time. Not RECALL_NONE: the change detector
+ * has nothing to start. */
+static Recall recall(AutoDevice *a, const AutoTunePolicy *p, const AutoSignature *sig) {
         AutoTuner *t = a->tuner;
         const AutoMemoryDisk *mem = p->remember ? autotune_memory_disk(t, a->device, false) : NULL;
         char w[AUTOTUNE_CANDIDATE_STRMAX], hm[16];
         int i;
 
         if (!mem || mem->n == 0 || (i = autotune_memory_find(mem->m, mem->n, sig, p->min_iops)) < 0)
-                return false;
+                return RECALL_NONE;
         /* It ran the interval before too: what is in force stays (a
          * trial's choice, or a restore's static keys until the workload
          * changes). At start the first interval counts as an arrival: the
          * daemon put the originals back when it stopped. */
         if (a->has_prev_sig && autotune_memory_find(mem->m, mem->n, &a->prev_sig, p->min_iops) == i)
-                return true;
+                return RECALL_KNOWN;
         const AutoMemory *e = &mem->m[i];
         a->sig = *sig;
         a->has_sig = true;
         a->changed_samples = 0;
         if (a->has_choice && autotune_candidate_equal(&a->choice, &e->cand))
-                return true;
+                return RECALL_KNOWN;
         autotune_candidate_format(&e->cand, w, sizeof w);
         a->choice = e->cand;
         a->has_choice = true;
@@ -1174,13 +1194,15 @@ static bool recall(AutoDevice *a, const AutoTunePolicy *p, const AutoSignature *
                  a->device->sysname, w, autotune_clock_hm(e->realtime_usec, hm));
         (void) manager_apply(t->manager, a->device);
         emit(a);
-        return true;
+        return RECALL_APPLIED;
 }
 
-/* Every WATCH_INTERVAL: periodic trials (AutoTrialIntervalSec=) and the
- * workload-change detector (AutoTrialOnWorkloadChange=): the signature of
- * the last interval against the one after the last trial; three changed
- * intervals in a row start a trial. */
+/* Every RECALL_INTERVAL: a workload seen before (recall()), from the
+ * figures of that interval. Every WATCH_INTERVAL: the promise watch,
+ * periodic trials (AutoTrialIntervalSec=) and the workload-change
+ * detector (AutoTrialOnWorkloadChange=): the signature of the last
+ * interval against the one after the last trial; three changed intervals
+ * in a row start a trial. */
 static int on_watch(sd_event_source *s, uint64_t usec, void *userdata) {
         AutoTuner *t = userdata;
         Manager *m = t->manager;
@@ -1202,6 +1224,26 @@ static int on_watch(sd_event_source *s, uint64_t usec, void *userdata) {
                 BlockStat st;
                 if (read_stat(d, &st) < 0)
                         continue;
+                if (a->recall_mono) {
+                        EpochFigures e;
+                        AutoSignature sig;
+                        autotune_epoch_figures(&a->recall_stat, &st, now - a->recall_mono, &e);
+                        autotune_signature(&e, &sig);
+                        Recall rc = e.valid ? recall(a, p, &sig) : RECALL_NONE;
+                        a->prev_sig = sig;
+                        a->has_prev_sig = e.valid;
+                        a->known_workload = rc != RECALL_NONE;
+                        if (rc == RECALL_APPLIED) {
+                                a->recall_stat = a->watch_stat = st;
+                                a->recall_mono = a->watch_mono = now;
+                                continue;
+                        }
+                }
+                a->recall_stat = st;
+                a->recall_mono = now;
+                /* The rest every WATCH_INTERVAL (a tick may come a little early). */
+                if (a->watch_mono && now + RECALL_INTERVAL_USEC / 2 < a->watch_mono + WATCH_INTERVAL_USEC)
+                        continue;
                 bool start = false;
                 const char *reason = NULL;
                 if (a->watch_mono) {
@@ -1211,18 +1253,11 @@ static int on_watch(sd_event_source *s, uint64_t usec, void *userdata) {
                         autotune_signature(&e, &sig);
                         if (a->promising)
                                 watch_promise(a, &e, now);
-                        bool recalled = e.valid && recall(a, p, &sig);
-                        a->prev_sig = sig;
-                        a->has_prev_sig = e.valid;
-                        if (recalled) {
-                                a->watch_stat = st;
-                                a->watch_mono = now;
-                                continue;
-                        }
                         if (!a->has_sig) {
                                 a->sig = sig;
                                 a->has_sig = true;
-                        } else if (p->on_workload_change && autotune_workload_changed(&a->sig, &sig, p->min_iops)) {
+                        } else if (p->on_workload_change && !a->known_workload &&
+                                   autotune_workload_changed(&a->sig, &sig, p->min_iops)) {
                                 if (++a->changed_samples >= 3 && sig.iops >= p->min_iops) {
                                         start = true;
                                         reason = "workload changed";
@@ -1249,7 +1284,7 @@ static int on_watch(sd_event_source *s, uint64_t usec, void *userdata) {
                 else if (r == -EPERM)
                         log_debug("%s: %s, but no trial: %s.", d->sysname, reason, why);
         }
-        sd_event_source_set_time(s, now_usec(CLOCK_MONOTONIC) + WATCH_INTERVAL_USEC);
+        sd_event_source_set_time(s, now_usec(CLOCK_MONOTONIC) + RECALL_INTERVAL_USEC);
         sd_event_source_set_enabled(s, SD_EVENT_ON);
         return 0;
 }
@@ -1262,7 +1297,7 @@ int autotuner_new(AutoTuner **ret, Manager *m, Prober *prober) {
                 return -ENOMEM;
         t->manager = m;
         t->prober = prober;
-        r = sd_event_add_time_relative(m->event, &t->watch, CLOCK_MONOTONIC, WATCH_INTERVAL_USEC, 1000000, on_watch, t);
+        r = sd_event_add_time_relative(m->event, &t->watch, CLOCK_MONOTONIC, RECALL_INTERVAL_USEC, 500000, on_watch, t);
         if (r < 0) {
                 free(t);
                 return r;

@@ -121,11 +121,16 @@ struct AutoDevice {
         unsigned n_recalls;
         uint64_t recalled_usec; /* CLOCK_REALTIME */
         bool has_prev_sig;
-        AutoSignature prev_sig; /* the watch interval before the last */
+        AutoSignature prev_sig; /* the recall interval before the last */
         bool has_sig, sig_valid;
         AutoSignature sig;
         BlockStat watch_stat;
         uint64_t watch_mono;
+        /* The recall's own, shorter interval (RECALL_INTERVAL_USEC): a
+         * workload seen before is back within two of them. */
+        BlockStat recall_stat;
+        uint64_t recall_mono;
+        bool known_workload; /* the last recall interval's workload is one seen before */
         unsigned changed_samples;
         sd_event_source *hotplug_timer;
 };

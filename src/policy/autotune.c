@@ -996,13 +996,18 @@ void autotune_decide(const AutoTunePolicy *p, const AutoSeries *series, size_t n
         autotune_decide_raced(p, series, n, NULL, sum, ret);
 }
 
+/* The decisions the trial's error rate is shared by (AutoTunePolicy.looks). */
+static double looks(const AutoTunePolicy *p) {
+        return p->looks > 1 ? (double) p->looks : 1.0;
+}
+
 void autotune_decide_raced(const AutoTunePolicy *p, const AutoSeries *series, size_t n, const AutoDrop *drops,
                            AutoSummary *sum, AutoDecision *ret) {
         double obj[AUTOTUNE_MAX_CANDIDATES][AUTOTUNE_MAX_EPOCHS];
         bool lower = autotune_objective_lower_better(p);
         /* Bonferroni: the best of n-1 challengers is tested, so each test
          * runs at alpha / (n-1) to keep the trial's false change rate. */
-        double alpha = (1.0 - p->confidence_pct / 100.0) / (double) (n > 1 ? n - 1 : 1);
+        double alpha = (1.0 - p->confidence_pct / 100.0) / (double) (n > 1 ? n - 1 : 1) / looks(p);
 
         bool p99 = autotune_have_p99(series, n);
         *ret = (AutoDecision) { .winner = 0, .best = -1, .p = 1, .by_p99 = p99 };
@@ -1302,7 +1307,8 @@ size_t autotune_race(const AutoTunePolicy *p, const AutoSeries *series, size_t n
 
         if (n < 2 || n > AUTOTUNE_MAX_CANDIDATES)
                 return 0;
-        double alpha = (1.0 - p->confidence_pct / 100.0) / ((double) (p->rounds ? p->rounds : 1) * (double) (n - 1));
+        double alpha = (1.0 - p->confidence_pct / 100.0) / ((double) (p->rounds ? p->rounds : 1) * (double) (n - 1)) /
+                       looks(p);
         for (size_t c = 0; c < n; c++) {
                 was[c] = drops[c].dropped; /* a candidate dropped at this look still counts as an opponent */
                 k[c] = race_values(p, &series[c], p99, obj[c], wmb[c], rlat[c]);

@@ -70,6 +70,14 @@ typedef struct AutoTunePolicy {
                                          * product of the bounds (as before AutoKnobs=) */
         unsigned read_ahead_kb[AUTOTUNE_MAX_VALUES]; /* AutoReadAheadKB= */
         size_t n_read_ahead_kb;
+        /* Not a key: how many decisions share the trial's error rate. A
+         * search by families decides once per phase, and each phase may
+         * change the setting: every test of every phase then runs at
+         * (1 - confidence) / looks, so that the whole search changes a
+         * setting without cause at most 1 - confidence of the time
+         * (Bonferroni across the phases, as within one over the
+         * challengers). 0 or 1: one decision. */
+        unsigned looks;
 } AutoTunePolicy;
 
 /* A trial makes at most this many scheduler switches by default (each

@@ -743,6 +743,54 @@ static void test_race_no_false_drop(void **state) {
         assert_true(trials_dropping <= trials * 5 / 100);
 }
 
+/* A search decides once per phase, and any phase may change the setting:
+ * of trials of 4 phases over 4 equal candidates each, at most about
+ * 1 - confidence may change anything (AutoTunePolicy.looks), where one
+ * test per phase at the full rate would change in up to 4 times as many.
+ * The hysteresis is off and the confidence low, so that the rate shows. */
+static unsigned search_changes(unsigned looks, unsigned trials) {
+        AutoTunePolicy p = policy();
+        unsigned changed = 0;
+
+        p.confidence_pct = 80;
+        p.min_improvement_pct = 0;
+        p.looks = looks;
+        for (unsigned seed = 1; seed <= trials; seed++) {
+                bool any = false;
+                rng_state = seed * 7919;
+                for (unsigned phase = 0; phase < 4; phase++) {
+                        AutoSeries s[4] = {};
+                        AutoDrop drops[4] = {};
+                        AutoSummary sum[4];
+                        AutoDecision d;
+                        for (unsigned r = 0; r < p.rounds; r++) {
+                                for (size_t c = 0; c < 4; c++)
+                                        if (!drops[c].dropped)
+                                                s[c].epochs[s[c].n++] = (EpochFigures) {
+                                                        .valid = true, .read_iops = 300, .write_iops = 80,
+                                                        .read_await_ms = noisy(10, 0.3), .write_mbps = noisy(90, 0.1),
+                                                };
+                                (void) autotune_race(&p, s, 4, drops);
+                        }
+                        autotune_decide_raced(&p, s, 4, drops, sum, &d);
+                        any = any || d.verdict == AUTO_VERDICT_CHANGE;
+                }
+                changed += any;
+        }
+        return changed;
+}
+
+static void test_search_error_rate(void **state) {
+        unsigned trials = 300;
+        unsigned corrected = search_changes(4, trials), uncorrected = search_changes(1, trials);
+
+        print_message("searches of 4 phases of 4 equal candidates that changed the setting: %u of %u (looks=4), "
+                      "%u (looks=1)\n", corrected, trials, uncorrected);
+        assert_true(corrected <= trials * 20 / 100);
+        /* and the correction is needed: uncorrected, the search breaks the rate */
+        assert_true(uncorrected > trials * 20 / 100);
+}
+
 /* The price: a candidate far worse than the best so far leaves after one
  * epoch, compared with the best so far, not the current setting. */
 static void test_far_worse(void **state) {
@@ -1294,6 +1342,7 @@ int main(void) {
                 cmocka_unit_test(test_race),
                 cmocka_unit_test(test_race_no_false_drop),
                 cmocka_unit_test(test_far_worse),
+                cmocka_unit_test(test_search_error_rate),
                 cmocka_unit_test(test_retrial_finds_drift),
                 cmocka_unit_test(test_round_order),
                 cmocka_unit_test(test_drained),
