@@ -732,6 +732,25 @@ static int current_setting(const Device *d, const AutoTunePolicy *p, AutoCandida
         return 0;
 }
 
+/* Whether every knob c sets has that value on the device now. */
+static bool setting_in_force(const Device *d, const AutoTunePolicy *p, const AutoCandidate *c) {
+        _cleanup_free_ char *line = NULL;
+        AutoCandidate cur;
+
+        if (current_setting(d, p, &cur, &line) < 0 || !streq(cur.scheduler, c->scheduler))
+                return false;
+        if (c->nr_requests && c->nr_requests != cur.nr_requests)
+                return false;
+        if (c->wbt_lat_usec != AUTO_WBT_UNSET && c->wbt_lat_usec != cur.wbt_lat_usec)
+                return false;
+        if ((c->set & AUTO_SET_READ_AHEAD) && (!(cur.set & AUTO_SET_READ_AHEAD) || c->read_ahead_kb != cur.read_ahead_kb))
+                return false;
+        for (size_t t = 0; t < _AUTO_TUN_MAX; t++)
+                if ((c->set & (1U << t)) && (!(cur.set & (1U << t)) || c->tun[t] != cur.tun[t]))
+                        return false;
+        return true;
+}
+
 /* call (NULL: none) gets the replies of the device's trial. */
 static int add_call(AutoDevice *a, VarlinkCall *call) {
         VarlinkCall **c;
@@ -1173,6 +1192,10 @@ static Recall recall(AutoDevice *a, const AutoTunePolicy *p, const AutoSignature
         a->changed_samples = 0;
         if (a->has_choice && autotune_candidate_equal(&a->choice, &e->cand))
                 return RECALL_KNOWN;
+        /* The static keys are in force (the trial before kept them) and
+         * already are what the workload's trial chose: recalled, but
+         * nothing changes on the disk. */
+        bool same = !a->has_choice && setting_in_force(a->device, p, &e->cand);
         autotune_candidate_format(&e->cand, w, sizeof w);
         a->choice = e->cand;
         a->has_choice = true;
@@ -1187,6 +1210,12 @@ static Recall recall(AutoDevice *a, const AutoTunePolicy *p, const AutoSignature
                  w, autotune_clock_hm(a->recalled_usec, hm), sig->read_share * 100, sig->avg_kb, sig->iops, sig->depth,
                  autotune_clock_hm(e->realtime_usec, (char[16]) {}));
         a->choice_trial = a->n_trials;
+        if (same) {
+                log_info("%s: a workload seen before is back: %s, as the trial at %s chose for it, is in force "
+                         "already.", a->device->sysname, w, autotune_clock_hm(e->realtime_usec, hm));
+                emit(a);
+                return RECALL_APPLIED;
+        }
         a->history.last_change_usec = now_usec(CLOCK_MONOTONIC);
         a->n_changes++;
         t->n_changes++;
