@@ -503,6 +503,16 @@ static void next_epoch(AutoDevice *a) {
                                 log_info("%s: %s leaves the trial: %s.", a->device->sysname,
                                          autotune_candidate_format(&a->cand[c], buf, sizeof buf), a->drops[c].why);
         a->round++;
+        if (autotune_race_settled(a->drops, a->n_cand) && a->round < a->policy.rounds) {
+                const AutoDrop *d0 = &a->drops[0];
+                snprintf(a->stop_reason, sizeof a->stop_reason,
+                         "settled after %u of %u rounds: %s beats the current setting with confidence (p=%.2g)",
+                         a->round, a->policy.rounds, autotune_candidate_format(&a->cand[d0->by], buf, sizeof buf),
+                         d0->p);
+                log_info("%s: trial %s.", a->device->sysname, a->stop_reason);
+                finish(a);
+                return;
+        }
         if (plan_round(a))
                 apply_slot(a);
         else

@@ -1001,13 +1001,19 @@ static double looks(const AutoTunePolicy *p) {
         return p->looks > 1 ? (double) p->looks : 1.0;
 }
 
+/* The race's rate per test: every look (a round) and every opponent. */
+static double race_alpha(const AutoTunePolicy *p, size_t n) {
+        return (1.0 - p->confidence_pct / 100.0) / ((double) (p->rounds ? p->rounds : 1) * (double) (n > 1 ? n - 1 : 1)) /
+               looks(p);
+}
+
 void autotune_decide_raced(const AutoTunePolicy *p, const AutoSeries *series, size_t n, const AutoDrop *drops,
                            AutoSummary *sum, AutoDecision *ret) {
         double obj[AUTOTUNE_MAX_CANDIDATES][AUTOTUNE_MAX_EPOCHS];
         bool lower = autotune_objective_lower_better(p);
         /* Bonferroni: the best of n-1 challengers is tested, so each test
          * runs at alpha / (n-1) to keep the trial's false change rate. */
-        double alpha = (1.0 - p->confidence_pct / 100.0) / (double) (n > 1 ? n - 1 : 1) / looks(p);
+        double alpha = (1.0 - p->confidence_pct / 100.0) / (double) (n > 1 ? n - 1 : 1) / looks(p) / 2;
 
         bool p99 = autotune_have_p99(series, n);
         *ret = (AutoDecision) { .winner = 0, .best = -1, .p = 1, .by_p99 = p99 };
@@ -1067,6 +1073,19 @@ void autotune_decide_raced(const AutoTunePolicy *p, const AutoSeries *series, si
                                  "the current setting costs write throughput beyond the tolerance (p=%.3f)", pw);
                         return;
                 }
+        }
+        if (drops && autotune_race_settled(drops, n) && drops[0].by == best &&
+            ret->improvement >= p->min_improvement_pct / 100.0) {
+                /* The race settled on it (autotune_race()): its test, at
+                 * its own share of the rate, is the decision's. */
+                ret->verdict = AUTO_VERDICT_CHANGE;
+                ret->winner = best;
+                ret->p = drops[0].p;
+                ret->confidence = 1 - ret->p;
+                snprintf(ret->reason, sizeof ret->reason,
+                         "better by %.0f %% with confidence %.2f %% (the race settled after %u epochs)",
+                         ret->improvement * 100, ret->confidence * 100, drops[0].epochs);
+                return;
         }
         if (ret->p > alpha) {
                 ret->verdict = AUTO_VERDICT_KEEP_NOISE;
@@ -1299,7 +1318,7 @@ size_t autotune_race(const AutoTunePolicy *p, const AutoSeries *series, size_t n
         size_t k[AUTOTUNE_MAX_CANDIDATES], dropped = 0;
         bool lower = autotune_objective_lower_better(p);
         bool p99 = autotune_have_p99(series, n);
-        bool was[AUTOTUNE_MAX_CANDIDATES], usable[AUTOTUNE_MAX_CANDIDATES];
+        bool was[AUTOTUNE_MAX_CANDIDATES], usable[AUTOTUNE_MAX_CANDIDATES], usable_w[AUTOTUNE_MAX_CANDIDATES] = {};
         double ss = 0, df = 0;
         /* a floor of 1 % relative noise per epoch: two identical figures
          * are a coincidence of rounding, not a disk without noise */
@@ -1307,8 +1326,12 @@ size_t autotune_race(const AutoTunePolicy *p, const AutoSeries *series, size_t n
 
         if (n < 2 || n > AUTOTUNE_MAX_CANDIDATES)
                 return 0;
-        double alpha = (1.0 - p->confidence_pct / 100.0) / ((double) (p->rounds ? p->rounds : 1) * (double) (n - 1)) /
-                       looks(p);
+        /* Two kinds of test may drop the best candidate (beaten, or
+         * outside the write bound), each at half the rate. */
+        double alpha = race_alpha(p, n) / 2;
+        double wss = 0, wlog[AUTOTUNE_MAX_CANDIDATES], wvar[AUTOTUNE_MAX_CANDIDATES];
+        drops[0].by = -1;
+        drops[0].p = 1;
         for (size_t c = 0; c < n; c++) {
                 was[c] = drops[c].dropped; /* a candidate dropped at this look still counts as an opponent */
                 k[c] = race_values(p, &series[c], p99, obj[c], wmb[c], rlat[c]);
@@ -1320,10 +1343,16 @@ size_t autotune_race(const AutoTunePolicy *p, const AutoSeries *series, size_t n
                 var[c] = log_var(obj[c], k[c], &mean[c]);
                 ss += var[c] * (double) (k[c] - 1);
                 df += (double) (k[c] - 1);
+                for (size_t i = 0; i < k[c]; i++)
+                        usable_w[c] = i == 0 ? wmb[c][i] > 0 : usable_w[c] && wmb[c][i] > 0;
+                if (usable_w[c]) {
+                        wvar[c] = log_var(wmb[c], k[c], &wlog[c]);
+                        wss += wvar[c] * (double) (k[c] - 1);
+                }
         }
         if (df < 2)
                 return 0;
-        double pooled = fmax(ss / df, floor_var);
+        double pooled = fmax(ss / df, floor_var), wpooled = fmax(wss / df, floor_var);
         double best_write = 0;
         for (size_t c = 0; c < n; c++)
                 if (usable[c])
@@ -1363,8 +1392,73 @@ size_t autotune_race(const AutoTunePolicy *p, const AutoSeries *series, size_t n
                         dropped++;
                         break;
                 }
+                if (drops[c].dropped || p->objective != AUTO_OBJECTIVE_READ_LATENCY || !usable_w[c] ||
+                    best_write < AUTOTUNE_MIN_WRITE_MBPS)
+                        continue;
+                /* Outside the write bound with confidence: it can never be
+                 * chosen (autotune_decide_raced() takes the admissible
+                 * ones only), whatever its read latency. Tested against
+                 * each candidate b in the race: c writes less than
+                 * (1 - tolerance) times b's. */
+                for (size_t b = 0; b < n; b++) {
+                        if (b == c || !usable[b] || !usable_w[b])
+                                continue;
+                        double v = fmax(wpooled, fmax(wvar[b], wvar[c]));
+                        double t = (wlog[b] + log(1.0 - p->write_tolerance_pct / 100.0) - wlog[c]) /
+                                   sqrt(v * (1.0 / (double) k[b] + 1.0 / (double) k[c]));
+                        double pv = t_upper(t, df);
+                        if (pv > alpha)
+                                continue;
+                        drops[c] = (AutoDrop) { .dropped = true, .by = (int) b, .epochs = (unsigned) k[c], .p = pv };
+                        snprintf(drops[c].why, sizeof drops[c].why,
+                                 "outside the write bound: %.1f MB/s against candidate %zu's %.1f less %u %% (p=%.2g "
+                                 "<= %.2g) after %zu epochs",
+                                 autotune_median(wmb[c], k[c]), b, autotune_median(wmb[b], k[b]),
+                                 p->write_tolerance_pct, pv, alpha, k[c]);
+                        dropped++;
+                        break;
+                }
+        }
+
+        /* Settled: the leader of those left (the best median among the
+         * challengers inside the write bound with half the tolerance to
+         * spare) beats the current setting with confidence, and by
+         * AutoMinImprovement= at least, both measured 3 times or more (the
+         * least the decision takes). The trial may stop here: its
+         * decision is that change (autotune_decide_raced()). Each look's
+         * test runs at race_alpha() / 2: over every look and every
+         * challenger that may lead, a false change by settling happens at
+         * most half the trial's rate, the final rank test having the
+         * other half. */
+        int lead = -1;
+        for (size_t c = 1; c < n; c++) {
+                if (!usable[c] || drops[c].dropped)
+                        continue;
+                if (p->objective == AUTO_OBJECTIVE_READ_LATENCY && best_write >= AUTOTUNE_MIN_WRITE_MBPS &&
+                    autotune_median(wmb[c], k[c]) < best_write * (1.0 - p->write_tolerance_pct / 200.0))
+                        continue;
+                if (lead < 0 || (lower ? mean[c] < mean[lead] : mean[c] > mean[lead]))
+                        lead = (int) c;
+        }
+        /* with the decision's least epochs (decide_no_trial()) on both sides */
+        if (lead > 0 && usable[0] && k[0] >= 3 && k[lead] >= 3) {
+                double v = fmax(pooled, fmax(var[0], var[lead]));
+                double t = (lower ? mean[0] - mean[lead] : mean[lead] - mean[0]) /
+                           sqrt(v * (1.0 / (double) k[0] + 1.0 / (double) k[lead]));
+                double m0 = autotune_median(obj[0], k[0]), ml = autotune_median(obj[lead], k[lead]);
+                double gain = lower ? (m0 > 0 ? (m0 - ml) / m0 : 0) : (m0 > 0 ? (ml - m0) / m0 : 0);
+                double pv = t_upper(t, df);
+                if (pv <= alpha && gain >= p->min_improvement_pct / 100.0) {
+                        drops[0].by = lead;
+                        drops[0].p = pv;
+                        drops[0].epochs = (unsigned) k[lead];
+                }
         }
         return dropped;
+}
+
+bool autotune_race_settled(const AutoDrop *drops, size_t n) {
+        return n > 1 && drops[0].by > 0 && (size_t) drops[0].by < n && !drops[drops[0].by].dropped;
 }
 
 /* Sequential reads: an epoch reading less than the best so far's slowest

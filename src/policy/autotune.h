@@ -343,14 +343,23 @@ double autotune_t_upper(double t, double df);
 
 /* After a round: drops the candidates (never 0) that another one still in
  * the race dominates: better in the objective with p at most
- * (1 - confidence) / (rounds * (n - 1)), and not worse on the bound's
+ * (1 - confidence) / (2 * rounds * (n - 1)), and not worse on the bound's
  * figure (write MB/s for read latency, read latency for throughput) or,
  * for read latency, inside the write bound with half the tolerance to
  * spare. The
  * test is Student's t on the logarithms with the noise pooled over the
  * candidates in the race (and at least each pair's own). Returns how many
- * it dropped. */
+ * it dropped. For read latency, also those that write less than
+ * (1 - tolerance) times another one, by the same test on write MB/s: they
+ * can never be chosen. And it tells whether the race settled
+ * (autotune_race_settled()). */
 size_t autotune_race(const AutoTunePolicy *p, const AutoSeries *series, size_t n, AutoDrop *drops);
+
+/* Whether the race's last look settled the trial: drops[0] (the current
+ * setting, never dropped) then names the leader that beats it with
+ * confidence (.by, .p); the trial may stop, and autotune_decide_raced()
+ * changes to it. */
+bool autotune_race_settled(const AutoDrop *drops, size_t n);
 
 /* Whether epoch e of candidate c (not 0) is far worse than the best so
  * far: a read await more than the guard factor times the slowest epoch of
