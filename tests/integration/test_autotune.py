@@ -224,8 +224,19 @@ AutoRounds=4
                 if not worse:
                     log("# the first trial has no setting 6 times slower than the best: no far-worse check this run")
                 price = t2.get("price", {})
-                r.ok(all(c.get("epochs", 0) == 4 for c in t2["candidates"] if not c.get("dropped")),
-                     "the candidates still in the race ran every round")
+                left = [c for c in t2["candidates"] if not c.get("dropped")]
+                if len(left) == 1:
+                    # every challenger left: the trial ends there, at the round they left in
+                    r.ok("every other candidate left the race" in t2.get("reason", "")
+                         and left[0].get("epochs", 0) == max(c.get("epochs", 0) for c in t2["candidates"]),
+                         "every challenger left: the trial ended with the round the last one left in",
+                         detail=str(t2["candidates"]))
+                elif "settled" in t2.get("stopReason", ""):
+                    r.ok(len({c.get("epochs") for c in left}) == 1, "the race settled: those left ran the same rounds",
+                         detail=str(left))
+                else:
+                    r.ok(all(c.get("epochs", 0) == 4 for c in left), "the candidates still in the race ran every round",
+                         detail=str(left))
                 log(f"# price: {price}")
                 # before or after can lack 50 probes on this slow disk (reads
                 # of 100 ms and more under the writes, probes at QD1)
