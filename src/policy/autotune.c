@@ -1090,7 +1090,7 @@ void autotune_decide_raced(const AutoTunePolicy *p, const AutoSeries *series, si
         if (ret->p > alpha) {
                 ret->verdict = AUTO_VERDICT_KEEP_NOISE;
                 snprintf(ret->reason, sizeof ret->reason,
-                         "no clear winner: the best differs by %.0f %% but p=%.3f > %.2f", ret->improvement * 100,
+                         "no clear winner: the best differs by %.0f %% but p=%.3f > %.2g", ret->improvement * 100,
                          ret->p, alpha);
                 return;
         }
@@ -1291,15 +1291,18 @@ static double log_var(const double *v, size_t k, double *ret_mean) {
  * (no other is better in the objective while inside the bound) leaves the
  * race only through a false positive of one of the tests "b beats c": at
  * most n - 1 opponents, at most `rounds` looks (one after each round: a
- * candidate is in at most `rounds` rounds). Each test runs at
- * alpha / (rounds * (n - 1)), so by the union bound (Bonferroni, which
+ * candidate is in at most `rounds` rounds), and as many tests "c writes
+ * outside the bound" and one "c is no better than 0 by the minimum" a
+ * look. Each test runs at alpha / (3 * rounds * (n - 1)), so by the
+ * union bound (Bonferroni, which
  * holds whatever the dependence between the looks) the best is dropped
  * with probability at most alpha = 1 - AutoConfidence=, however often the
  * race looks. Dropping only ever removes challengers: the final decision
  * (autotune_decide_raced()) still tests its best against the current
  * setting once, at the end, with its own Bonferroni over all n - 1
- * challengers, the dropped ones included, so the rate of false changes is
- * what it was without racing.
+ * challengers, the dropped ones included, at half the rate; the other
+ * half is settling's (below), the one way the race itself may change the
+ * setting.
  *
  * The test is Student's t on the logarithms of the per-epoch figures
  * (latency and throughput are roughly log-normal per epoch), with the
@@ -1326,9 +1329,11 @@ size_t autotune_race(const AutoTunePolicy *p, const AutoSeries *series, size_t n
 
         if (n < 2 || n > AUTOTUNE_MAX_CANDIDATES)
                 return 0;
-        /* Two kinds of test may drop the best candidate (beaten, or
-         * outside the write bound), each at half the rate. */
-        double alpha = race_alpha(p, n) / 2;
+        /* Three kinds of test may drop the best candidate (beaten,
+         * outside the write bound, or no better than the current setting
+         * by the minimum), each at a third of the rate; settling (a false
+         * change, another budget) runs at half of it. */
+        double alpha = race_alpha(p, n) / 3, alpha_settle = race_alpha(p, n) / 2;
         double wss = 0, wlog[AUTOTUNE_MAX_CANDIDATES], wvar[AUTOTUNE_MAX_CANDIDATES];
         drops[0].by = -1;
         drops[0].p = 1;
@@ -1420,6 +1425,37 @@ size_t autotune_race(const AutoTunePolicy *p, const AutoSeries *series, size_t n
                 }
         }
 
+        /* Equivalent: with confidence, c is not better than the current
+         * setting by AutoMinImprovement= (the least a change needs): it
+         * could never change the setting, so measuring it more learns
+         * nothing the decision uses. Only while the current setting is
+         * inside the write bound with half the tolerance to spare (a
+         * setting outside it is left for write throughput alone). When
+         * every challenger has left, the trial ends keeping the current
+         * setting: a workload on which all settings tie costs a few
+         * rounds, not AutoRounds=. */
+        bool base_in = usable[0] && (p->objective != AUTO_OBJECTIVE_READ_LATENCY || best_write < AUTOTUNE_MIN_WRITE_MBPS ||
+                                     autotune_median(wmb[0], k[0]) >= best_write * (1.0 - p->write_tolerance_pct / 200.0));
+        double margin = -log(1.0 - fmin(p->min_improvement_pct, 90) / 100.0); /* in logs */
+        for (size_t c = 1; c < n && base_in && p->min_improvement_pct > 0; c++) {
+                if (!usable[c] || drops[c].dropped)
+                        continue;
+                double v = fmax(pooled, fmax(var[0], var[c]));
+                /* H0: c improves on 0 by margin or more; rejected when
+                 * its improvement is confidently under it */
+                double gain = lower ? mean[0] - mean[c] : mean[c] - mean[0];
+                double t = (margin - gain) / sqrt(v * (1.0 / (double) k[0] + 1.0 / (double) k[c]));
+                double pv = t_upper(t, df);
+                if (pv > alpha)
+                        continue;
+                drops[c] = (AutoDrop) { .dropped = true, .by = 0, .epochs = (unsigned) k[c], .p = pv };
+                snprintf(drops[c].why, sizeof drops[c].why,
+                         "no better than the current setting by %u %% (%.3g against %.3g, p=%.2g <= %.2g) after %zu "
+                         "epochs", p->min_improvement_pct, autotune_median(obj[c], k[c]), autotune_median(obj[0], k[0]),
+                         pv, alpha, k[c]);
+                dropped++;
+        }
+
         /* Settled: the leader of those left (the best median among the
          * challengers inside the write bound with half the tolerance to
          * spare) beats the current setting with confidence, and by
@@ -1448,7 +1484,7 @@ size_t autotune_race(const AutoTunePolicy *p, const AutoSeries *series, size_t n
                 double m0 = autotune_median(obj[0], k[0]), ml = autotune_median(obj[lead], k[lead]);
                 double gain = lower ? (m0 > 0 ? (m0 - ml) / m0 : 0) : (m0 > 0 ? (ml - m0) / m0 : 0);
                 double pv = t_upper(t, df);
-                if (pv <= alpha && gain >= p->min_improvement_pct / 100.0) {
+                if (pv <= alpha_settle && gain >= p->min_improvement_pct / 100.0) {
                         drops[0].by = lead;
                         drops[0].p = pv;
                         drops[0].epochs = (unsigned) k[lead];

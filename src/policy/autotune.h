@@ -343,7 +343,7 @@ double autotune_t_upper(double t, double df);
 
 /* After a round: drops the candidates (never 0) that another one still in
  * the race dominates: better in the objective with p at most
- * (1 - confidence) / (2 * rounds * (n - 1)), and not worse on the bound's
+ * (1 - confidence) / (3 * rounds * (n - 1)), and not worse on the bound's
  * figure (write MB/s for read latency, read latency for throughput) or,
  * for read latency, inside the write bound with half the tolerance to
  * spare. The
@@ -351,7 +351,9 @@ double autotune_t_upper(double t, double df);
  * candidates in the race (and at least each pair's own). Returns how many
  * it dropped. For read latency, also those that write less than
  * (1 - tolerance) times another one, by the same test on write MB/s: they
- * can never be chosen. And it tells whether the race settled
+ * can never be chosen; and, while the current setting is inside the write
+ * bound, those that are not better than it by AutoMinImprovement= with
+ * confidence: they could never change it. And it tells whether the race settled
  * (autotune_race_settled()). */
 size_t autotune_race(const AutoTunePolicy *p, const AutoSeries *series, size_t n, AutoDrop *drops);
 

@@ -189,6 +189,8 @@ typedef struct RepairJob {
         ZoneRef *refs;
         size_t n;
         int flushed;
+        unsigned pending;  /* records not yet durable (and one for repair_done itself) */
+        int record_error;
         ZoneDoneFn done;
         void *userdata;
 } RepairJob;
@@ -214,10 +216,27 @@ static void repair_run(void *data) {
         j->flushed = any ? zbd_flush(j->dev->zbd) : 0;
 }
 
+/* One record of the repair is durable (or failed): the reply waits for
+ * all of them, so that "free" in it is what a restart finds. */
+static void repair_recorded(const ZoneResult *res, void *userdata) {
+        RepairJob *j = userdata;
+
+        if (res->error != ZONE_ERROR_NONE && j->record_error == 0)
+                j->record_error = res->r < 0 ? res->r : -EIO;
+        if (--j->pending > 0)
+                return;
+        if (j->record_error < 0)
+                zone_done_io(j->done, j->userdata, j->record_error, "the repaired zones' records could not be made durable");
+        else
+                zone_done(j->done, j->userdata, &(ZoneResult) { .objects = j->refs, .n_objects = j->n });
+        repair_job_free(j);
+}
+
 static void repair_done(void *data, void *userdata) {
         RepairJob *j = data;
         ZoneDevice *d = j->dev;
 
+        j->pending = (unsigned) j->n + 1;
         for (size_t i = 0; i < j->n; i++) {
                 uint32_t z = j->zones[i];
                 ZoneSlot *x = &d->slots[z];
@@ -236,13 +255,13 @@ static void repair_done(void *data, void *userdata) {
                         log_info("%s: zone %u repaired: reset and flushed, free again (it was failed: %s).", d->id,
                                  z, was ?: "no reason recorded");
                 }
-                (void) zone_record(d, z);
+                if (zone_record_then(d, z, NULL, NULL, repair_recorded, j) < 0)
+                        repair_recorded(&(ZoneResult) { .error = ZONE_ERROR_IO, .r = -ENOMEM }, j);
         }
-        zone_done(j->done, j->userdata, &(ZoneResult) { .objects = j->refs, .n_objects = j->n });
-        repair_job_free(j);
         zone_device_settle(d);
         if (d->service->zones_freed)
                 d->service->zones_freed(d->service);
+        repair_recorded(&(ZoneResult) {}, j); /* the reply, once every record is durable */
 }
 
 static bool repairable(const ZoneSlot *x) {

@@ -712,6 +712,7 @@ static void test_race(void **state) {
         for (size_t i = 0; i < s[1].n; i++)
                 s[1].epochs[i].write_mbps = 40;
         AutoSeries s3[3] = { s[0], s[1], s[0] }; /* 2: writes 90, reads 10 ms */
+        p.min_improvement_pct = 0; /* 2 ties with 0: not dropped for being no better here */
         assert_int_equal(autotune_race(&p, s3, 3, drops), 1);
         assert_false(drops[2].dropped);
         /* 1 itself leaves for its writes, never for its reads */
@@ -739,8 +740,13 @@ static void test_race_no_false_drop(void **state) {
                                                 .valid = true, .read_iops = 300, .write_iops = 80,
                                                 .read_await_ms = noisy(mean[c], 0.3), .write_mbps = noisy(90, 0.1),
                                         };
-                        total += autotune_race(&p, s, 4, drops);
+                        (void) autotune_race(&p, s, 4, drops);
                 }
+                /* Leaving as no better than the current setting by the
+                 * minimum is right among equals: only a drop for being
+                 * beaten or outside the bound is a false one. */
+                for (size_t c = 1; c < 4; c++)
+                        total += drops[c].dropped && !strstr(drops[c].why, "no better than the current setting");
                 trials_dropping += total > 0;
         }
         print_message("trials of 4 equal candidates with a drop: %u of %u\n", trials_dropping, trials);
@@ -800,6 +806,44 @@ static void test_race_settles(void **state) {
         print_message("equal candidates: %u changes in %u raced trials (%.1f rounds on average)\n", changes, trials,
                       (double) total / trials);
         assert_true(changes <= trials * 5 / 100);
+}
+
+/* Settings that tie on a quiet disk (2 % noise): every challenger leaves
+ * as no better than the current setting by AutoMinImprovement=, and the
+ * trial ends early keeping it; one that is 30 % better is never dropped
+ * that way, and wins. */
+static void test_race_equivalent(void **state) {
+        AutoTunePolicy p = policy();
+        AutoSeries s[4] = {};
+        AutoDrop drops[4] = {};
+        AutoSummary sum[4];
+        AutoDecision d;
+        unsigned rounds;
+        double mean[4] = { 10, 10.1, 9.9, 10 };
+
+        rng_state = 5;
+        for (rounds = 0; rounds < p.rounds; rounds++) {
+                for (size_t c = 0; c < 4; c++)
+                        if (!drops[c].dropped)
+                                s[c].epochs[s[c].n++] = (EpochFigures) {
+                                        .valid = true, .read_iops = 300, .write_iops = 80,
+                                        .read_await_ms = noisy(mean[c], 0.02), .write_mbps = noisy(90, 0.02),
+                                };
+                (void) autotune_race(&p, s, 4, drops);
+                if (drops[1].dropped && drops[2].dropped && drops[3].dropped)
+                        break;
+        }
+        print_message("ties: every challenger left after %u of %u rounds (%s)\n", rounds + 1, p.rounds, drops[2].why);
+        assert_true(rounds + 1 < p.rounds);
+        assert_non_null(strstr(drops[1].why, "no better than the current setting"));
+        autotune_decide_raced(&p, s, 4, drops, sum, &d);
+        assert_int_equal(d.verdict, AUTO_VERDICT_KEEP_BEST);
+
+        double better[4] = { 10, 7, 10, 10 };
+        AutoDecision d2 = raced_trial(&p, better, &rounds);
+        print_message("30 %% better: %s after %u rounds (%s)\n", auto_verdict_to_string(d2.verdict), rounds, d2.reason);
+        assert_int_equal(d2.verdict, AUTO_VERDICT_CHANGE);
+        assert_int_equal(d2.winner, 1);
 }
 
 /* A search decides once per phase, and any phase may change the setting:
@@ -1403,6 +1447,7 @@ int main(void) {
                 cmocka_unit_test(test_far_worse),
                 cmocka_unit_test(test_search_error_rate),
                 cmocka_unit_test(test_race_settles),
+                cmocka_unit_test(test_race_equivalent),
                 cmocka_unit_test(test_retrial_finds_drift),
                 cmocka_unit_test(test_round_order),
                 cmocka_unit_test(test_drained),
