@@ -1541,6 +1541,10 @@ bool autotune_far_worse(const AutoTunePolicy *p, const AutoSeries *series, size_
                 return far_worse_seq(p, series, n, drops, c, e, why, why_size);
         double med_w[AUTOTUNE_MAX_CANDIDATES], med_r[AUTOTUNE_MAX_CANDIDATES], worst_r[AUTOTUNE_MAX_CANDIDATES];
         bool has[AUTOTUNE_MAX_CANDIDATES] = {};
+        /* the read latency the trial ranks by: the probes' p99 where every
+         * epoch so far has one (a setting whose queue starves the reads
+         * shows there first), else the mean await */
+        bool p99 = e->read_p99_ms > 0 && autotune_have_p99(series, n);
         for (size_t b = 0; b < n && b < AUTOTUNE_MAX_CANDIDATES; b++) {
                 double w[AUTOTUNE_MAX_EPOCHS], r[AUTOTUNE_MAX_EPOCHS];
                 size_t k = 0;
@@ -1551,7 +1555,7 @@ bool autotune_far_worse(const AutoTunePolicy *p, const AutoSeries *series, size_
                         if (!f->valid || f->read_iops == 0)
                                 continue;
                         w[k] = f->write_mbps;
-                        r[k] = f->read_await_ms;
+                        r[k] = autotune_read_latency(f, p99);
                         k++;
                 }
                 if (k == 0)
@@ -1581,10 +1585,11 @@ bool autotune_far_worse(const AutoTunePolicy *p, const AutoSeries *series, size_
         /* Its slowest epoch, not its median: one lucky epoch of the best
          * must not end a candidate that is merely no better. */
         double base = fmax(ref_worst, AUTOTUNE_GUARD_FLOOR_MS);
-        if (e->read_await_ms <= base * p->guard_factor)
+        double v = autotune_read_latency(e, p99);
+        if (v <= base * p->guard_factor)
                 return false;
-        snprintf(why, why_size, "read await %.2f ms, more than %u times the best so far's %.2f ms (candidate %d, its slowest epoch)",
-                 e->read_await_ms, p->guard_factor, base, ref);
+        snprintf(why, why_size, "read %s %.2f ms, more than %u times the best so far's %.2f ms (candidate %d, its slowest epoch)",
+                 p99 ? "p99" : "await", v, p->guard_factor, base, ref);
         return true;
 }
 

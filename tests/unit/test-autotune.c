@@ -926,6 +926,17 @@ static void test_far_worse(void **state) {
         s[0].epochs[0].read_await_ms = 0.1;
         e.read_await_ms = 3.9;
         assert_false(autotune_far_worse(&p, s, 3, drops, 2, &e, why, sizeof why));
+        /* A trial that ranks by the probes' p99 judges by it: the same
+         * mean await, a p99 26 times the best so far's (the read-mostly
+         * bench: a depth of 4 starves the probes' reads). */
+        s[0].epochs[0] = (EpochFigures) { .valid = true, .read_iops = 300, .read_await_ms = 0.27, .read_p99_ms = 0.58,
+                                          .write_mbps = 90 };
+        s[1].epochs[0] = s[0].epochs[0];
+        e = (EpochFigures) { .valid = true, .read_iops = 300, .read_await_ms = 0.27, .read_p99_ms = 15.5, .write_mbps = 80 };
+        assert_true(autotune_far_worse(&p, s, 3, drops, 2, &e, why, sizeof why));
+        assert_non_null(strstr(why, "read p99 15.50 ms"));
+        e.read_p99_ms = 3.9; /* under 4 x the 1 ms floor */
+        assert_false(autotune_far_worse(&p, s, 3, drops, 2, &e, why, sizeof why));
 }
 
 /* A re-trial from a good setting (the issue's case: the current setting
