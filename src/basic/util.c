@@ -341,8 +341,8 @@ uint64_t now_usec(int clock) {
 }
 
 void test_kill_point(const char *point) {
-        const char *e = secure_getenv("BLKMQD_TEST_KILL_AT");
-        size_t n = strlen(point);
+        const char *e = point ? secure_getenv("BLKMQD_TEST_KILL_AT") : NULL;
+        size_t n = point ? strlen(point) : 0;
 
         for (const char *p = e; p && *p; p += strcspn(p, ","), p += *p == ',') {
                 if (strncmp(p, point, n) == 0 && (p[n] == ',' || p[n] == '\0')) {

@@ -23,6 +23,10 @@ static uint64_t arg_settle_usec = 30ULL * 1000000ULL; /* how long to wait for bl
 /* Not an exit code: blkmqd came back without the lease (it restarted
  * before the seal and dropped it, nothing of it kept): stage again. */
 #define STAGE_AGAIN (-1)
+/* Not an exit code either: the lease is not sealed with the file and
+ * blkmqd could not release it (its disk failing): ask again, until a
+ * blkmqd that can settle it answers, or the settle timeout. */
+#define SETTLE_RETRY (-2)
 
 int stage_opt_settle_timeout(const char *arg) {
         char *end;
@@ -87,8 +91,9 @@ static void *hash_thread(void *userdata) {
 /* ---- when something failed ---- */
 
 /* After a failed append or seal: give the zone back, best effort.
- * Returns false when blkmqd could not be reached (on this connection or a
- * new one): whatever became of the lease is then up to its restart. */
+ * Returns false when it is not released: blkmqd could not be reached (on
+ * this connection or a new one), or refused (its disk failing): whatever
+ * became of the lease is then up to its restart. */
 static bool stage_release(Ctl *c, const char *lease) {
         _cleanup_ctl_ Ctl fresh = CTL("stage");
         _cleanup_(json_decrefp) json_t *params = json_pack("{s:s}", "lease", lease), *reply = NULL;
@@ -111,7 +116,7 @@ static bool stage_release(Ctl *c, const char *lease) {
 gone:
         fail(EXIT_OK, "stage: could not release lease %s (%s); blkmqd reclaims it at its next start", lease,
              r < 0 ? strerror(-r) : error);
-        return r >= 0;
+        return false;
 }
 
 /* What became of the lease, asked of a blkmqd that came back (Get's reply,
@@ -133,7 +138,8 @@ static int stage_settled(Ctl *c, const char *lease, const char *hex, uint64_t si
                 *ret_zone = json_incref(z);
                 return EXIT_OK;
         }
-        stage_release(c, lease);
+        if (!stage_release(c, lease))
+                return SETTLE_RETRY;
         return fail(EXIT_UNREACHABLE,
                     "stage: blkmqd went away while staging; lease %s was %s, not sealed with the "
                     "file, and is released",
@@ -157,20 +163,25 @@ static int stage_settle(const char *lease, const char *hex, uint64_t size, json_
                 const char *error = NULL;
                 int r = ctl_call_raw(&c, ZONES_INTERFACE ".Get", params, &reply, &error);
 
-                if (r >= 0)
-                        return stage_settled(&c, lease, hex, size, reply, error, ret_zone);
+                if (r >= 0) {
+                        r = stage_settled(&c, lease, hex, size, reply, error, ret_zone);
+                        if (r != SETTLE_RETRY)
+                                return r;
+                }
                 if (monotonic_usec() >= deadline)
                         return fail(EXIT_UNREACHABLE,
                                     "stage: blkmqd went away and did not come back within %llu s; the outcome of "
                                     "lease %s is unknown. When blkmqd is back: blkmqctl zones get %s; staged if it "
                                     "is sealed with SHA-256 %s, otherwise: blkmqctl zones release %s",
                                     (unsigned long long) (arg_settle_usec / 1000000ULL), lease, lease, hex, lease);
-                if (!said) {
+                if (!said && r == SETTLE_RETRY)
+                        fprintf(stderr, "stage: blkmqd cannot release lease %s now; asking again for up to %llu s\n",
+                                lease, (unsigned long long) (arg_settle_usec / 1000000ULL));
+                else if (!said)
                         fprintf(stderr, "stage: lost blkmqd (%s); waiting up to %llu s for it to settle lease %s\n",
                                 strerror(-r), (unsigned long long) (arg_settle_usec / 1000000ULL), lease);
-                        said = true;
-                }
-                (void) usleep(100 * 1000);
+                said = true;
+                (void) usleep(r == SETTLE_RETRY ? 500 * 1000 : 100 * 1000);
         }
 }
 
@@ -273,6 +284,13 @@ static int stage_allocate(Stage *s) {
 
 /* Appends by fd while a thread hashes the file (the daemon reads and
  * writes meanwhile); the file must not change. */
+/* After a failed append: nothing was sealed, so a lease blkmqd cannot
+ * release now is dropped when it starts again, whatever the disk kept. */
+static void stage_unsealed_release(Stage *s) {
+        if (!stage_release(&s->ctl, s->lease))
+                fprintf(stderr, "stage: lease %s was never sealed: blkmqd drops it when it starts again\n", s->lease);
+}
+
 static int stage_append(Stage *s) {
         _cleanup_(json_decrefp) json_t *appended = NULL;
         pthread_t thread;
@@ -293,15 +311,15 @@ static int stage_append(Stage *s) {
                 return stage_settle(s->lease, s->job.error == 0 ? s->job.hex : "", s->size, &s->zone);
         }
         if (r != EXIT_OK) {
-                stage_release(&s->ctl, s->lease);
+                stage_unsealed_release(s);
                 return r;
         }
         if (s->job.error != 0) {
-                stage_release(&s->ctl, s->lease);
+                stage_unsealed_release(s);
                 return fail(EXIT_USAGE, "%s: %s", s->path, strerror(s->job.error));
         }
         if (s->job.length != s->size || (long long) s->job.length != jint(appended, "bytesWritten", -1)) {
-                stage_release(&s->ctl, s->lease);
+                stage_unsealed_release(s);
                 return fail(EXIT_CHECKSUM, "%s: changed while staging (%lld bytes, hashed %llu, appended %lld)", s->path,
                             (long long) s->size, (unsigned long long) s->job.length, jint(appended, "bytesWritten", -1));
         }
@@ -337,14 +355,18 @@ static int stage_seal(Stage *s) {
                         return fail(EXIT_PROTOCOL, "out of memory");
                 if (stage_release(&s->ctl, s->lease))
                         return varlink_error(s->ctl.verb, name, sealed);
-                /* The seal failed as blkmqd went away (an I/O error as the
-                 * power or the disk went): what the failed call wrote may
-                 * have reached the media all the same, and the restart may
-                 * find the zone sealed with the file. Ask, as after a lost
-                 * connection: sealed with the file is staged, and anything
-                 * else is released (or the lease dropped: staged again). */
-                fprintf(stderr, "stage: the seal of lease %s failed (%s) and blkmqd went away; asking what "
-                        "became of it once blkmqd is back\n", s->lease, name);
+                /* The seal failed and the lease could not be released (an
+                 * I/O error as the power or the disk went, blkmqd gone or
+                 * its disk failing): what the failed call wrote may have
+                 * reached the media all the same, and a restart may find
+                 * the zone sealed with the file. Ask, as after a lost
+                 * connection, until a blkmqd that can settle it answers:
+                 * sealed with the file is staged, anything else released
+                 * (or the lease dropped: staged again). A blkmqd whose
+                 * seal record failed calls the zone failed, never sealed,
+                 * until it restarts and reads what its disk kept. */
+                fprintf(stderr, "stage: the seal of lease %s failed (%s) and blkmqd went away or could not release "
+                        "it; asking what became of it once blkmqd is back\n", s->lease, name);
                 return stage_settle(s->lease, s->job.hex, s->size, &s->zone);
         }
         s->zone = json_incref(json_object_get(sealed, "zone"));

@@ -104,6 +104,23 @@ static void undo_allocation(ZoneDevice *d, uint32_t z) {
         x->allocated_usec = 0;
 }
 
+/* A seal whose record could not be made durable (its caller got
+ * IOError): the record may or may not have reached the media, so this
+ * instance must not serve the zone as sealed (a restart may find it
+ * sealed, or reclaim it). Failed, with its lease, until released or a
+ * restart reads what the disk kept. */
+static void undo_seal(ZoneDevice *d, uint32_t z) {
+        ZoneSlot *x = &d->slots[z];
+
+        if (x->state != ZONE_STATE_SEALED)
+                return;
+        log_error("%s: zone %u: the seal could not be recorded; the zone is failed until released or blkmqd "
+                  "restarts (the record may have reached the disk).", d->id, z);
+        x->state = ZONE_STATE_FAILED;
+        (void) free_and_strdup(&x->note, "the seal's record could not be made durable: sealed or not is known at "
+                                         "the next start");
+}
+
 /* ---- records ---- */
 
 typedef struct PutDone {
@@ -113,9 +130,11 @@ typedef struct PutDone {
         const char *kill_point;
         char lease[37], expected[65], actual[65];
         /* An allocation whose record did not become durable is undone: the
-         * caller got IOError, so nobody holds the lease. */
+         * caller got IOError, so nobody holds the lease; a seal's is in
+         * doubt (undo_seal()). */
         ZoneDevice *undo_dev;
         uint32_t undo_zone;
+        bool undo_is_seal;
 } PutDone;
 
 
@@ -126,7 +145,9 @@ static void put_done(int r, void *userdata) {
                 /* Crash tests: "durable:io.blkmqd.Zones.Seal" dies with the
                  * record on disk and the reply not sent. */
                 test_kill_point(p->kill_point);
-                if (r < 0 && p->undo_dev)
+                if (r < 0 && p->undo_dev && p->undo_is_seal)
+                        undo_seal(p->undo_dev, p->undo_zone);
+                else if (r < 0 && p->undo_dev)
                         undo_allocation(p->undo_dev, p->undo_zone);
                 if (r < 0)
                         zone_done_io(p->done, p->userdata, r, "the zone record could not be made durable");
@@ -157,20 +178,25 @@ ZoneRecord zone_record_of(const ZoneDevice *d, uint32_t i) {
         };
 }
 
+typedef enum Undo { UNDO_NONE, UNDO_ALLOCATION, UNDO_SEAL } Undo;
+
 static int record_full(ZoneDevice *d, uint32_t i, const ZoneResult *res, const char *kill_point, ZoneDoneFn done,
-                       void *userdata, bool undo) {
+                       void *userdata, Undo undo) {
         ZoneRecord rec = zone_record_of(d, i);
         PutDone *p = calloc(1, sizeof *p);
         int r;
 
         if (!p) {
-                if (undo)
+                if (undo == UNDO_ALLOCATION)
                         undo_allocation(d, i);
+                else if (undo == UNDO_SEAL)
+                        undo_seal(d, i);
                 return -ENOMEM;
         }
-        if (undo) {
+        if (undo != UNDO_NONE) {
                 p->undo_dev = d;
                 p->undo_zone = i;
+                p->undo_is_seal = undo == UNDO_SEAL;
         }
         p->done = done;
         p->userdata = userdata;
@@ -191,17 +217,22 @@ static int record_full(ZoneDevice *d, uint32_t i, const ZoneResult *res, const c
 }
 
 int zone_record(ZoneDevice *d, uint32_t i) {
-        return record_full(d, i, NULL, NULL, NULL, NULL, false);
+        return record_full(d, i, NULL, NULL, NULL, NULL, UNDO_NONE);
 }
 
 int zone_record_then(ZoneDevice *d, uint32_t i, const ZoneResult *res, const char *kill_point, ZoneDoneFn done,
                      void *userdata) {
-        return record_full(d, i, res, kill_point, done, userdata, false);
+        return record_full(d, i, res, kill_point, done, userdata, UNDO_NONE);
+}
+
+int zone_record_seal(ZoneDevice *d, uint32_t i, const ZoneResult *res, const char *kill_point, ZoneDoneFn done,
+                     void *userdata) {
+        return record_full(d, i, res, kill_point, done, userdata, UNDO_SEAL);
 }
 
 int zone_record_allocation(ZoneDevice *d, uint32_t i, const ZoneResult *res, const char *kill_point, ZoneDoneFn done,
                            void *userdata) {
-        return record_full(d, i, res, kill_point, done, userdata, true);
+        return record_full(d, i, res, kill_point, done, userdata, UNDO_ALLOCATION);
 }
 
 /* ---- looking up ---- */

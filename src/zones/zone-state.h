@@ -33,6 +33,10 @@ int zone_record(ZoneDevice *d, uint32_t i);
  * ("durable:..."). Copies res's strings. */
 int zone_record_then(ZoneDevice *d, uint32_t i, const ZoneResult *res, const char *kill_point, ZoneDoneFn done,
                      void *userdata);
+/* The same for a zone just sealed: if its record cannot be made durable,
+ * the zone is failed (in doubt) rather than served as sealed. */
+int zone_record_seal(ZoneDevice *d, uint32_t i, const ZoneResult *res, const char *kill_point, ZoneDoneFn done,
+                     void *userdata);
 /* The same for a new lease: if its record cannot be made durable, the
  * allocation is undone (the zone stays free) before done hears of it. */
 int zone_record_allocation(ZoneDevice *d, uint32_t i, const ZoneResult *res, const char *kill_point, ZoneDoneFn done,

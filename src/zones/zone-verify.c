@@ -218,7 +218,7 @@ static void seal_done(void *data, void *userdata) {
                 zone_done_io(j->done, j->userdata, j->r, j->what ? j->what : "verifying the zone");
         else {
                 zone_slot_sealed(d, j->zone, j->actual, j->verified, j->flush_usec);
-                (void) zone_record_then(d, j->zone, &res, "durable:io.blkmqd.Zones.Seal", j->done, j->userdata);
+                (void) zone_record_seal(d, j->zone, &res, "durable:io.blkmqd.Zones.Seal", j->done, j->userdata);
         }
         free(j);
         zone_device_settle(d);

@@ -258,7 +258,7 @@ Database={database}
             d.start(timeout=15)
             out, err = st.communicate(timeout=90)
             o = json.loads(out) if st.returncode == 0 and out.strip() else {}
-            r.ok(st.returncode == 0 and "the seal of lease" in err and "and blkmqd went away; asking what became of it" in err
+            r.ok(st.returncode == 0 and "the seal of lease" in err and "asking what became of it once blkmqd is back" in err
                  and "staging again" in err and o.get("sha256") == hashlib.sha256(data).hexdigest(),
                  "blkmqctl stage waits for blkmqd, finds the lease dropped and stages again: exit 0, the file's SHA-256",
                  f"exit {st.returncode}\nstdout: {out}\nstderr: {err}")

@@ -167,18 +167,19 @@ def check_state(r, rig, svc, book, tag, quiet, settle=None):
         # daemon whose disk went away (before the cut the disk fails nothing).
         # But a commit whose fsync failed may have reached the media all the
         # same: the zone can come back sealed. blkmqctl stage, whose release
-        # after the failed seal found blkmqd gone, settles that itself (it
-        # asks the restarted blkmqd, as after a lost connection): found
-        # sealed with its file, it exits 0 with the object, and the book has
-        # it. A failed stage that says it could not release and did not
-        # settle would leak a sealed zone: a problem. A failed stage that
-        # released its lease told its client the truth.
+        # after the failed seal found blkmqd gone or refusing, settles that
+        # itself (it asks until a blkmqd that can settle answers, as after a
+        # lost connection): found sealed with its file, it exits 0 with the
+        # object, and the book has it. A failed seal that could not be
+        # released and was not settled would leak a sealed zone: a problem.
         failed = [o for o in book.odd if '"io.blkmqd.Zones.IOError"' in o or ".FlushFailed" in o]
         book.odd = [o for o in book.odd if o not in failed]
         for o in failed:
-            if "stage: released lease" not in o:
-                problems.append(f"{tag}: a stage answered with an error neither released its lease nor "
-                                f"settled it:\n{o}")
+            # Told the truth: released; or never sealed (an append or an
+            # allocation that failed: nothing of it is kept). A failed seal
+            # that could not be released must have been settled.
+            if "could not release" in o and "was never sealed" not in o:
+                problems.append(f"{tag}: a stage whose seal failed neither released its lease nor settled it:\n{o}")
         TALLY["stages answered IOError"] += len(failed) + book.settled_after_error
         TALLY["of them settled as staged by blkmqctl after the restart"] += book.settled_after_error
         book.settled_after_error = 0

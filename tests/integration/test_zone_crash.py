@@ -472,7 +472,7 @@ class Stager(threading.Thread):
                 self.book.seen.add(m.group(1))
             if p.returncode == 0 and o:
                 self.book.sealed(self.k, o["lease"], sha(data), len(data), o["zone"]["start"])
-                if "and blkmqd went away; asking what became of it" in p.stderr:
+                if "asking what became of it once blkmqd is back" in p.stderr:
                     self.book.settled_after_error += 1
             elif "stage: lease " in p.stderr and "outcome of lease" in p.stderr:
                 self.book.unsettled.append(p.stderr)
