@@ -94,7 +94,7 @@ static void *hash_thread(void *userdata) {
  * Returns false when it is not released: blkmqd could not be reached (on
  * this connection or a new one), or refused (its disk failing): whatever
  * became of the lease is then up to its restart. */
-static bool stage_release(Ctl *c, const char *lease) {
+static bool stage_release(Ctl *c, const char *lease, bool quiet) {
         _cleanup_ctl_ Ctl fresh = CTL("stage");
         _cleanup_(json_decrefp) json_t *params = json_pack("{s:s}", "lease", lease), *reply = NULL;
         const char *error = NULL;
@@ -114,8 +114,9 @@ static bool stage_release(Ctl *c, const char *lease) {
                 return true;
         }
 gone:
-        fail(EXIT_OK, "stage: could not release lease %s (%s); blkmqd reclaims it at its next start", lease,
-             r < 0 ? strerror(-r) : error);
+        if (!quiet)
+                fail(EXIT_OK, "stage: could not release lease %s (%s); blkmqd reclaims it at its next start", lease,
+                     r < 0 ? strerror(-r) : error);
         return false;
 }
 
@@ -125,7 +126,7 @@ gone:
  * was not sealed, and reclaims its zone) is STAGE_AGAIN; anything else is
  * released, and the stage failed. */
 static int stage_settled(Ctl *c, const char *lease, const char *hex, uint64_t size, json_t *reply, const char *error,
-                         json_t **ret_zone) {
+                         bool quiet, json_t **ret_zone) {
         json_t *z = json_object_get(reply, "zone");
 
         if (error && streq(error, ZONES_INTERFACE ".LeaseNotFound"))
@@ -138,7 +139,7 @@ static int stage_settled(Ctl *c, const char *lease, const char *hex, uint64_t si
                 *ret_zone = json_incref(z);
                 return EXIT_OK;
         }
-        if (!stage_release(c, lease))
+        if (!stage_release(c, lease, quiet))
                 return SETTLE_RETRY;
         return fail(EXIT_UNREACHABLE,
                     "stage: blkmqd went away while staging; lease %s was %s, not sealed with the "
@@ -153,7 +154,7 @@ static int stage_settled(Ctl *c, const char *lease, const char *hex, uint64_t si
 static int stage_settle(const char *lease, const char *hex, uint64_t size, json_t **ret_zone) {
         _cleanup_(json_decrefp) json_t *params = json_pack("{s:s}", "lease", lease);
         uint64_t deadline = monotonic_usec() + arg_settle_usec;
-        bool said = false;
+        bool said = false, refused = false;
 
         if (!params)
                 return fail(EXIT_PROTOCOL, "out of memory");
@@ -164,15 +165,18 @@ static int stage_settle(const char *lease, const char *hex, uint64_t size, json_
                 int r = ctl_call_raw(&c, ZONES_INTERFACE ".Get", params, &reply, &error);
 
                 if (r >= 0) {
-                        r = stage_settled(&c, lease, hex, size, reply, error, ret_zone);
+                        r = stage_settled(&c, lease, hex, size, reply, error, said, ret_zone);
                         if (r != SETTLE_RETRY)
                                 return r;
+                        refused = true;
                 }
                 if (monotonic_usec() >= deadline)
                         return fail(EXIT_UNREACHABLE,
-                                    "stage: blkmqd went away and did not come back within %llu s; the outcome of "
+                                    "stage: %s within %llu s; the outcome of "
                                     "lease %s is unknown. When blkmqd is back: blkmqctl zones get %s; staged if it "
                                     "is sealed with SHA-256 %s, otherwise: blkmqctl zones release %s",
+                                    refused ? "blkmqd could not settle the lease (it refused to release it)"
+                                            : "blkmqd went away and did not come back",
                                     (unsigned long long) (arg_settle_usec / 1000000ULL), lease, lease, hex, lease);
                 if (!said && r == SETTLE_RETRY)
                         fprintf(stderr, "stage: blkmqd cannot release lease %s now; asking again for up to %llu s\n",
@@ -287,7 +291,7 @@ static int stage_allocate(Stage *s) {
 /* After a failed append: nothing was sealed, so a lease blkmqd cannot
  * release now is dropped when it starts again, whatever the disk kept. */
 static void stage_unsealed_release(Stage *s) {
-        if (!stage_release(&s->ctl, s->lease))
+        if (!stage_release(&s->ctl, s->lease, false))
                 fprintf(stderr, "stage: lease %s was never sealed: blkmqd drops it when it starts again\n", s->lease);
 }
 
@@ -353,7 +357,7 @@ static int stage_seal(Stage *s) {
                 _cleanup_free_ char *name = strdup(error);
                 if (!name)
                         return fail(EXIT_PROTOCOL, "out of memory");
-                if (stage_release(&s->ctl, s->lease))
+                if (stage_release(&s->ctl, s->lease, false))
                         return varlink_error(s->ctl.verb, name, sealed);
                 /* The seal failed and the lease could not be released (an
                  * I/O error as the power or the disk went, blkmqd gone or
