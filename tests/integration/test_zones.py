@@ -303,7 +303,7 @@ Database={db}
                 iface = client.get_interface(ZONES)
                 methods = {n for n, m in iface.members.items() if type(m).__name__ == "_Method"}
                 r.eq(methods, {"ListDevices", "ListZones", "Allocate", "Append", "Seal", "Release", "Get", "ListObjects",
-                               "Find", "Read", "Verify"},
+                               "Find", "Read", "Verify", "Repair"},
                      "the package parses the io.blkmqd.Zones IDL")
                 data = os.urandom(2 * MIB + 3)
                 with client.open(ZONES) as zs:
