@@ -332,6 +332,19 @@ static int zones_release(const char *what) {
         return zones_lease_call("zones release", ZONES_INTERFACE ".Release", lease ?: what, NULL);
 }
 
+/* A zone index as typed: decimal digits, 0 to INT32_MAX. */
+static int parse_zone_index(const char *s, json_int_t *ret) {
+        char *end;
+        unsigned long idx;
+
+        errno = 0;
+        idx = strtoul(s, &end, 10);
+        if (errno != 0 || end == s || *end != 0 || s[0] == '-' || idx > INT32_MAX)
+                return -EINVAL;
+        *ret = (json_int_t) idx;
+        return 0;
+}
+
 /* zones get LEASE, or zones get DEVICE INDEX */
 static int zones_get(int argc, char **argv) {
         _cleanup_ctl_ Ctl c = CTL("zones get");
@@ -340,14 +353,11 @@ static int zones_get(int argc, char **argv) {
         if (argc == 3)
                 params = json_pack("{s:s}", "lease", argv[2]);
         else {
-                char *end;
-                unsigned long idx;
+                json_int_t idx;
 
-                errno = 0;
-                idx = strtoul(argv[3], &end, 10);
-                if (errno != 0 || end == argv[3] || *end != 0 || argv[3][0] == '-' || idx > INT32_MAX)
+                if (parse_zone_index(argv[3], &idx) < 0)
                         return fail(EXIT_USAGE, "%s: not a zone index", argv[3]);
-                params = json_pack("{s:s, s:I}", "device", argv[2], "zoneIndex", (json_int_t) idx);
+                params = json_pack("{s:s, s:I}", "device", argv[2], "zoneIndex", idx);
         }
         if (!params)
                 return fail(EXIT_PROTOCOL, "out of memory");
@@ -543,14 +553,11 @@ static int zones_repair(int argc, char **argv, const char *device) {
         if (!params)
                 return fail(EXIT_PROTOCOL, "out of memory");
         if (argc == 4) {
-                char *end;
-                unsigned long idx;
+                json_int_t idx;
 
-                errno = 0;
-                idx = strtoul(argv[3], &end, 10);
-                if (errno != 0 || end == argv[3] || *end != 0 || argv[3][0] == '-' || idx > INT32_MAX)
+                if (parse_zone_index(argv[3], &idx) < 0)
                         return fail(EXIT_USAGE, "%s: not a zone index", argv[3]);
-                json_object_set_new(params, "zoneIndex", json_integer((json_int_t) idx));
+                json_object_set_new(params, "zoneIndex", json_integer(idx));
         }
         r = ctl_call(&c, ZONES_INTERFACE ".Repair", params, &reply);
         if (r != EXIT_OK)
