@@ -180,6 +180,18 @@ static void finish(VarlinkCall *call, const ZoneResult *res, json_t *reply) {
         varlink_call_unref(call);
 }
 
+/* finish() with the zones of res (.objects) as {key: [each as one()]}. */
+static void finish_list(VarlinkCall *call, const ZoneResult *res, const char *key, json_t *(*one)(ZoneRef)) {
+        json_t *a = NULL;
+
+        if (!res->error) {
+                a = json_array();
+                for (size_t i = 0; i < res->n_objects; i++)
+                        json_array_append_new(a, one(res->objects[i]));
+        }
+        finish(call, res, a ? json_pack("{s:o}", key, a) : NULL);
+}
+
 static void on_client_gone(VarlinkCall *call, void *userdata) {
         zone_op_cancel(userdata);
 }
@@ -365,14 +377,7 @@ static int method_release(VarlinkCall *call, json_t *params, void *userdata) {
 }
 
 static void repair_done(const ZoneResult *res, void *userdata) {
-        json_t *a = NULL;
-
-        if (!res->error) {
-                a = json_array();
-                for (size_t i = 0; i < res->n_objects; i++)
-                        json_array_append_new(a, zone_json(res->objects[i]));
-        }
-        finish(userdata, res, a ? json_pack("{s:o}", "zones", a) : NULL);
+        finish_list(userdata, res, "zones", zone_json);
 }
 
 static int method_repair(VarlinkCall *call, json_t *params, void *userdata) {
@@ -496,14 +501,7 @@ static int method_read(VarlinkCall *call, json_t *params, void *userdata) {
 }
 
 static void verify_done(const ZoneResult *res, void *userdata) {
-        json_t *a = NULL;
-
-        if (!res->error) {
-                a = json_array();
-                for (size_t i = 0; i < res->n_objects; i++)
-                        json_array_append_new(a, object_json(res->objects[i]));
-        }
-        finish(userdata, res, a ? json_pack("{s:o}", "objects", a) : NULL);
+        finish_list(userdata, res, "objects", object_json);
 }
 
 static int method_verify(VarlinkCall *call, json_t *params, void *userdata) {
