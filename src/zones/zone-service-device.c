@@ -90,17 +90,30 @@ typedef struct ResetJob {
 /* A zone is recorded free only once its reset is durable: the resets of
  * the batch, then one flush of the device's write cache (where it has a
  * volatile one) that covers them all. */
+/* On a worker: resets zones[0..n) of d (results[i]: 0 or a negative
+ * errno), then, if any reset worked, one flush that covers them all (its
+ * result, or 0; *ret_flush_usec, if not NULL: how long it took). Only a
+ * reset followed by a flush that succeeded is known to be durable. */
+static int resets_then_flush(ZoneDevice *d, const uint32_t *zones, int *results, size_t n, uint64_t *ret_flush_usec) {
+        bool any = false;
+        uint64_t t0;
+        int r;
+
+        for (size_t i = 0; i < n; i++) {
+                results[i] = d->zbd->ops->reset(d->zbd, d->slots[zones[i]].zone.start);
+                any = any || results[i] >= 0;
+        }
+        t0 = now_usec(CLOCK_MONOTONIC);
+        r = any ? zbd_flush(d->zbd) : 0;
+        if (ret_flush_usec)
+                *ret_flush_usec = now_usec(CLOCK_MONOTONIC) - t0;
+        return r;
+}
+
 static void reset_run(void *data) {
         ResetJob *j = data;
-        bool any = false;
 
-        for (size_t i = 0; i < j->n; i++) {
-                j->results[i] = j->dev->zbd->ops->reset(j->dev->zbd, j->dev->slots[j->zones[i]].zone.start);
-                any = any || j->results[i] >= 0;
-        }
-        j->flush_usec = now_usec(CLOCK_MONOTONIC);
-        j->flushed = any ? zbd_flush(j->dev->zbd) : 0;
-        j->flush_usec = now_usec(CLOCK_MONOTONIC) - j->flush_usec;
+        j->flushed = resets_then_flush(j->dev, j->zones, j->results, j->n, &j->flush_usec);
 }
 
 static void reset_done(void *data, void *userdata) {
@@ -202,18 +215,11 @@ static void repair_job_free(RepairJob *j) {
         free(j);
 }
 
-/* The same order as a batch of resets: each reset, then one flush that
- * covers them; only a reset followed by a flush that succeeded is known
- * to be durable. */
+/* The same order as a batch of resets (resets_then_flush()). */
 static void repair_run(void *data) {
         RepairJob *j = data;
-        bool any = false;
 
-        for (size_t i = 0; i < j->n; i++) {
-                j->results[i] = j->dev->zbd->ops->reset(j->dev->zbd, j->dev->slots[j->zones[i]].zone.start);
-                any = any || j->results[i] >= 0;
-        }
-        j->flushed = any ? zbd_flush(j->dev->zbd) : 0;
+        j->flushed = resets_then_flush(j->dev, j->zones, j->results, j->n, NULL);
 }
 
 /* One record of the repair is durable (or failed): the reply waits for
