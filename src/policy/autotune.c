@@ -1287,6 +1287,22 @@ static double log_var(const double *v, size_t k, double *ret_mean) {
         return k > 1 ? q / (double) (k - 1) : 0;
 }
 
+/* The race's one-sided test: Student's t on a difference of mean logs,
+ * diff > 0 the side it asks about, the variance pooled (and at least each
+ * side's own), df degrees of freedom. Returns p. */
+static double log_t_p(double diff, double pooled, double var_a, double var_b, size_t k_a, size_t k_b, double df) {
+        double v = fmax(pooled, fmax(var_a, var_b));
+        return t_upper(diff / sqrt(v * (1.0 / (double) k_a + 1.0 / (double) k_b)), df);
+}
+
+/* Whether write MB/s w is outside the write bound with half the tolerance
+ * to spare (where equal writes differ by their noise); only the
+ * read-latency objective has that bound. */
+static bool outside_half_bound(const AutoTunePolicy *p, double w, double best_write) {
+        return p->objective == AUTO_OBJECTIVE_READ_LATENCY && best_write >= AUTOTUNE_MIN_WRITE_MBPS &&
+               w < best_write * (1.0 - p->write_tolerance_pct / 200.0);
+}
+
 /* Why the correction is honest. A candidate c that is in truth the best
  * (no other is better in the objective while inside the bound) leaves the
  * race only through a false positive of one of the tests "b beats c": at
@@ -1348,8 +1364,9 @@ size_t autotune_race(const AutoTunePolicy *p, const AutoSeries *series, size_t n
                 var[c] = log_var(obj[c], k[c], &mean[c]);
                 ss += var[c] * (double) (k[c] - 1);
                 df += (double) (k[c] - 1);
+                usable_w[c] = true;
                 for (size_t i = 0; i < k[c]; i++)
-                        usable_w[c] = i == 0 ? wmb[c][i] > 0 : usable_w[c] && wmb[c][i] > 0;
+                        usable_w[c] = usable_w[c] && wmb[c][i] > 0;
                 if (usable_w[c]) {
                         wvar[c] = log_var(wmb[c], k[c], &wlog[c]);
                         wss += wvar[c] * (double) (k[c] - 1);
@@ -1376,18 +1393,15 @@ size_t autotune_race(const AutoTunePolicy *p, const AutoSeries *series, size_t n
                          * spare (where equal writes differ by their noise) */
                         if (p->objective == AUTO_OBJECTIVE_READ_LATENCY) {
                                 double wb = autotune_median(wmb[b], k[b]);
-                                if (wb < wc && best_write >= AUTOTUNE_MIN_WRITE_MBPS &&
-                                    wb < best_write * (1.0 - p->write_tolerance_pct / 200.0))
+                                if (wb < wc && outside_half_bound(p, wb, best_write))
                                         continue;
                         } else if (p->objective == AUTO_OBJECTIVE_THROUGHPUT) {
                                 double rb = autotune_median(rlat[b], k[b]);
                                 if (rb > rc && rb * 1000.0 > (double) p->read_target_usec)
                                         continue;
                         }
-                        double v = fmax(pooled, fmax(var[b], var[c]));
-                        double t = (lower ? mean[c] - mean[b] : mean[b] - mean[c]) /
-                                   sqrt(v * (1.0 / (double) k[b] + 1.0 / (double) k[c]));
-                        double pv = t_upper(t, df);
+                        double pv = log_t_p(lower ? mean[c] - mean[b] : mean[b] - mean[c], pooled, var[b], var[c],
+                                            k[b], k[c], df);
                         if (pv > alpha)
                                 continue;
                         drops[c] = (AutoDrop) { .dropped = true, .by = (int) b, .epochs = (unsigned) k[c], .p = pv };
@@ -1408,10 +1422,8 @@ size_t autotune_race(const AutoTunePolicy *p, const AutoSeries *series, size_t n
                 for (size_t b = 0; b < n; b++) {
                         if (b == c || !usable[b] || !usable_w[b])
                                 continue;
-                        double v = fmax(wpooled, fmax(wvar[b], wvar[c]));
-                        double t = (wlog[b] + log(1.0 - p->write_tolerance_pct / 100.0) - wlog[c]) /
-                                   sqrt(v * (1.0 / (double) k[b] + 1.0 / (double) k[c]));
-                        double pv = t_upper(t, df);
+                        double pv = log_t_p(wlog[b] + log(1.0 - p->write_tolerance_pct / 100.0) - wlog[c], wpooled,
+                                            wvar[b], wvar[c], k[b], k[c], df);
                         if (pv > alpha)
                                 continue;
                         drops[c] = (AutoDrop) { .dropped = true, .by = (int) b, .epochs = (unsigned) k[c], .p = pv };
@@ -1434,18 +1446,15 @@ size_t autotune_race(const AutoTunePolicy *p, const AutoSeries *series, size_t n
          * every challenger has left, the trial ends keeping the current
          * setting: a workload on which all settings tie costs a few
          * rounds, not AutoRounds=. */
-        bool base_in = usable[0] && (p->objective != AUTO_OBJECTIVE_READ_LATENCY || best_write < AUTOTUNE_MIN_WRITE_MBPS ||
-                                     autotune_median(wmb[0], k[0]) >= best_write * (1.0 - p->write_tolerance_pct / 200.0));
+        bool base_in = usable[0] && !outside_half_bound(p, autotune_median(wmb[0], k[0]), best_write);
         double margin = -log(1.0 - fmin(p->min_improvement_pct, 90) / 100.0); /* in logs */
         for (size_t c = 1; c < n && base_in && p->min_improvement_pct > 0; c++) {
                 if (!usable[c] || drops[c].dropped)
                         continue;
-                double v = fmax(pooled, fmax(var[0], var[c]));
                 /* H0: c improves on 0 by margin or more; rejected when
                  * its improvement is confidently under it */
                 double gain = lower ? mean[0] - mean[c] : mean[c] - mean[0];
-                double t = (margin - gain) / sqrt(v * (1.0 / (double) k[0] + 1.0 / (double) k[c]));
-                double pv = t_upper(t, df);
+                double pv = log_t_p(margin - gain, pooled, var[0], var[c], k[0], k[c], df);
                 if (pv > alpha)
                         continue;
                 drops[c] = (AutoDrop) { .dropped = true, .by = 0, .epochs = (unsigned) k[c], .p = pv };
@@ -1470,20 +1479,17 @@ size_t autotune_race(const AutoTunePolicy *p, const AutoSeries *series, size_t n
         for (size_t c = 1; c < n; c++) {
                 if (!usable[c] || drops[c].dropped)
                         continue;
-                if (p->objective == AUTO_OBJECTIVE_READ_LATENCY && best_write >= AUTOTUNE_MIN_WRITE_MBPS &&
-                    autotune_median(wmb[c], k[c]) < best_write * (1.0 - p->write_tolerance_pct / 200.0))
+                if (outside_half_bound(p, autotune_median(wmb[c], k[c]), best_write))
                         continue;
                 if (lead < 0 || (lower ? mean[c] < mean[lead] : mean[c] > mean[lead]))
                         lead = (int) c;
         }
         /* with the decision's least epochs (decide_no_trial()) on both sides */
         if (lead > 0 && usable[0] && k[0] >= 3 && k[lead] >= 3) {
-                double v = fmax(pooled, fmax(var[0], var[lead]));
-                double t = (lower ? mean[0] - mean[lead] : mean[lead] - mean[0]) /
-                           sqrt(v * (1.0 / (double) k[0] + 1.0 / (double) k[lead]));
                 double m0 = autotune_median(obj[0], k[0]), ml = autotune_median(obj[lead], k[lead]);
                 double gain = lower ? (m0 > 0 ? (m0 - ml) / m0 : 0) : (m0 > 0 ? (ml - m0) / m0 : 0);
-                double pv = t_upper(t, df);
+                double pv = log_t_p(lower ? mean[0] - mean[lead] : mean[lead] - mean[0], pooled, var[0], var[lead],
+                                    k[0], k[lead], df);
                 if (pv <= alpha_settle && gain >= p->min_improvement_pct / 100.0) {
                         drops[0].by = lead;
                         drops[0].p = pv;
