@@ -33,8 +33,6 @@ static void gauge_if_finite(StrBuf *sb, const char *name, const char *dev, doubl
                 metrics_text_gauge(sb, name, l, 1, v);
 }
 
-/* The text format wants each family's samples in one group: one pass per
- * family. */
 /* One gauge family: per managed device, the settings of its last job that
  * ended in outcome o. */
 static void render_outcome_count(StrBuf *sb, Manager *m, const char *name, const char *help, TuneOutcome o) {
@@ -51,6 +49,8 @@ static void render_outcome_count(StrBuf *sb, Manager *m, const char *name, const
         }
 }
 
+/* The text format wants each family's samples in one group: one pass per
+ * family. */
 static void render_devices(StrBuf *sb, Manager *m) {
         metrics_text_family(sb, "blkmqd_device_managed", METRIC_GAUGE,
                             "1 for each block device a [Device] section matches.");
