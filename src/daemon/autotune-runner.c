@@ -23,7 +23,9 @@
 #include "util.h"
 #include "varlink.h"
 
-#define SETTLE_MAX_USEC 500000ULL     /* after an apply, before an epoch starts */
+/* After an apply, before an epoch starts: the queue's refill after the
+ * freeze the apply made; the tail of the candidate before is the drain's. */
+#define SETTLE_MAX_USEC 125000ULL
 #define DRAIN_POLL_USEC 50000ULL      /* then until the queue of the candidate before drained */
 #define HOTPLUG_DELAY_USEC 10000000ULL /* a new disk gets its workload first */
 #define WATCH_INTERVAL_USEC 10000000ULL /* periodic and workload-change checks */
@@ -673,7 +675,7 @@ static void on_applied(AutoDevice *a) {
                 next_epoch(a);
                 return;
         }
-        uint64_t settle = a->policy.epoch_usec / 4;
+        uint64_t settle = a->policy.epoch_usec / 16;
         if (settle > SETTLE_MAX_USEC)
                 settle = SETTLE_MAX_USEC;
         a->phase = PHASE_SETTLING;
