@@ -7,7 +7,10 @@
  *
  *   - `channels` parallel channels; a request goes to the channel that frees
  *     first (one shared FIFO queue in front of N servers);
- *   - service time = fixed latency per direction + size / bandwidth.
+ *   - service time = fixed latency per direction + size / bandwidth;
+ *   - with --write-bw-usr1, SIGUSR1 changes the write bandwidth to that one
+ *     from then on (a disk that slows down under the same workload, as an
+ *     SSD does when its write cache fills).
  *
  * The schedule is kept in modelled time (a channel's next free instant), not
  * in the time the replying thread happens to wake up, so host noise delays a
@@ -43,6 +46,7 @@ struct model {
         unsigned channels;
         uint64_t read_lat_ns, write_lat_ns;
         uint64_t read_bw, write_bw;     /* bytes per second */
+        uint64_t write_bw_usr1;         /* after SIGUSR1, if not 0 */
         uint64_t size;
         uint8_t *mem;
         pthread_mutex_t lock;
@@ -119,6 +123,13 @@ static struct pending heap_pop(void) {
         return top;
 }
 
+static volatile sig_atomic_t slowed;
+
+static void on_usr1(int sig) {
+        (void) sig;
+        slowed = 1;
+}
+
 /* Schedule one request on the channel that frees first; caller holds M.lock. */
 static uint64_t schedule(bool is_write, size_t size) {
         uint64_t now = now_ns();
@@ -126,7 +137,7 @@ static uint64_t schedule(bool is_write, size_t size) {
         for (unsigned c = 1; c < M.channels; c++)
                 if (M.free_at[c] < M.free_at[best])
                         best = c;
-        uint64_t bw = is_write ? M.write_bw : M.read_bw;
+        uint64_t bw = !is_write ? M.read_bw : slowed && M.write_bw_usr1 ? M.write_bw_usr1 : M.write_bw;
         uint64_t service = (is_write ? M.write_lat_ns : M.read_lat_ns) +
                 (uint64_t) ((double) size * 1e9 / (double) bw);
         uint64_t start = M.free_at[best] > now ? M.free_at[best] : now;
@@ -263,12 +274,14 @@ static void usage(FILE *f) {
                 "  --write-lat-us=US     fixed latency of a write (default 400)\n"
                 "  --read-bw=BYTES       read bandwidth per channel, per second (default 400M)\n"
                 "  --write-bw=BYTES      write bandwidth per channel, per second (default 200M)\n"
+                "  --write-bw-usr1=BYTES the write bandwidth per channel after a SIGUSR1 (default:\n"
+                "                        SIGUSR1 is ignored)\n"
                 "  --threads=N           FUSE worker threads (default 4)\n"
                 "Stops on SIGTERM/SIGINT or when unmounted.\n", MAX_CHANNELS);
 }
 
 int main(int argc, char **argv) {
-        enum { ARG_SIZE = 0x100, ARG_CH, ARG_RLAT, ARG_WLAT, ARG_RBW, ARG_WBW, ARG_THREADS };
+        enum { ARG_SIZE = 0x100, ARG_CH, ARG_RLAT, ARG_WLAT, ARG_RBW, ARG_WBW, ARG_WBW_USR1, ARG_THREADS };
         static const struct option longopts[] = {
                 { "size", required_argument, NULL, ARG_SIZE },
                 { "channels", required_argument, NULL, ARG_CH },
@@ -276,6 +289,7 @@ int main(int argc, char **argv) {
                 { "write-lat-us", required_argument, NULL, ARG_WLAT },
                 { "read-bw", required_argument, NULL, ARG_RBW },
                 { "write-bw", required_argument, NULL, ARG_WBW },
+                { "write-bw-usr1", required_argument, NULL, ARG_WBW_USR1 },
                 { "threads", required_argument, NULL, ARG_THREADS },
                 { "help", no_argument, NULL, 'h' },
                 {}
@@ -296,6 +310,11 @@ int main(int argc, char **argv) {
                 case ARG_WLAT: r = fusedisk_parse_size(optarg, 1000, &M.write_lat_ns); break;
                 case ARG_RBW: r = fusedisk_parse_size(optarg, 1, &M.read_bw); break;
                 case ARG_WBW: r = fusedisk_parse_size(optarg, 1, &M.write_bw); break;
+                case ARG_WBW_USR1:
+                        r = fusedisk_parse_size(optarg, 1, &M.write_bw_usr1);
+                        if (r == 0 && M.write_bw_usr1 == 0)
+                                r = -EINVAL;
+                        break;
                 case ARG_THREADS: r = fusedisk_parse_size(optarg, 1, &threads); break;
                 case 'h': usage(stdout); return 0;
                 default: usage(stderr); return 2;
@@ -321,6 +340,12 @@ int main(int argc, char **argv) {
         pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
         pthread_cond_init(&M.cond, &ca);
 
+        struct sigaction sa = { .sa_handler = M.write_bw_usr1 ? on_usr1 : SIG_IGN, .sa_flags = SA_RESTART };
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(SIGUSR1, &sa, NULL) < 0) {
+                perror("modeldisk: sigaction");
+                return 1;
+        }
         pthread_t th;
         if (pthread_create(&th, NULL, completer, NULL) != 0)
                 return 1;
