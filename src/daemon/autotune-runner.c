@@ -1283,7 +1283,7 @@ static int on_watch(sd_event_source *s, uint64_t usec, void *userdata) {
                 a->recall_stat = st;
                 a->recall_mono = now;
                 /* The rest every WATCH_INTERVAL (a tick may come a little early). */
-                if (a->watch_mono && now + RECALL_INTERVAL_USEC / 2 < a->watch_mono + WATCH_INTERVAL_USEC)
+                if (a->watch_mono && now + t->tick_usec / 2 < a->watch_mono + t->watch_usec)
                         continue;
                 bool start = false;
                 const char *reason = NULL;
@@ -1325,7 +1325,7 @@ static int on_watch(sd_event_source *s, uint64_t usec, void *userdata) {
                 else if (r == -EPERM)
                         log_debug("%s: %s, but no trial: %s.", d->sysname, reason, why);
         }
-        sd_event_source_set_time(s, now_usec(CLOCK_MONOTONIC) + RECALL_INTERVAL_USEC);
+        sd_event_source_set_time(s, now_usec(CLOCK_MONOTONIC) + t->tick_usec);
         sd_event_source_set_enabled(s, SD_EVENT_ON);
         return 0;
 }
@@ -1338,7 +1338,18 @@ int autotuner_new(AutoTuner **ret, Manager *m, Prober *prober) {
                 return -ENOMEM;
         t->manager = m;
         t->prober = prober;
-        r = sd_event_add_time_relative(m->event, &t->watch, CLOCK_MONOTONIC, RECALL_INTERVAL_USEC, 500000, on_watch, t);
+        t->tick_usec = RECALL_INTERVAL_USEC;
+        t->watch_usec = WATCH_INTERVAL_USEC;
+        const char *e = secure_getenv("BLKMQD_TEST_WATCH_DIVISOR");
+        uint64_t div;
+        if (e && safe_atou64(e, &div) >= 0 && div >= 2 && div <= 100) {
+                t->tick_usec /= div;
+                t->watch_usec /= div;
+                log_notice("BLKMQD_TEST_WATCH_DIVISOR=%" PRIu64 ": the watch ticks every %" PRIu64
+                           " ms (a test's daemon).", div,
+                           t->tick_usec / 1000);
+        }
+        r = sd_event_add_time_relative(m->event, &t->watch, CLOCK_MONOTONIC, t->tick_usec, t->tick_usec / 10, on_watch, t);
         if (r < 0) {
                 free(t);
                 return r;

@@ -153,6 +153,11 @@ struct AutoTuner {
         AutoDevice *devices;
         AutoHistory global;
         sd_event_source *watch;
+        /* The watch's tick (recalls) and its interval (the promise watch,
+         * the workload-change detector, periodic trials): RECALL_INTERVAL_USEC
+         * and WATCH_INTERVAL_USEC, both divided by $BLKMQD_TEST_WATCH_DIVISOR
+         * (2-100) in the test suite's daemons. */
+        uint64_t tick_usec, watch_usec;
         unsigned n_trials, n_changes, n_aborted;
 };
 
