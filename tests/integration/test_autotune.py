@@ -23,12 +23,19 @@ than half).
 3. Stopping the daemon puts nr_requests back.
    The second trial races: a setting the sweep found far slower than
    the best leaves after one epoch, and the trial goes on to its decision.
-4. A trial survives its device vanishing (LOOP_CTL_REMOVE) mid-trial: the
+4. After a change the daemon watches the chosen setting against the
+   write bound it was chosen under: when the disk slows down (the model's
+   write bandwidth drops to a third, SIGUSR1) under the same workload, it
+   says the bound broke once six watch intervals of it are in (the
+   daemon's watch interval divided by 5 by a test hook: 2 s, not 10 s),
+   and falls back to the trial's candidate that kept the bound
+   with the most margin (GetDevice, explain, the log).
+5. A trial survives its device vanishing (LOOP_CTL_REMOVE) mid-trial: the
    trial ends saying so and the daemon runs on.
-5. On a fast disk (a plain loop device) every epoch has enough probes, and
+6. On a fast disk (a plain loop device) every epoch has enough probes, and
    the trial ranks reads by the probes' p99 (on the model disk, slower than
    the probe interval, it falls back to the mean await).
-6. A search by families (AutoKnobs=scheduler iosched) on the fast disk:
+7. A search by families (AutoKnobs=scheduler iosched) on the fast disk:
    the schedulers first, then the winner's own tunables, each only under
    its scheduler; the kernel refuses none of them (they are written after
    the scheduler), the winner's values are in sysfs after the trial, and
@@ -50,8 +57,10 @@ from blkmqtest import Ctl, Env, FuseDisk, Runner, ctl_path, main_guard, need_all
 
 CANDIDATES = [4, 32, 256]
 TOLERANCE = 0.20
+# --write-bw-usr1: after a SIGUSR1 the disk writes at 7 of its 20 MiB/s
+# per channel (the promise case below)
 MODEL = ["--size=512M", "--channels=8", "--read-lat-us=100", "--write-lat-us=200",
-         "--write-bw=20M", "--read-bw=200M"]
+         "--write-bw=20M", "--read-bw=200M", "--write-bw-usr1=7M"]
 
 
 def fio_cmd(dev, runtime, output_json=True):
@@ -283,6 +292,51 @@ AutoRounds=4
             with r.case("stopping the daemon puts nr_requests back", env):
                 d.stop()
                 r.eq(loop.attr("nr_requests"), original_nr, "nr_requests is back to the original")
+
+            with r.case("a chosen setting that breaks its write bound falls back to the candidate with the most "
+                        "margin", env):
+                # A daemon of its own that remembers nothing (the memory
+                # would give the known workload its setting back at start,
+                # and a trial from there keeps it and promises nothing).
+                cfg3 = env.config(open(cfg).read() + "AutoRemember=no\n", name="blkmqd-promise.conf")
+                # The watch's interval divided by 5 (2 s, not 10 s): the six
+                # intervals the promise needs before judging take 12 s.
+                d3 = env.daemon(["--config", cfg3, "--varlink-address", addr, "--log-level", "debug"],
+                                name="blkmqd-promise", environ={"BLKMQD_TEST_WATCH_DIVISOR": "5"})
+                d3.start(timeout=15)
+                t3 = last_json(ctl("--json", "trial", loop.name, timeout=None).stdout)["trial"]
+                log(f"# trial: {t3['verdict']} {t3['winner']}: {t3['reason']}")
+                r.eq((t3["verdict"], t3["winner"]), ("change", f"mq-deadline nr_requests={best}"),
+                     "a trial from the original setting changes to the sweep's best again", daemon=d3)
+
+                def autotune():
+                    s3 = json.loads(ctl("--json", "show", loop.name).stdout)
+                    return s3.get("device", s3).get("autotune", {})
+                pr = autotune().get("promise", {})
+                r.ok(pr.get("watching") and pr.get("writeFloorMBps", 0) > 0,
+                     "GetDevice: the chosen setting is watched against a write floor", detail=str(pr))
+                # The trial's admissible candidate with the most write
+                # throughput, the winner aside: where the daemon must fall
+                # back to (the setting before the trial if there is none).
+                adm = [c for c in t3["candidates"] if c.get("admissible") and c["setting"] != t3["winner"]]
+                want = max(adm, key=lambda c: c.get("writeMBps", 0))["setting"] if adm else None
+                md.proc.send_signal(signal.SIGUSR1)
+                t_slow = time.monotonic()
+                broke = wait_for(lambda: autotune().get("promise", {}).get("state") == "broken", 90, interval=1)
+                at = autotune()
+                log(f"# promise after {time.monotonic() - t_slow:.0f} s: {at.get('promise')}")
+                r.ok(broke, "GetDevice: the promise is broken once the disk writes under the floor",
+                     detail=str(at.get("promise")), daemon=d3)
+                if want:
+                    r.eq(at.get("chosen"), want, "it fell back to the trial's candidate with the most write margin")
+                    nr = want.split("nr_requests=")[1]
+                    r.ok(wait_for(lambda: loop.attr("nr_requests") == nr, 10), f"nr_requests is {nr} in sysfs")
+                ex = ctl("explain", loop.name).stdout
+                r.ok("fallen back to" in ex and "broke the bound it was chosen under" in ex,
+                     "explain says the setting fell back and why", detail=ex)
+                r.ok("broke the bound the trial chose it under" in d3.log_text(), "the log says so")
+                d3.stop()
+                r.eq(loop.attr("nr_requests"), original_nr, "stopping the daemon puts nr_requests back")
 
             with r.case("a device vanishing mid-trial ends the trial; the daemon runs on", env):
                 d2 = env.daemon(["--config", cfg, "--varlink-address", addr, "--log-level", "debug"], name="blkmqd2")
