@@ -7,7 +7,9 @@ life: on plain loop devices (fast, so short epochs do), with fio.
    of its own once the hotplug delay (10 s) is over.
 2. AutoTrialOnWorkloadChange=yes: a disk whose I/O goes from 4 KiB random
    reads to 256 KiB writes gets a trial after three changed watch samples
-   (10 s each); one whose workload stays gets none.
+   (2 s each here: its daemons run with the watch's interval divided by 5,
+   $BLKMQD_TEST_WATCH_DIVISOR, so recalls tick every second); one whose
+   workload stays gets none.
 3. A reload (SIGHUP) during a trial: the trial still ends with a decision
    or an abort, the call gets its reply, and the daemon answers.
 4. Stopping the daemon during a trial puts the setting from before the
@@ -63,6 +65,10 @@ def autotune(addr, name):
     return rep.get("parameters", {}).get("device", {}).get("autotune", {})
 
 
+# The watch every 2 s and its tick every second, not 10 s and 5 s.
+FAST_WATCH = {"BLKMQD_TEST_WATCH_DIVISOR": "5"}
+
+
 def main():
     need_all()
     if not shutil.which("fio"):
@@ -87,7 +93,7 @@ AutoTrialOnHotplug=yes
 MatchBackingFile={change.backing_file()} {steady.backing_file()}
 AutoTrialOnWorkloadChange=yes
 {TRIAL_KEYS}""")
-            d = env.daemon(["--config", cfg, "--varlink-address", addr, "--log-level", "debug"])
+            d = env.daemon(["--config", cfg, "--varlink-address", addr, "--log-level", "debug"], environ=FAST_WATCH)
             d.start(timeout=15)
             procs += [fio(steady.dev, "randread", "4k"), fio(change.dev, "randread", "4k")]
 
@@ -108,7 +114,7 @@ AutoTrialOnWorkloadChange=yes
                         env):
                 # Two watch samples of the read workload first: the second
                 # makes its signature.
-                time.sleep(22)
+                time.sleep(5)
                 r.eq(autotune(addr, change.name).get("trials", 0), 0, f"{change.name}: no trial before the change")
                 stop(procs[1])
                 procs[1] = fio(change.dev, "write", "256k")
@@ -174,7 +180,8 @@ AutoTrialsPerHour=60
 [Device mem]
 MatchBackingFile={mem.backing_file()}
 {TRIAL_KEYS}""", name="mem.conf")
-                d2 = env.daemon(["--config", mcfg, "--varlink-address", addr, "--log-level", "debug"], name="blkmqd-mem")
+                d2 = env.daemon(["--config", mcfg, "--varlink-address", addr, "--log-level", "debug"], name="blkmqd-mem",
+                                environ=FAST_WATCH)
                 d2.start(timeout=15)
                 procs.append(fio(mem.dev, "randread", "4k"))
                 time.sleep(2)
@@ -193,7 +200,7 @@ MatchBackingFile={mem.backing_file()}
                 varlink_call(addr, "io.blkmqd.Manager.Restore", {"device": mem.name})
                 stop(procs.pop())
                 procs.append(fio(mem.dev, "write", "256k"))
-                time.sleep(25)
+                time.sleep(8)   # 8 ticks, 4 watch intervals
                 at = autotune(addr, mem.name)
                 r.eq((at.get("recalls"), at.get("trials")), (0, 1), "another workload: no recall, no trial")
                 stop(procs.pop())
@@ -208,7 +215,8 @@ MatchBackingFile={mem.backing_file()}
                 r.ok("a workload seen before is back" in d2.log_text(), "the log says so")
 
                 d2.stop()
-                d3 = env.daemon(["--config", mcfg, "--varlink-address", addr, "--log-level", "debug"], name="blkmqd-mem2")
+                d3 = env.daemon(["--config", mcfg, "--varlink-address", addr, "--log-level", "debug"], name="blkmqd-mem2",
+                                environ=FAST_WATCH)
                 d3.start(timeout=15)
                 ok = wait_for(lambda: autotune(addr, mem.name).get("recalls", 0) >= 1, 40, interval=0.5)
                 at = autotune(addr, mem.name)
