@@ -24,6 +24,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         size_t n;
         int fd, r;
 
+        /* quiet: every refusal is expected, and one line each would bury
+         * a CI log's end */
+        log_set_max_level(-1);
         if (size < 1)
                 return 0;
         flags = data[0];

@@ -26,6 +26,9 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
 # fuzz-conf writes its files for every input: in memory they cost less.
 [ -w /dev/shm ] && export TMPDIR=${TMPDIR:-/dev/shm}
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/blkmqd-fuzz.XXXXXX") || exit 1
+trap 'rm -rf "$scratch"' EXIT
+export TMPDIR=$scratch
 
 run_one() {
         local t=$1 work=$out/long-$t log=$out/long-$t.log

@@ -47,6 +47,10 @@ H
 [ "${FUZZ_BUILD_ONLY:-0}" = 1 ] && exit 0
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
+# fuzz-conf writes its files under $TMPDIR: a scratch one, removed after.
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/blkmqd-fuzz.XXXXXX")
+trap 'rm -rf "$scratch"' EXIT
+export TMPDIR=$scratch
 for target in ${FUZZ_TARGETS:-varlink varlink-idl conf zone-record}; do
         work="$out/work-$target"
         mkdir -p "$work"
