@@ -611,6 +611,26 @@ class QMP:
             pass
 
 
+def cpu_state(path):
+    """Each vCPU's RIP and whether it is halted, by the diagnosis monitor:
+    where a guest that never reached /init is stuck."""
+    try:
+        mon = QMP(path, timeout=5)
+    except (QMPError, OSError) as e:
+        return "unknown (%s)" % e
+    try:
+        cpus, _ = mon.command("human-monitor-command", {"command-line": "info cpus"}, timeout=5)
+        regs, _ = mon.command("human-monitor-command", {"command-line": "info registers -a"}, timeout=5)
+    except (QMPError, OSError) as e:
+        return "unknown (%s)" % e
+    finally:
+        mon.close()
+    rips = re.findall(r"RIP=([0-9a-f]+)", regs or "")
+    halted = re.findall(r"CPU #(\d+):.*?(\(halted\))?$", cpus or "", re.M)
+    return ", ".join("cpu%s RIP=%s%s" % (c, rips[i] if i < len(rips) else "?", " halted" if h else "")
+                     for i, (c, h) in enumerate(halted)) or (cpus or "").strip()
+
+
 def parse_hotplug_script(path):
     """Line-based action list:
         [ACTION]                      a named action the guest asks for
@@ -702,7 +722,7 @@ def qemu_args(args, vm, tmp, initrd, qmp_path):
     a = ["qemu-system-x86_64", "-accel", "tcg", "-m", str(args.memory), "-smp", str(args.smp),
          "-nographic", "-no-reboot", "-machine", "q35", "-nic", "none",
          "-kernel", vm["VM_KERNEL"], "-initrd", initrd,
-         "-append", "console=ttyS0 quiet panic=-1 " +
+         "-append", "console=ttyS0 quiet panic=-1 nokaslr " +
          ("systemd.show_status=false " if args.rootfs else "") + args.append]
     if args.rootfs:
         a += ["-drive", "file=%s,id=root,format=raw,if=none" % os.path.abspath(args.rootfs),
@@ -800,6 +820,9 @@ def main():
                    "when --subsys or --hotplug-script is given)")
     g.add_argument("--hotplug-script", metavar="FILE", help="actions the guest triggers with vm_hotplug")
     g.add_argument("--timeout", type=float, default=300, help="hard limit, seconds (default 300)")
+    g.add_argument("--boot-timeout", type=float, default=45,
+                   help="a guest with no /init after this long hung in its kernel's boot: booted again, "
+                   "once (default 45 s; /init comes after 2-4 s)")
     g.add_argument("--log", metavar="FILE", help="console log (default: $VM_LOG_DIR or cwd, "
                    "vm-<script>.console.log)")
     g.add_argument("--quiet-console", action="store_true", help="do not echo the console to stdout")
@@ -881,6 +904,10 @@ def main():
                                 if (args.subsys or args.hotplug_script) else None)
         actions = parse_hotplug_script(args.hotplug_script) if args.hotplug_script else {}
         cmd = qemu_args(args, vm, tmp, initrd, qmp_path)
+        # A second monitor, for the diagnosis of a guest that hangs before
+        # /init (the CPUs' state); the hotplug QMP socket stays as it is.
+        diag_path = os.path.join(tmp, "diag.sock")
+        cmd += ["-qmp", "unix:%s,server=on,wait=off" % diag_path]
 
         logpath = args.log or os.path.join(
             os.environ.get("VM_LOG_DIR", os.getcwd()),
@@ -892,18 +919,21 @@ def main():
         log("qemu: " + " ".join(cmd))
         logf.write("# " + " ".join(cmd) + "\n")
 
-        lines = queue.Queue()
+        def start_qemu():
+            lines = queue.Queue()
+            proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+
+            def reader():
+                for raw in proc.stdout:
+                    text = raw.decode("utf-8", "replace").rstrip("\r\n").replace("\r", "")
+                    lines.put(ANSI.sub("", text))
+                lines.put(None)
+            threading.Thread(target=reader, daemon=True).start()
+            return proc, lines
+
         t_qemu = time.monotonic()
-        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-
-        def reader():
-            for raw in proc.stdout:
-                text = raw.decode("utf-8", "replace").rstrip("\r\n").replace("\r", "")
-                lines.put(ANSI.sub("", text))
-            lines.put(None)
-        threading.Thread(target=reader, daemon=True).start()
-
+        proc, lines = start_qemu()
         if qmp_path:
             try:
                 qmp = QMP(qmp_path, alive=lambda: proc.poll() is None)
@@ -921,12 +951,45 @@ def main():
         result = None
         t_booted = None
         guest_up = {}
+        boot_retried = False
         re_result = re.compile(r"%s rc=(\d+) token=%s uptime=([\d.]+)" % (MARK_RESULT, token))
         re_booted = re.compile(r"%s uptime=([\d.]+)" % MARK_BOOTED)
         re_ready = re.compile(r"%s uptime=([\d.]+)" % MARK_READY)
         re_hotplug = re.compile(r"%s (\d+) (.+)$" % MARK_HOTPLUG)
         eof = False
         while not eof:
+            if t_booted is None and not boot_retried and time.monotonic() - t_qemu > args.boot_timeout:
+                # The guest's kernel hung in its own boot (once in about
+                # 150 TCG boots here: SeaBIOS, then nothing): no test code
+                # has run, so one boot again is a fair retry. Said here
+                # and in the console log, with the CPUs' state.
+                state = cpu_state(diag_path)
+                log("no /init after %.0fs (it takes 2-4 s): the guest kernel hung while booting, before "
+                    "any test code ran; vCPUs: %s; booting again, once" % (args.boot_timeout, state))
+                logf.write("# run-guest: no /init after %.0fs; vCPUs: %s; booting again\n"
+                           % (args.boot_timeout, state))
+                boot_retried = True
+                if qmp:
+                    qmp.close()
+                    qmp = None
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait()
+                for path in (qmp_path, diag_path):
+                    if path and os.path.exists(path):
+                        os.unlink(path)
+                t_qemu = time.monotonic()
+                deadline = t_qemu + args.timeout
+                proc, lines = start_qemu()
+                if qmp_path:
+                    try:
+                        qmp = QMP(qmp_path, alive=lambda: proc.poll() is None)
+                    except QMPError as e:
+                        log("FAIL: QMP: %s" % e)
+                        return 1
+                continue
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 log("TIMEOUT after %.0fs: killing QEMU" % args.timeout)
