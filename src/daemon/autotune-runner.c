@@ -27,6 +27,7 @@
  * freeze the apply made; the tail of the candidate before is the drain's. */
 #define SETTLE_MAX_USEC 125000ULL
 #define DRAIN_POLL_USEC 50000ULL      /* then until the queue of the candidate before drained */
+#define PEEK_USEC 100000ULL           /* a challenger's probes are looked at this often in its epoch */
 #define HOTPLUG_DELAY_USEC 10000000ULL /* a new disk gets its workload first */
 #define WATCH_INTERVAL_USEC 10000000ULL /* periodic and workload-change checks */
 /* The watch ticks this often: a workload seen before is recalled from the
@@ -144,6 +145,43 @@ static double probe_p99_ms(AutoDevice *a) {
             hist_percentile(&d, 99, &ns) < 0)
                 return 0;
         return (double) ns / 1e6;
+}
+
+/* The most probes an epoch of usec can hold: one in flight at a time,
+ * started at most every interval less its jitter (at most half of it,
+ * probe.c); 0 without probes. */
+static uint64_t probes_max(const AutoTuner *t, const Device *d, uint64_t usec) {
+        ProbeTarget *pt = t->prober ? prober_find(t->prober, d->sysname) : NULL;
+        if (!pt || pt->config.interval_usec == 0)
+                return 0;
+        uint64_t iv = pt->config.interval_usec, j = pt->config.jitter_usec;
+        uint64_t step = iv - (j > iv / 2 ? iv / 2 : j);
+        return step ? usec / step + 1 : 0;
+}
+
+/* Whether the probes of the epoch so far settle that the candidate is far
+ * worse than the best so far: more of them above a->peek_limit_ms than
+ * the p99 of the most probes the epoch can hold allows (then its p99
+ * would be over the limit whatever the rest of the epoch brings).
+ * *ret_p99 is the p99 of the probes so far (over the limit then). */
+static bool peek_far_worse(AutoDevice *a, uint64_t now, double *ret_p99, char *why, size_t why_size) {
+        const Hist *h = probe_hist(a->tuner, a->device);
+        uint64_t n_max = probes_max(a->tuner, a->device, a->policy.epoch_usec), ns;
+        Hist d;
+
+        if (!h || !a->probe0 || n_max == 0 || hist_diff(&d, h, a->probe0) < 0 || d.count == 0)
+                return false;
+        uint64_t above = d.count - hist_count_le(&d, (uint64_t) (a->peek_limit_ms * 1e6));
+        if (!autotune_p99_above_certain(above, n_max) || hist_percentile(&d, 99, &ns) < 0 ||
+            !((double) ns / 1e6 > a->peek_limit_ms))
+                return false;
+        *ret_p99 = (double) ns / 1e6;
+        snprintf(why, why_size,
+                 "%" PRIu64 " of its first %" PRIu64 " probes (%.1f s into the epoch) read slower than %.2f ms, %u times "
+                 "the best so far's %.2f ms (candidate %d, its slowest epoch): more than its epoch's p99 can allow",
+                 above, d.count, (double) (now - a->t0) / 1e6, a->peek_limit_ms, a->policy.guard_factor,
+                 a->peek_base_ms, a->peek_ref);
+        return true;
 }
 
 /* Adds the probes of the epoch just ended to candidate c's pool. */
@@ -521,8 +559,9 @@ static void next_epoch(AutoDevice *a) {
                 finish(a);
 }
 
-static int on_epoch_end(sd_event_source *s, uint64_t usec, void *userdata) {
-        AutoDevice *a = userdata;
+/* An epoch ends: at its time, or cut short by a look at its probes
+ * (peek_why: why it is far worse already, its probes' p99 in peek_p99). */
+static void end_epoch(AutoDevice *a, const char *peek_why, double peek_p99) {
         BlockStat b;
         EpochFigures e;
         char why[256], buf[AUTOTUNE_CANDIDATE_STRMAX];
@@ -532,11 +571,12 @@ static int on_epoch_end(sd_event_source *s, uint64_t usec, void *userdata) {
         r = read_stat(a->device, &b);
         if (r < 0) {
                 abort_trial(a, "cannot read stat: %s", strerror(-r));
-                return 0;
+                return;
         }
         autotune_epoch_figures(&a->stat0, &b, now_usec(CLOCK_MONOTONIC) - a->t0, &e);
         e.errors = (unsigned) (probe_errors(a->tuner, a->device) - a->probe_errors0);
-        e.read_p99_ms = probe_p99_ms(a);
+        /* cut short: the p99 of the probes it had, over the limit */
+        e.read_p99_ms = peek_why ? peek_p99 : probe_p99_ms(a);
         probe_pool(a, a->current);
         autotune_candidate_format(&a->cand[a->current], buf, sizeof buf);
         log_debug("%s: epoch %zu/%zu %s: read await %.2f ms, probe p99 %.2f ms, %.0f r/s, write %.1f MB/s, "
@@ -551,11 +591,16 @@ static int on_epoch_end(sd_event_source *s, uint64_t usec, void *userdata) {
                         autotune_tripped_add(a->tripped, &a->n_tripped, &a->cand[a->current],
                                              now_usec(CLOCK_MONOTONIC));
                 abort_trial(a, "%s", msg);
-                return 0;
+                return;
         }
         /* The price: a candidate far worse than the best so far leaves the
          * trial after this one epoch (and the next trials for an hour). */
-        bool far = autotune_far_worse(&a->policy, a->series, a->n_cand, a->drops, a->current, &e, why, sizeof why);
+        bool far;
+        if (peek_why) {
+                far = true;
+                snprintf(why, sizeof why, "%s", peek_why);
+        } else
+                far = autotune_far_worse(&a->policy, a->series, a->n_cand, a->drops, a->current, &e, why, sizeof why);
         AutoSeries *ser = &a->series[a->current];
         if (ser->n < AUTOTUNE_MAX_EPOCHS)
                 ser->epochs[ser->n++] = e;
@@ -569,6 +614,38 @@ static int on_epoch_end(sd_event_source *s, uint64_t usec, void *userdata) {
         a->slot++;
         progress(a);
         next_epoch(a);
+}
+
+static int on_epoch_end(sd_event_source *s, uint64_t usec, void *userdata) {
+        end_epoch(userdata, NULL, 0);
+        return 0;
+}
+
+/* Every PEEK_USEC of a challenger's epoch: its probes so far, against the
+ * far-worse limit. A setting that starves the reads costs the workload
+ * for as long as it is measured; its verdict is often certain in a tenth
+ * of the epoch. */
+static int on_peek(sd_event_source *s, uint64_t usec, void *userdata) {
+        AutoDevice *a = userdata;
+        uint64_t now = now_usec(CLOCK_MONOTONIC);
+        char why[256];
+        double p99 = 0;
+
+        a->timer = sd_event_source_disable_unref(a->timer);
+        if (now + 1000 >= a->epoch_end) {
+                end_epoch(a, NULL, 0);
+                return 0;
+        }
+        if (peek_far_worse(a, now, &p99, why, sizeof why)) {
+                end_epoch(a, why, p99);
+                return 0;
+        }
+        uint64_t left = a->epoch_end - now;
+        int r = sd_event_add_time_relative(a->tuner->manager->event, &a->timer, CLOCK_MONOTONIC,
+                                           left < PEEK_USEC ? left : PEEK_USEC, 1000,
+                                           left < PEEK_USEC ? on_epoch_end : on_peek, a);
+        if (r < 0)
+                abort_trial(a, "cannot arm a timer: %s", strerror(-r));
         return 0;
 }
 
@@ -596,8 +673,18 @@ static int on_settled(sd_event_source *s, uint64_t usec, void *userdata) {
         a->probe_errors0 = probe_errors(a->tuner, a->device);
         probe_mark(a);
         a->phase = PHASE_MEASURING;
-        r = sd_event_add_time_relative(a->tuner->manager->event, &a->timer, CLOCK_MONOTONIC, a->policy.epoch_usec,
-                                       1000, on_epoch_end, a);
+        a->epoch_end = a->t0 + a->policy.epoch_usec;
+        a->peek_ref = -1;
+        a->peek_limit_ms = a->probe0 && a->policy.epoch_usec > PEEK_USEC
+                                   ? autotune_far_worse_limit(&a->policy, a->series, a->n_cand, a->drops, a->current,
+                                                              &a->peek_ref, &a->peek_base_ms)
+                                   : 0;
+        if (a->peek_limit_ms > 0)
+                r = sd_event_add_time_relative(a->tuner->manager->event, &a->timer, CLOCK_MONOTONIC, PEEK_USEC, 1000,
+                                               on_peek, a);
+        else
+                r = sd_event_add_time_relative(a->tuner->manager->event, &a->timer, CLOCK_MONOTONIC,
+                                               a->policy.epoch_usec, 1000, on_epoch_end, a);
         if (r < 0)
                 abort_trial(a, "cannot arm a timer: %s", strerror(-r));
         return 0;

@@ -85,6 +85,11 @@ struct AutoDevice {
         uint64_t t0;
         uint64_t probe_errors0; /* the device's probe errors when the epoch began */
         Hist *probe0;           /* its probe latencies when the epoch began (NULL: no probes) */
+        /* A look at the probes during an epoch of a challenger: the p99
+         * over which it is far worse (0: no look), against what. */
+        uint64_t epoch_end;     /* CLOCK_MONOTONIC */
+        double peek_limit_ms, peek_base_ms;
+        int peek_ref;
         sd_event_source *timer;
         char note[512];
         char abort_reason[256];

@@ -1536,21 +1536,17 @@ static bool far_worse_seq(const AutoTunePolicy *p, const AutoSeries *series, siz
         return true;
 }
 
-bool autotune_far_worse(const AutoTunePolicy *p, const AutoSeries *series, size_t n, const AutoDrop *drops,
-                        size_t c, const EpochFigures *e, char *why, size_t why_size) {
+/* The far-worse test's reference for candidate c: among the candidates
+ * still in the race (c aside) inside the write bound so far, the one with
+ * the lowest median read latency (p99 or mean await); *ret_base is its
+ * slowest epoch, at least AUTOTUNE_GUARD_FLOOR_MS. -1: none yet. */
+static int far_ref(const AutoTunePolicy *p, const AutoSeries *series, size_t n, const AutoDrop *drops, size_t c,
+                   bool p99, double *ret_base) {
         double best_write = 0, ref_med = INFINITY, ref_worst = 0;
         int ref = -1;
-
-        if (c == 0 || !e->valid || e->read_iops == 0)
-                return false;
-        if (p->objective == AUTO_OBJECTIVE_SEQ_READ)
-                return far_worse_seq(p, series, n, drops, c, e, why, why_size);
         double med_w[AUTOTUNE_MAX_CANDIDATES], med_r[AUTOTUNE_MAX_CANDIDATES], worst_r[AUTOTUNE_MAX_CANDIDATES];
         bool has[AUTOTUNE_MAX_CANDIDATES] = {};
-        /* the read latency the trial ranks by: the probes' p99 where every
-         * epoch so far has one (a setting whose queue starves the reads
-         * shows there first), else the mean await */
-        bool p99 = e->read_p99_ms > 0 && autotune_have_p99(series, n);
+
         for (size_t b = 0; b < n && b < AUTOTUNE_MAX_CANDIDATES; b++) {
                 double w[AUTOTUNE_MAX_EPOCHS], r[AUTOTUNE_MAX_EPOCHS];
                 size_t k = 0;
@@ -1586,17 +1582,59 @@ bool autotune_far_worse(const AutoTunePolicy *p, const AutoSeries *series, size_
                         ref = (int) b;
                 }
         }
-        if (ref < 0)
-                return false;
         /* Its slowest epoch, not its median: one lucky epoch of the best
          * must not end a candidate that is merely no better. */
-        double base = fmax(ref_worst, AUTOTUNE_GUARD_FLOOR_MS);
+        *ret_base = fmax(ref_worst, AUTOTUNE_GUARD_FLOOR_MS);
+        return ref;
+}
+
+bool autotune_far_worse(const AutoTunePolicy *p, const AutoSeries *series, size_t n, const AutoDrop *drops,
+                        size_t c, const EpochFigures *e, char *why, size_t why_size) {
+        double base;
+
+        if (c == 0 || !e->valid || e->read_iops == 0)
+                return false;
+        if (p->objective == AUTO_OBJECTIVE_SEQ_READ)
+                return far_worse_seq(p, series, n, drops, c, e, why, why_size);
+        /* the read latency the trial ranks by: the probes' p99 where every
+         * epoch so far has one (a setting whose queue starves the reads
+         * shows there first), else the mean await */
+        bool p99 = e->read_p99_ms > 0 && autotune_have_p99(series, n);
+        int ref = far_ref(p, series, n, drops, c, p99, &base);
+        if (ref < 0)
+                return false;
         double v = autotune_read_latency(e, p99);
         if (v <= base * p->guard_factor)
                 return false;
         snprintf(why, why_size, "read %s %.2f ms, more than %u times the best so far's %.2f ms (candidate %d, its slowest epoch)",
                  p99 ? "p99" : "await", v, p->guard_factor, base, ref);
         return true;
+}
+
+double autotune_far_worse_limit(const AutoTunePolicy *p, const AutoSeries *series, size_t n, const AutoDrop *drops,
+                                size_t c, int *ret_ref, double *ret_base) {
+        double base;
+
+        if (c == 0 || p->objective == AUTO_OBJECTIVE_SEQ_READ || !autotune_have_p99(series, n))
+                return 0;
+        int ref = far_ref(p, series, n, drops, c, true, &base);
+        if (ref < 0)
+                return 0;
+        if (ret_ref)
+                *ret_ref = ref;
+        if (ret_base)
+                *ret_base = base;
+        return base * p->guard_factor;
+}
+
+bool autotune_p99_above_certain(uint64_t above, uint64_t n_max) {
+        /* the p99 of n samples is the ceil(0.99 n)-th smallest: it is over
+         * the limit once more than n - ceil(0.99 n) samples are, and that
+         * allowance only grows with n */
+        if (n_max == 0)
+                return false;
+        uint64_t rank = (99 * n_max + 99) / 100;
+        return above > n_max - rank;
 }
 
 static int sched_group(const AutoCandidate *cand, size_t c, const char *const *names, size_t *n_names) {

@@ -371,6 +371,20 @@ bool autotune_race_settled(const AutoDrop *drops, size_t n);
 bool autotune_far_worse(const AutoTunePolicy *p, const AutoSeries *series, size_t n, const AutoDrop *drops,
                         size_t c, const EpochFigures *e, char *why, size_t why_size);
 
+/* The probe p99 above which an epoch of candidate c is far worse
+ * (autotune_far_worse() with p99: the guard factor times the reference's
+ * slowest epoch), so that a runner can tell before the epoch ends; 0 when
+ * that test is not by p99 (c is 0, sequential reads, an epoch so far
+ * without a p99, no reference yet). *ret_ref and *ret_base (may be NULL)
+ * say against what. */
+double autotune_far_worse_limit(const AutoTunePolicy *p, const AutoSeries *series, size_t n, const AutoDrop *drops,
+                                size_t c, int *ret_ref, double *ret_base);
+
+/* Whether `above` samples over a limit make the p99 of every sample
+ * count up to n_max exceed it, whatever the samples still to come: an
+ * epoch that can hold at most n_max probes is far worse already. */
+bool autotune_p99_above_certain(uint64_t above, uint64_t n_max);
+
 /* The order of round `round` over the candidates still in the race:
  * grouped by scheduler (so a round switches only between groups), groups
  * and members forward on even rounds and backward on odd ones (A B C, C B

@@ -939,6 +939,65 @@ static void test_far_worse(void **state) {
         assert_false(autotune_far_worse(&p, s, 3, drops, 2, &e, why, sizeof why));
 }
 
+/* The look during an epoch: the limit is the far-worse test's own, and a
+ * count of probes above it settles the epoch's p99 only when no probes
+ * still to come could bring it under. */
+static void test_far_worse_peek(void **state) {
+        AutoTunePolicy p = policy();
+        AutoSeries s[3] = {};
+        AutoDrop drops[3] = {};
+        char why[256];
+        int ref = -1;
+        double base = 0;
+
+        /* no epoch yet: no limit (nothing to compare with) */
+        assert_true(autotune_far_worse_limit(&p, s, 3, drops, 2, &ref, &base) == 0);
+        s[0].epochs[s[0].n++] = (EpochFigures) { .valid = true, .read_iops = 300, .read_await_ms = 0.27,
+                                                 .read_p99_ms = 0.85, .write_mbps = 78 };
+        s[1].epochs[s[1].n++] = (EpochFigures) { .valid = true, .read_iops = 300, .read_await_ms = 0.27,
+                                                 .read_p99_ms = 2.5, .write_mbps = 78 };
+        /* the best so far is 0 (0.85 ms, floored to 1): 4 ms */
+        assert_true(fabs(autotune_far_worse_limit(&p, s, 3, drops, 2, &ref, &base) - 4.0) < 1e-9);
+        assert_int_equal(ref, 0);
+        assert_true(fabs(base - 1.0) < 1e-9);
+        /* and it is the line autotune_far_worse() draws at the epoch's end */
+        EpochFigures e = { .valid = true, .read_iops = 300, .read_await_ms = 0.27, .read_p99_ms = 4.0, .write_mbps = 78 };
+        assert_false(autotune_far_worse(&p, s, 3, drops, 2, &e, why, sizeof why));
+        e.read_p99_ms = 4.01;
+        assert_true(autotune_far_worse(&p, s, 3, drops, 2, &e, why, sizeof why));
+        /* never for the current setting, nor for sequential reads, nor
+         * where an epoch so far has no p99 (the test is by mean await) */
+        assert_true(autotune_far_worse_limit(&p, s, 3, drops, 0, NULL, NULL) == 0);
+        s[1].epochs[0].read_p99_ms = 0;
+        assert_true(autotune_far_worse_limit(&p, s, 3, drops, 2, NULL, NULL) == 0);
+        s[1].epochs[0].read_p99_ms = 2.5;
+        p.objective = AUTO_OBJECTIVE_SEQ_READ;
+        assert_true(autotune_far_worse_limit(&p, s, 3, drops, 2, NULL, NULL) == 0);
+
+        /* At most 101 probes (2 s, one per 20 ms): their p99 is the 100th
+         * smallest, so 2 above the limit settle it, 1 does not. */
+        assert_false(autotune_p99_above_certain(1, 101));
+        assert_true(autotune_p99_above_certain(2, 101));
+        assert_false(autotune_p99_above_certain(1, 100));
+        assert_true(autotune_p99_above_certain(2, 100));
+        /* 201: the 199th of 201 leaves 2 above it, so 3 are needed */
+        assert_false(autotune_p99_above_certain(2, 201));
+        assert_true(autotune_p99_above_certain(3, 201));
+        assert_false(autotune_p99_above_certain(5, 0));
+        /* Checked against the percentile itself: for every n up to n_max,
+         * `above` values over the limit out of n put the ceil(0.99 n)-th
+         * smallest over it whenever the rule says so. */
+        for (uint64_t n_max = 1; n_max <= 450; n_max++)
+                for (uint64_t above = 0; above <= 6; above++) {
+                        if (!autotune_p99_above_certain(above, n_max))
+                                continue;
+                        for (uint64_t n = above; n <= n_max; n++) {
+                                uint64_t rank = (uint64_t) ceil(0.99 * (double) n - 1e-9);
+                                assert_true(n - above < rank); /* the rank-th smallest is one of those above */
+                        }
+                }
+}
+
 /* A re-trial from a good setting (the issue's case: the current setting
  * reads in 3.19 ms, the first candidate measured in 15.14): the old guard
  * rail ends the whole trial; the race drops that candidate and goes on to
@@ -1456,6 +1515,7 @@ int main(void) {
                 cmocka_unit_test(test_race),
                 cmocka_unit_test(test_race_no_false_drop),
                 cmocka_unit_test(test_far_worse),
+                cmocka_unit_test(test_far_worse_peek),
                 cmocka_unit_test(test_search_error_rate),
                 cmocka_unit_test(test_race_settles),
                 cmocka_unit_test(test_race_equivalent),
