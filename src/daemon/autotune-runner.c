@@ -166,7 +166,8 @@ static uint64_t probes_max(const AutoTuner *t, const Device *d, uint64_t usec) {
  * *ret_p99 is the p99 of the probes so far (over the limit then). */
 static bool peek_far_worse(AutoDevice *a, uint64_t now, double *ret_p99, char *why, size_t why_size) {
         const Hist *h = probe_hist(a->tuner, a->device);
-        uint64_t n_max = probes_max(a->tuner, a->device, a->policy.epoch_usec), ns;
+        /* the epoch's end may come a little late: a look's worth of slack */
+        uint64_t n_max = probes_max(a->tuner, a->device, a->policy.epoch_usec + PEEK_USEC), ns;
         Hist d;
 
         if (!h || !a->probe0 || n_max == 0 || hist_diff(&d, h, a->probe0) < 0 || d.count == 0)
