@@ -932,11 +932,11 @@ def main():
             threading.Thread(target=reader, daemon=True).start()
             return proc, lines
 
-        t_qemu = time.monotonic()
-        proc, lines = start_qemu()
-        if qmp_path:
+        def connect_qmp(proc, lines):
+            """The hotplug QMP of that QEMU; None (said, with what QEMU
+            printed) when it does not come up."""
             try:
-                qmp = QMP(qmp_path, alive=lambda: proc.poll() is None)
+                return QMP(qmp_path, alive=lambda: proc.poll() is None)
             except QMPError as e:
                 time.sleep(0.2)
                 while not lines.empty():
@@ -945,6 +945,13 @@ def main():
                         logf.write(line + "\n")
                         print(line, flush=True)
                 log("FAIL: QMP: %s" % e)
+                return None
+
+        t_qemu = time.monotonic()
+        proc, lines = start_qemu()
+        if qmp_path:
+            qmp = connect_qmp(proc, lines)
+            if not qmp:
                 return 1
 
         deadline = t_qemu + args.timeout
@@ -984,10 +991,8 @@ def main():
                 deadline = t_qemu + args.timeout
                 proc, lines = start_qemu()
                 if qmp_path:
-                    try:
-                        qmp = QMP(qmp_path, alive=lambda: proc.poll() is None)
-                    except QMPError as e:
-                        log("FAIL: QMP: %s" % e)
+                    qmp = connect_qmp(proc, lines)
+                    if not qmp:
                         return 1
                 continue
             remaining = deadline - time.monotonic()
