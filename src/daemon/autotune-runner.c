@@ -643,8 +643,7 @@ static int on_peek(sd_event_source *s, uint64_t usec, void *userdata) {
         }
         uint64_t left = a->epoch_end - now;
         int r = sd_event_add_time_relative(a->tuner->manager->event, &a->timer, CLOCK_MONOTONIC,
-                                           left < PEEK_USEC ? left : PEEK_USEC, 1000,
-                                           left < PEEK_USEC ? on_epoch_end : on_peek, a);
+                                           left < PEEK_USEC ? left : PEEK_USEC, 1000, on_peek, a);
         if (r < 0)
                 abort_trial(a, "cannot arm a timer: %s", strerror(-r));
         return 0;
