@@ -23,7 +23,16 @@ typedef enum SectionKind {
         SECTION_ZONES,
         SECTION_DEVICE,
         SECTION_PROFILE,
+        SECTION_INVALID, /* a header with an error: its keys are not looked at (config_check()) */
 } SectionKind;
+
+/* Every error of a check (config_check()), not only the first. */
+typedef struct ErrorList {
+        ConfigError *errors;
+        size_t n;
+} ErrorList;
+
+#define CONFIG_CHECK_ERRORS_MAX 100U
 
 typedef struct Parser {
         Config *config;
@@ -36,20 +45,46 @@ typedef struct Parser {
         size_t index; /* into devices or profiles */
         char **seen; /* section headers seen in this file */
         ConfigError *err;
+        ErrorList *list; /* config_check(): go on past an error, and keep each one here */
         bool failed;
 } Parser;
 
+/* Keeps a copy of err in list (the first CONFIG_CHECK_ERRORS_MAX; list
+ * NULL: nothing). */
+static void error_list_add(ErrorList *list, const ConfigError *err) {
+        ConfigError *t;
+
+        if (!list || list->n >= CONFIG_CHECK_ERRORS_MAX)
+                return;
+        t = realloc(list->errors, sizeof *t * (list->n + 1));
+        if (!t)
+                return; /* the first error is in *err all the same */
+        list->errors = t;
+        list->errors[list->n++] = *err;
+}
+
+static bool error_list_has_line(const ErrorList *list, const char *file, unsigned line) {
+        for (size_t i = 0; list && i < list->n; i++)
+                if (list->errors[i].line == line && streq(list->errors[i].file, file))
+                        return true;
+        return false;
+}
+
 _printf_(2, 3) static int parser_error(Parser *p, const char *fmt, ...) {
+        ConfigError e = {};
         va_list ap;
 
-        if (p->failed)
+        if (p->failed && !p->list)
                 return -EINVAL;
-        p->failed = true;
-        snprintf(p->err->file, sizeof p->err->file, "%s", p->file);
-        p->err->line = p->line;
+        snprintf(e.file, sizeof e.file, "%s", p->file);
+        e.line = p->line;
         va_start(ap, fmt);
-        vsnprintf(p->err->message, sizeof p->err->message, fmt, ap);
+        vsnprintf(e.message, sizeof e.message, fmt, ap);
         va_end(ap);
+        if (!p->failed)
+                *p->err = e;
+        p->failed = true;
+        error_list_add(p->list, &e);
         return -EINVAL;
 }
 
@@ -247,6 +282,18 @@ static int parser_section(Parser *p, char *hdr) {
         return parser_error(p, "unknown section [%s] (expected [Daemon], [Zones], [Device NAME] or [Profile NAME])", name);
 }
 
+/* A KEY=VALUE (or KEY:VALUE) line as inih sees it: the delimiter comes
+ * before an inline comment (a ';' after a blank). */
+static bool line_has_assignment(const char *s) {
+        for (const char *c = s; *c; c++) {
+                if (*c == '=' || *c == ':')
+                        return true;
+                if (*c == ';' && c > s && isspace((unsigned char) c[-1]))
+                        return false;
+        }
+        return false;
+}
+
 static char *parser_reader(char *str, int num, void *stream) {
         Parser *p = stream;
         ssize_t n;
@@ -273,10 +320,17 @@ static char *parser_reader(char *str, int num, void *stream) {
         n = strlen(s);
         if (*s == '[') {
                 char copy[n + 1];
+                int r;
+
                 memcpy(copy, s, strlen(s) + 1);
-                if (parser_section(p, copy) == -ENOMEM)
+                r = parser_section(p, copy);
+                if (r == -ENOMEM)
                         parser_error(p, "out of memory");
-        }
+                if (r < 0)
+                        p->kind = SECTION_INVALID;
+        } else if (p->list && *s && !strchr(";#", *s) && !line_has_assignment(s))
+                /* What inih calls an error (it returns only the first). */
+                parser_error(p, "syntax error (expected KEY=VALUE or [Section])");
         memcpy(str, s, n + 1);
         str[n] = '\n';
         str[n + 1] = 0;
@@ -589,9 +643,11 @@ static int parser_handler(void *user, const char *section, const char *key, cons
         Parser *p = user;
         int r = -ENOENT;
 
-        if (p->failed)
+        if (p->failed && !p->list)
                 return 1;
         switch (p->kind) {
+        case SECTION_INVALID:
+                return 1;
         case SECTION_NONE:
                 if (!*section)
                         parser_error(p, "%s= outside of a section", key);
@@ -630,33 +686,22 @@ static int parser_handler(void *user, const char *section, const char *key, cons
         return 1;
 }
 
-static int parse_stream(Config *c, FILE *f, const char *name, ConfigError *err) {
-        Parser p = { .config = c, .file = name, .f = f, .err = err };
+static int parse_stream(Config *c, FILE *f, const char *name, ConfigError *err, ErrorList *list) {
+        Parser p = { .config = c, .file = name, .f = f, .err = err, .list = list };
         int r;
 
         r = ini_parse_stream(parser_reader, &p, parser_handler, &p);
         free(p.buf);
         strv_free(p.seen);
-        if (!p.failed && r != 0) {
+        if (r != 0 && (!p.failed || !error_list_has_line(list, name, r > 0 ? (unsigned) r : 0))) {
+                /* inih's first error, unless the reader said it already (a
+                 * check: the reader said every other one) */
                 p.line = r > 0 ? (unsigned) r : 0;
                 parser_error(&p, "syntax error (expected KEY=VALUE or [Section])");
         }
         if (p.failed)
                 return -EINVAL;
         return strv_extend(&c->files, name);
-}
-
-static int parse_file(Config *c, const char *path, ConfigError *err) {
-        _cleanup_fclose_ FILE *f = fopen(path, "re");
-
-        if (!f) {
-                int r = -errno;
-                snprintf(err->file, sizeof err->file, "%s", path);
-                err->line = 0;
-                snprintf(err->message, sizeof err->message, "cannot read: %s", strerror(-r));
-                return r;
-        }
-        return parse_stream(c, f, path, err);
 }
 
 static int collect_dropins(const char *dir, char ***names, char ***paths) {
@@ -687,32 +732,73 @@ static int cmp_basename(const void *a, const void *b) {
         return strcmp(x ? x + 1 : *(char *const *) a, y ? y + 1 : *(char *const *) b);
 }
 
-/* Checks that need the whole configuration. */
-static int config_verify(Config *c, ConfigError *err) {
-        if (c->zones.zone_capacity > c->zones.zone_size) {
-                snprintf(err->file, sizeof err->file, "%s", c->files && c->files[0] ? c->files[0] : "blkmqd.conf");
-                err->line = 0;
-                snprintf(err->message, sizeof err->message, "[Zones] ZoneCapacityMB= exceeds ZoneSizeMB=");
-                return -EINVAL;
-        }
-        for (size_t i = 0; i < c->n_profiles; i++)
-                STRV_FOREACH(n, c->profiles[i].devices)
-                        if (!config_find_device(c, *n)) {
-                                snprintf(err->file, sizeof err->file, "%s", c->profiles[i].file);
-                                err->line = c->profiles[i].line;
-                                snprintf(err->message, sizeof err->message,
-                                         "[Profile %s]: Devices= names %s, but there is no [Device %s] section",
-                                         c->profiles[i].name, *n, *n);
-                                return -EINVAL;
-                        }
-        return 0;
+/* A whole-configuration error: in *err if it is the first (*failed
+ * false), and in list. */
+_printf_(6, 7) static void verify_error(ConfigError *err, ErrorList *list, bool *failed, const char *file,
+                                        unsigned line, const char *fmt, ...) {
+        ConfigError e = {};
+        va_list ap;
+
+        snprintf(e.file, sizeof e.file, "%s", file);
+        e.line = line;
+        va_start(ap, fmt);
+        vsnprintf(e.message, sizeof e.message, fmt, ap);
+        va_end(ap);
+        if (!*failed)
+                *err = e;
+        *failed = true;
+        error_list_add(list, &e);
 }
 
-int config_load(const char *main_path, Config **ret, ConfigError *err) {
+/* Checks that need the whole configuration: the first error, or with a
+ * list every one. */
+static int config_verify(Config *c, ConfigError *err, ErrorList *list) {
+        bool failed = false;
+
+        if (c->zones.zone_capacity > c->zones.zone_size)
+                verify_error(err, list, &failed, c->files && c->files[0] ? c->files[0] : "blkmqd.conf", 0,
+                             "[Zones] ZoneCapacityMB= exceeds ZoneSizeMB=");
+        for (size_t i = 0; i < c->n_profiles && (!failed || list); i++)
+                STRV_FOREACH(n, c->profiles[i].devices)
+                        if (!config_find_device(c, *n)) {
+                                verify_error(err, list, &failed, c->profiles[i].file, c->profiles[i].line,
+                                             "[Profile %s]: Devices= names %s, but there is no [Device %s] section",
+                                             c->profiles[i].name, *n, *n);
+                                if (!list)
+                                        break;
+                        }
+        return failed ? -EINVAL : 0;
+}
+
+/* The file's error is in *err; a check (list) keeps it and goes on. */
+static int parse_file_checked(Config *c, const char *path, ConfigError *err, ErrorList *list, bool *failed) {
+        _cleanup_fclose_ FILE *f = fopen(path, "re");
+        ConfigError e = {};
+        int r;
+
+        if (!f) {
+                r = -errno;
+                snprintf(e.file, sizeof e.file, "%s", path);
+                snprintf(e.message, sizeof e.message, "cannot read: %s", strerror(-r));
+                error_list_add(list, &e);
+        } else
+                r = parse_stream(c, f, path, &e, list);
+        if (r < 0) {
+                if (!*failed)
+                        *err = e;
+                *failed = true;
+        }
+        /* A check goes on past the file's errors (not past a lack of memory). */
+        return r < 0 && list && r != -ENOMEM ? 0 : r;
+}
+
+/* config_load(); with list (config_check()) past the first error. */
+static int config_load_list(const char *main_path, Config **ret, ConfigError *err, ErrorList *list) {
         /* Fixed, as systemd does it, whatever the build prefix. */
         static const char *const dirs[] = { "/etc/blkmqd", "/run/blkmqd", "/usr/lib/blkmqd" };
         _cleanup_(config_freep) Config *c = NULL;
         _cleanup_strv_free_ char **names = NULL, **paths = NULL;
+        bool failed = false;
         int r;
 
         *err = (ConfigError) {};
@@ -723,7 +809,7 @@ int config_load(const char *main_path, Config **ret, ConfigError *err) {
         if (main_path) {
                 _cleanup_free_ char *d = NULL;
 
-                r = parse_file(c, main_path, err);
+                r = parse_file_checked(c, main_path, err, list, &failed);
                 if (r < 0)
                         return r;
                 if (asprintf(&d, "%s.d", main_path) < 0)
@@ -736,9 +822,12 @@ int config_load(const char *main_path, Config **ret, ConfigError *err) {
                                 return -ENOMEM;
                         if (access(f, F_OK) < 0)
                                 continue;
-                        r = parse_file(c, f, err);
+                        r = parse_file_checked(c, f, err, list, &failed);
                         if (r < 0)
                                 return r;
+                        /* (a check: the file is read, if with errors) */
+                        if (list && !strv_contains(c->files, f) && strv_extend(&c->files, f) < 0)
+                                return -ENOMEM;
                         break;
                 }
                 if (!c->files)
@@ -752,22 +841,49 @@ int config_load(const char *main_path, Config **ret, ConfigError *err) {
                 }
         }
         if (r < 0) {
-                snprintf(err->file, sizeof err->file, "%s", main_path ? main_path : "blkmqd.conf.d");
-                snprintf(err->message, sizeof err->message, "cannot list drop-ins: %s", strerror(-r));
+                ConfigError e = {};
+                snprintf(e.file, sizeof e.file, "%s", main_path ? main_path : "blkmqd.conf.d");
+                snprintf(e.message, sizeof e.message, "cannot list drop-ins: %s", strerror(-r));
+                if (!failed)
+                        *err = e;
+                error_list_add(list, &e);
                 return r;
         }
         if (paths)
                 qsort(paths, strv_length(paths), sizeof(char *), cmp_basename);
         STRV_FOREACH(pth, paths) {
-                r = parse_file(c, *pth, err);
+                r = parse_file_checked(c, *pth, err, list, &failed);
                 if (r < 0)
                         return r;
         }
-        r = config_verify(c, err);
+        if (failed)
+                return -EINVAL;
+        r = config_verify(c, err, list);
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(c);
         return 0;
+}
+
+int config_load(const char *main_path, Config **ret, ConfigError *err) {
+        return config_load_list(main_path, ret, err, NULL);
+}
+
+int config_check(const char *main_path, Config **ret, ConfigError **ret_errors, size_t *ret_n_errors) {
+        ErrorList list = {};
+        ConfigError err;
+        int r;
+
+        r = config_load_list(main_path, ret, &err, &list);
+        if (r < 0 && list.n == 0) /* out of memory for the list: the first one */
+                error_list_add(&list, &err);
+        if (r < 0 && list.n == 0) {
+                free(list.errors);
+                return r;
+        }
+        *ret_errors = list.errors;
+        *ret_n_errors = list.n;
+        return r;
 }
 
 int config_load_string(const char *text, const char *name, Config **ret, ConfigError *err) {
@@ -782,10 +898,10 @@ int config_load_string(const char *text, const char *name, Config **ret, ConfigE
         f = fmemopen((void *) text, strlen(text), "r");
         if (!f)
                 return -errno;
-        r = parse_stream(c, f, name, err);
+        r = parse_stream(c, f, name, err, NULL);
         if (r < 0)
                 return r;
-        r = config_verify(c, err);
+        r = config_verify(c, err, NULL);
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(c);
