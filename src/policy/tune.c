@@ -292,37 +292,51 @@ static char *active_scheduler(const char *blockdir) {
         return scheduler_active(line);
 }
 
+const char *tune_check_to_string(TuneCheck c) {
+        static const char *const names[_TUNE_CHECK_MAX] = {
+                [TUNE_CHECK_OK] = "ok",         [TUNE_CHECK_DRIFTED] = "drifted", [TUNE_CHECK_INACTIVE] = "inactive",
+                [TUNE_CHECK_GONE] = "gone",     [TUNE_CHECK_FAILED] = "failed",   [TUNE_CHECK_SKIPPED] = "skipped",
+        };
+        return (unsigned) c < _TUNE_CHECK_MAX ? names[c] : NULL;
+}
+
+int tune_entry_check(const TuneJob *j, const TuneEntry *e, char **active, char **ret_found) {
+        _cleanup_free_ char *cur = NULL;
+        TuneCheck c;
+
+        if (e->outcome == TUNE_FAILED)
+                return TUNE_CHECK_FAILED;
+        if (j->dry_run || !e->after || !e->path ||
+            (e->outcome != TUNE_UNCHANGED && e->outcome != TUNE_CHANGED && e->outcome != TUNE_ADJUSTED))
+                return TUNE_CHECK_SKIPPED;
+        if (e->knob == KNOB_SCHEDULER || e->scheduler) {
+                if (!*active && !(*active = active_scheduler(j->blockdir)))
+                        return TUNE_CHECK_GONE; /* gone, or bio-based now */
+        }
+        if (e->knob == KNOB_SCHEDULER) {
+                if (ret_found && !(*ret_found = strdup(*active)))
+                        return -ENOMEM;
+                return streq(*active, e->after) ? TUNE_CHECK_OK : TUNE_CHECK_DRIFTED;
+        }
+        /* A tunable of another scheduler than the active one is not
+         * there to compare (the scheduler's own entry counts). */
+        if (e->scheduler && !streq(e->scheduler, *active))
+                return TUNE_CHECK_INACTIVE;
+        if (sysfs_read(e->path, &cur) < 0)
+                return TUNE_CHECK_GONE;
+        c = knob_value_equal(e->knob, cur, e->after) ? TUNE_CHECK_OK : TUNE_CHECK_DRIFTED;
+        if (ret_found)
+                *ret_found = TAKE_PTR(cur);
+        return c;
+}
+
 unsigned tune_job_drifted(const TuneJob *j) {
         _cleanup_free_ char *active = NULL;
         unsigned n = 0;
 
-        if (j->dry_run)
-                return 0;
-        for (size_t i = 0; i < j->n_entries; i++) {
-                const TuneEntry *e = &j->entries[i];
-                _cleanup_free_ char *cur = NULL;
-
-                if (!e->after || !e->path ||
-                    (e->outcome != TUNE_UNCHANGED && e->outcome != TUNE_CHANGED && e->outcome != TUNE_ADJUSTED))
-                        continue;
-                if (e->knob == KNOB_SCHEDULER || e->scheduler) {
-                        if (!active && !(active = active_scheduler(j->blockdir)))
-                                return n; /* gone, or bio-based now */
-                }
-                if (e->knob == KNOB_SCHEDULER) {
-                        if (!streq(active, e->after))
-                                n++;
-                        continue;
-                }
-                /* A tunable of another scheduler than the active one is not
-                 * there to compare (the scheduler's own entry counts). */
-                if (e->scheduler && !streq(e->scheduler, active))
-                        continue;
-                if (sysfs_read(e->path, &cur) < 0)
-                        continue;
-                if (!knob_value_equal(e->knob, cur, e->after))
+        for (size_t i = 0; i < j->n_entries; i++)
+                if (tune_entry_check(j, &j->entries[i], &active, NULL) == TUNE_CHECK_DRIFTED)
                         n++;
-        }
         return n;
 }
 

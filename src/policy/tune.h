@@ -93,8 +93,26 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(TuneJob *, tune_job_free)
 void tune_job_sort(TuneJob *j);
 /* Counts entries by outcome. */
 void tune_job_count(const TuneJob *j, unsigned counts[_TUNE_OUTCOME_MAX]);
-/* Of an executed job, the settings that no longer read as the job left them
- * (something else wrote them since): each attribute read again now. The
+/* An entry of an executed job read again now, against the value the job
+ * left (after). */
+typedef enum TuneCheck {
+        TUNE_CHECK_OK,       /* reads as the job left it */
+        TUNE_CHECK_DRIFTED,  /* reads otherwise: something else wrote it since */
+        TUNE_CHECK_INACTIVE, /* a tunable of a scheduler that is not the active one now */
+        TUNE_CHECK_GONE,     /* cannot be read now (the device or the attribute is gone) */
+        TUNE_CHECK_FAILED,   /* the job's write failed: it left no value */
+        TUNE_CHECK_SKIPPED,  /* the job left no value to compare (skipped, a dry run) */
+        _TUNE_CHECK_MAX,
+} TuneCheck;
+
+const char *tune_check_to_string(TuneCheck c);
+/* Entry e of the executed job j, read again now (sysfs reads only): the
  * scheduler by its active name; a scheduler's tunable only while that
- * scheduler is active; an attribute gone is not counted. */
+ * scheduler is active. *active caches the active scheduler between the
+ * entries of one job (start with NULL, free() it). *ret_found (if
+ * ret_found, and only when it returns OK or DRIFTED): the value read.
+ * -ENOMEM, or a TuneCheck. */
+int tune_entry_check(const TuneJob *j, const TuneEntry *e, char **active, char **ret_found);
+/* Of an executed job, the settings that no longer read as the job left them
+ * (something else wrote them since), by tune_entry_check(). */
 unsigned tune_job_drifted(const TuneJob *j);
