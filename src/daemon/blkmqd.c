@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <systemd/sd-daemon.h>
@@ -24,6 +25,7 @@
 #include "manager.h"
 #include "metrics.h"
 #include "probe.h"
+#include "sysfs.h"
 #include "util.h"
 #include "varlink.h"
 
@@ -36,8 +38,10 @@
 
 #define ORIGINALS_DIR_DEFAULT "/run/blkmqd/originals"
 
-/* Exit codes: 0 success; 1 bad usage or configuration, or a fatal error;
- * 2 --once finished but some setting failed. */
+/* Exit codes: 0 success (--check-config: the configuration is valid); 1
+ * bad usage or configuration (--check-config: every error said), an
+ * unknown DEVICE, or a fatal error; 2 --once (and --check-config) finished
+ * but some setting failed (in a dry run: could not be read). */
 
 typedef struct Args {
         const char *config_path;
@@ -45,20 +49,28 @@ typedef struct Args {
         const char *proc_root;
         const char *varlink_address;
         const char *originals_dir;
+        const char *device; /* --dry-run DEVICE, --check-config DEVICE: as given */
         unsigned kernel_version;
-        bool dry_run, once, json;
+        bool dry_run, once, json, check_config;
         int log_level;
 } Args;
 
 static void help(void) {
-        printf("Usage: blkmqd [OPTIONS]\n\n"
+        printf("Usage: blkmqd [OPTIONS]\n"
+               "       blkmqd --dry-run [--once] [DEVICE]\n"
+               "       blkmqd --check-config [DEVICE]\n\n"
                "Tunes the block layer of disks as they appear, by policy.\n\n"
                "  -c, --config=FILE        read FILE (and FILE.d/*.conf) instead of the default\n"
                "                           /etc/blkmqd/blkmqd.conf search\n"
                "  -n, --dry-run            write nothing: print per device the matched sections\n"
-               "                           and the plan (current → wanted)\n"
+               "                           and the plan (current → wanted); with DEVICE (nvme0n1,\n"
+               "                           /dev/sda) that device's alone\n"
                "  -1, --once               handle the devices present now, then exit\n"
-               "      --json               with --dry-run or --once: print JSON\n"
+               "  -t, --check-config       check the configuration files as they are on disk: each\n"
+               "                           error with its file:line (exit 1), else the plan of\n"
+               "                           every disk (or DEVICE) as --dry-run --once prints it;\n"
+               "                           writes nothing, needs no running blkmqd\n"
+               "      --json               with --dry-run, --once or --check-config: print JSON\n"
                "  -l, --log-level=LEVEL    emerg … debug (debug shows every sysfs access)\n"
                "      --log-target=TARGET  auto, console or journal\n"
                "      --varlink-address=PATH  serve the varlink API at PATH instead of the\n"
@@ -89,8 +101,12 @@ static int parse_log_target(const char *s) {
 
 /* Options that only go together: 1 if the combination is fine. */
 static int check_args(const Args *a) {
-        if (a->json && !a->dry_run && !a->once) {
-                log_error("--json goes with --dry-run or --once.");
+        if (a->json && !a->dry_run && !a->once && !a->check_config) {
+                log_error("--json goes with --dry-run, --once or --check-config.");
+                return -EINVAL;
+        }
+        if (a->device && !a->dry_run && !a->check_config) {
+                log_error("A DEVICE (\"%s\") goes with --dry-run or --check-config.", a->device);
                 return -EINVAL;
         }
         return 1;
@@ -111,6 +127,7 @@ static int parse_args(int argc, char **argv, Args *a) {
                 { "config", required_argument, NULL, 'c' },
                 { "dry-run", no_argument, NULL, 'n' },
                 { "once", no_argument, NULL, '1' },
+                { "check-config", no_argument, NULL, 't' },
                 { "json", no_argument, NULL, ARG_JSON },
                 { "log-level", required_argument, NULL, 'l' },
                 { "log-target", required_argument, NULL, ARG_LOG_TARGET },
@@ -125,7 +142,7 @@ static int parse_args(int argc, char **argv, Args *a) {
         };
         int c, r;
 
-        while ((c = getopt_long(argc, argv, "c:n1l:h", options, NULL)) >= 0)
+        while ((c = getopt_long(argc, argv, "c:n1tl:h", options, NULL)) >= 0)
                 switch (c) {
                 case 'c':
                         a->config_path = optarg;
@@ -135,6 +152,9 @@ static int parse_args(int argc, char **argv, Args *a) {
                         break;
                 case '1':
                         a->once = true;
+                        break;
+                case 't':
+                        a->check_config = true;
                         break;
                 case ARG_JSON:
                         a->json = true;
@@ -182,6 +202,8 @@ static int parse_args(int argc, char **argv, Args *a) {
                 default:
                         return -EINVAL;
                 }
+        if (optind < argc)
+                a->device = argv[optind++];
         if (optind < argc) {
                 log_error("Unexpected argument \"%s\".", argv[optind]);
                 return -EINVAL;
@@ -477,8 +499,93 @@ static int daemon_setup_services(Daemon *d) {
         return daemon_listen(d);
 }
 
+static void config_error_log(const ConfigError *e) {
+        if (e->line)
+                log_error("%s:%u: %s", e->file, e->line, e->message);
+        else
+                log_error("%s: %s", e->file, e->message);
+}
+
+/* --check-config: the configuration as it is on disk, every error with
+ * its file:line (and under --json {"valid": false, "errors": [...]} on
+ * stdout); valid, a line that says so (the plans follow). Returns 1 if
+ * it is not, else 0 with *ret. */
+static int check_config_load(const Args *a, Config **ret) {
+        _cleanup_free_ ConfigError *errors = NULL;
+        size_t n_errors = 0;
+        int r;
+
+        r = config_check(a->config_path, ret, &errors, &n_errors);
+        if (r == -ENOMEM)
+                return log_oom(), 1;
+        if (r < 0) {
+                for (size_t i = 0; i < n_errors; i++)
+                        config_error_log(&errors[i]);
+                log_error("The configuration has %zu error%s.", n_errors, n_errors == 1 ? "" : "s");
+                if (a->json) {
+                        json_t *l = json_array();
+                        for (size_t i = 0; l && i < n_errors; i++)
+                                json_array_append_new(l, json_pack("{s:s, s:i, s:s}", "file", errors[i].file,
+                                                                   "line", (int) errors[i].line, "message",
+                                                                   errors[i].message));
+                        json_t *o = json_pack("{s:b, s:o, s:[]}", "valid", false, "errors", l, "devices");
+                        if (o) {
+                                json_dumpf(o, stdout, JSON_INDENT(2));
+                                fputc('\n', stdout);
+                        }
+                        json_decref(o);
+                }
+                return 1;
+        }
+        if (!a->json) {
+                _cleanup_free_ char *files = strv_join((*ret)->files, ", ");
+                printf("The configuration is valid: %s (%zu [Device] section%s, %zu [Profile] section%s).\n\n",
+                       files && *files ? files : "no file", (*ret)->n_devices, (*ret)->n_devices == 1 ? "" : "s",
+                       (*ret)->n_profiles, (*ret)->n_profiles == 1 ? "" : "s");
+                fflush(stdout);
+        }
+        return 0;
+}
+
+/* DEVICE as given (nvme0n1, /dev/nvme0n1, /dev/disk/by-id/…): the kernel
+ * name of a whole disk below the sysfs root, or an error that names it. */
+static int device_kernel_name(const char *given, const char *sysfs_root, char **ret) {
+        _cleanup_free_ char *real = NULL, *dir = NULL, *part = NULL;
+        const char *name = given;
+        struct stat st;
+
+        if (given[0] == '/') {
+                real = realpath(given, NULL);
+                if (!real || stat(real, &st) < 0)
+                        return log_error_errno(errno, "%s: no such device: %m", given);
+                if (!S_ISBLK(st.st_mode)) {
+                        log_error("%s: not a block device.", given);
+                        return -ENOTBLK;
+                }
+                name = strrchr(real, '/') + 1;
+        } else if (!*given || strchr(given, '/') || streq(given, ".") || streq(given, "..")) {
+                log_error("\"%s\": not a kernel name (nvme0n1, loop3) or a /dev path.", given);
+                return -EINVAL;
+        }
+        dir = path_join(sysfs_root ? sysfs_root : "/sys", "block", name);
+        part = path_join(sysfs_root ? sysfs_root : "/sys", "class/block", name, "partition");
+        if (!dir || !part)
+                return log_oom();
+        if (access(dir, F_OK) < 0) {
+                if (access(part, F_OK) >= 0) {
+                        log_error("%s: a partition; blkmqd tunes whole disks.", given);
+                        return -EINVAL;
+                }
+                log_error("%s: no such block device.", given);
+                return -ENODEV;
+        }
+        *ret = strdup(name);
+        return *ret ? 0 : log_oom();
+}
+
 int main(int argc, char **argv) {
         _cleanup_(daemon_freep) Daemon *d = NULL;
+        _cleanup_free_ char *only_device = NULL;
         Config *config = NULL;
         ConfigError err;
         Args a = { .log_level = -1 };
@@ -506,19 +613,28 @@ int main(int argc, char **argv) {
          * preempted inside malloc(). */
         (void) mallopt(M_ARENA_MAX, 8 + 256 + 64);
 
-        r = config_load(a.config_path, &config, &err);
-        if (r < 0) {
-                if (err.line)
-                        log_error("%s:%u: %s", err.file, err.line, err.message);
-                else
-                        log_error("%s: %s", err.file, err.message);
-                log_error("Refusing to start with a broken configuration.");
+        if (a.check_config) {
+                /* What a check says is on stdout; the log, warnings only. */
+                log_set_max_level(a.log_level >= 0 ? a.log_level : LOG_WARNING);
+                if (check_config_load(&a, &config) != 0)
+                        return 1;
+                a.dry_run = a.once = true;
+        } else {
+                r = config_load(a.config_path, &config, &err);
+                if (r < 0) {
+                        config_error_log(&err);
+                        log_error("Refusing to start with a broken configuration.");
+                        return 1;
+                }
+                if (a.log_level >= 0)
+                        log_set_max_level(a.log_level);
+                else if (config->daemon.log_level >= 0)
+                        log_set_max_level(config->daemon.log_level);
+        }
+        if (a.device && device_kernel_name(a.device, a.sysfs_root, &only_device) < 0) {
+                config_free(config);
                 return 1;
         }
-        if (a.log_level >= 0)
-                log_set_max_level(a.log_level);
-        else if (config->daemon.log_level >= 0)
-                log_set_max_level(config->daemon.log_level);
 
         /* Where the originals are kept on record: the option, the config,
          * the unit's RuntimeDirectory= (systemd sets $RUNTIME_DIRECTORY;
@@ -547,6 +663,7 @@ int main(int argc, char **argv) {
                 .json = a.json,
                 .kernel_version = a.kernel_version,
                 .varlink_address = a.varlink_address,
+                .only_device = only_device,
         };
         d = calloc(1, sizeof *d);
         if (!d) {
@@ -567,5 +684,25 @@ int main(int argc, char **argv) {
         if (r < 0)
                 return 1;
         r = manager_run(d->manager);
-        return r < 0 ? 1 : r;
+        if (r < 0)
+                return 1;
+        if (only_device && a.once && !manager_find_device(d->manager, only_device)) {
+                log_error("%s: not a device blkmqd handles (no request queue).", a.device);
+                return 1;
+        }
+        if (a.once && a.json) {
+                json_t *o = manager_plans_json(d->manager);
+                if (a.check_config) {
+                        json_t *files = json_array();
+                        STRV_FOREACH(f, d->manager->config->files)
+                                json_array_append_new(files, json_string(*f));
+                        json_object_set_new(o, "valid", json_true());
+                        json_object_set_new(o, "errors", json_array());
+                        json_object_set_new(o, "configFiles", files);
+                }
+                json_dumpf(o, stdout, JSON_INDENT(2));
+                fputc('\n', stdout);
+                json_decref(o);
+        }
+        return r;
 }

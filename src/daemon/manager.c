@@ -501,6 +501,11 @@ static void manager_drop_records(Manager *m) {
 static void manager_device_loaded(Manager *m, const char *sysname, int r, DeviceInfo *info) {
         Device *d = NULL;
 
+        if (m->opts.only_device && !streq(sysname, m->opts.only_device)) {
+                manager_free_info(m, info);
+                return;
+        }
+
         for (size_t i = 0; i < m->n_devices; i++)
                 if (!m->devices[i]->removed && streq(m->devices[i]->sysname, sysname)) {
                         d = m->devices[i];
@@ -993,17 +998,16 @@ int manager_run(Manager *m) {
         r = loop_timed(m);
         if (r < 0)
                 return log_error_errno(r, "Event loop failed: %m");
-        if (m->opts.once && m->opts.json) {
-                json_t *devs = json_array();
-                for (size_t i = 0; i < m->n_devices; i++) {
-                        Device *d = m->devices[i];
-                        if (!d->removed)
-                                json_array_append_new(devs, device_plan_to_json(d->info, &d->resolved, d->last));
-                }
-                json_t *o = json_pack("{s:o}", "devices", devs);
-                json_dumpf(o, stdout, JSON_INDENT(2));
-                fputc('\n', stdout);
-                json_decref(o);
-        }
         return r;
+}
+
+json_t *manager_plans_json(Manager *m) {
+        json_t *devs = json_array();
+
+        for (size_t i = 0; devs && i < m->n_devices; i++) {
+                Device *d = m->devices[i];
+                if (!d->removed)
+                        json_array_append_new(devs, device_plan_to_json(d->info, &d->resolved, d->last));
+        }
+        return json_pack("{s:o}", "devices", devs);
 }

@@ -36,6 +36,7 @@ typedef struct ManagerOptions {
         unsigned kernel_version; /* 0: from uname() */
         const char *varlink_address; /* NULL: socket activation, else the default */
         const char *originals_dir; /* where the originals are kept on record; NULL: none (dry run, once) */
+        const char *only_device; /* a kernel name: every other device is left out (--dry-run DEVICE) */
 } ManagerOptions;
 
 typedef enum ManagerEventType {
@@ -115,6 +116,9 @@ void manager_unsubscribe(Manager *m, ManagerListenerFn fn, void *userdata);
 int manager_start(Manager *m);
 /* Runs the loop; returns the exit code for main(). */
 int manager_run(Manager *m);
+/* The plan of every device, as --dry-run --once --json prints it:
+ * {"devices": [...]}. */
+json_t *manager_plans_json(Manager *m);
 
 Device *manager_find_device(Manager *m, const char *name_or_id);
 /* Re-resolve and apply (d NULL: every device). */
