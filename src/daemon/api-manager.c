@@ -461,6 +461,106 @@ static int method_get_device(VarlinkCall *call, json_t *params, void *userdata) 
         return varlink_call_reply(call, json_pack("{s:o}", "device", device_json(a, d)));
 }
 
+/* Device d's settings read again now, against what its last job left
+ * (tune_entry_check()): sysfs reads on the loop, as the metrics writer's,
+ * a few per device; none while a job of d is in flight (its writes are
+ * not drift, and the job's values are not in yet). */
+static json_t *verified_json(const Device *d) {
+        _cleanup_free_ char *active = NULL;
+        json_t *knobs = json_array(), *o;
+        int drifted = 0;
+
+        o = json_pack("{s:s, s:b, s:b}", "device", d->sysname, "managed", resolved_managed(&d->resolved), "busy",
+                      d->busy);
+        if (!o || !knobs) {
+                json_decref(o);
+                json_decref(knobs);
+                return NULL;
+        }
+        for (size_t i = 0; !d->busy && d->last && i < d->last->n_entries; i++) {
+                const TuneEntry *e = &d->last->entries[i];
+                const Original *orig = find_original(d, e->attr);
+                _cleanup_free_ char *found = NULL;
+                int c = tune_entry_check(d->last, e, &active, &found);
+                json_t *k;
+
+                if (c < 0)
+                        break; /* out of memory: what was read so far */
+                if (c == TUNE_CHECK_DRIFTED)
+                        drifted++;
+                k = json_pack("{s:s, s:s, s:s}", "attribute", e->attr, "key", knob_info(e->knob)->key, "state",
+                              tune_check_to_string(c));
+                if (!k)
+                        break;
+                if (e->wanted)
+                        json_object_set_new(k, "wanted", json_string(e->wanted));
+                if (e->after)
+                        json_object_set_new(k, "applied", json_string(e->after));
+                if (found)
+                        json_object_set_new(k, "found", json_string(found));
+                if (orig)
+                        json_object_set_new(k, "original", json_string(orig->value));
+                if (e->section)
+                        json_object_set_new(k, "section", json_string(e->section));
+                if (d->resolved.origin[e->knob] && e->section && !streq(e->section, "original"))
+                        json_object_set_new(k, "origin", json_string(d->resolved.origin[e->knob]));
+                json_array_append_new(knobs, k);
+        }
+        json_object_set_new(o, "drifted", json_integer(drifted));
+        json_object_set_new(o, "knobs", knobs);
+        return o;
+}
+
+static int method_verify(VarlinkCall *call, json_t *params, void *userdata) {
+        ApiManager *a = userdata;
+        Manager *m = a->manager;
+        const char *name = json_string_value(json_object_get(params, "device"));
+        json_t *devices = json_array();
+
+        if (!devices)
+                return -ENOMEM;
+        if (name) {
+                Device *d = manager_find_device(m, name);
+                if (!d) {
+                        json_decref(devices);
+                        return no_such_device(call, name);
+                }
+                json_array_append_new(devices, verified_json(d));
+        } else
+                for (size_t i = 0; i < m->n_devices; i++)
+                        if (!m->devices[i]->removed && resolved_managed(&m->devices[i]->resolved))
+                                json_array_append_new(devices, verified_json(m->devices[i]));
+        return varlink_call_reply(call, json_pack("{s:o}", "devices", devices));
+}
+
+static int method_list_profiles(VarlinkCall *call, json_t *params, void *userdata) {
+        ApiManager *a = userdata;
+        Manager *m = a->manager;
+        json_t *profiles = json_array();
+
+        if (!profiles)
+                return -ENOMEM;
+        for (size_t i = 0; i < m->config->n_profiles; i++) {
+                const ProfileSection *p = &m->config->profiles[i];
+                _cleanup_free_ char *section = NULL, *origin = NULL;
+                json_t *values = json_array();
+
+                if (asprintf(&section, "Profile %s", p->name) < 0 || asprintf(&origin, "%s:%u", p->file, p->line) < 0)
+                        section = origin = NULL;
+                for (int k = 0; values && section && k < _KNOB_MAX; k++)
+                        if (p->settings.value[k])
+                                json_array_append_new(values,
+                                                      json_pack("{s:s, s:s, s:s, s:s}", "key", knob_info(k)->key,
+                                                                "value", p->settings.value[k], "section", section,
+                                                                "origin", strna(p->settings.origin[k])));
+                json_array_append_new(profiles, json_pack("{s:s, s:b, s:o, s:o*, s:s}", "name", p->name, "active",
+                                                          streq_ptr(m->profile, p->name), "devices",
+                                                          strv_json(p->devices), "values", values, "origin",
+                                                          strna(origin)));
+        }
+        return varlink_call_reply(call, json_pack("{s:o}", "profiles", profiles));
+}
+
 static int method_explain(VarlinkCall *call, json_t *params, void *userdata) {
         ApiManager *a = userdata;
         const char *name = json_string_value(json_object_get(params, "device"));
@@ -607,6 +707,8 @@ static const VarlinkMethod methods[] = {
         { "ListDevices", method_list_devices, VARLINK_METHOD_REQUIRES_MORE },
         { "GetDevice", method_get_device, 0 },
         { "Explain", method_explain, 0 },
+        { "Verify", method_verify, 0 },
+        { "ListProfiles", method_list_profiles, 0 },
         { "Apply", method_apply, VARLINK_METHOD_MUTATING },
         { "Restore", method_restore, VARLINK_METHOD_MUTATING },
         { "Reload", method_reload, VARLINK_METHOD_MUTATING },
