@@ -41,7 +41,9 @@ static const Verb verbs[] = {
         { "export", 2, 2, verb_export },
         { "apply", 1, 2, verb_apply },
         { "restore", 1, 2, verb_apply },
+        { "verify", 1, 2, verb_verify },
         { "reload", 1, 1, verb_reload },
+        { "profiles", 1, 1, verb_profiles },
         { "profile", 1, 2, verb_profile },
         { "monitor", 1, 1, verb_monitor },
         { "log-level", 2, 2, verb_log_level },
@@ -67,7 +69,10 @@ static void help(void) {
                "                       model and firmware (a loop device: its backing file's name)\n"
                "  apply [DEVICE]       apply the policy again (every device without DEVICE)\n"
                "  restore [DEVICE]     put back the values blkmqd replaced\n"
+               "  verify [DEVICE]      read every setting blkmqd holds from sysfs now and name\n"
+               "                       those that no longer read as blkmqd left them (exit 12)\n"
                "  reload               reload the configuration (a broken one is refused)\n"
+               "  profiles             the [Profile] sections: active or not, the keys each sets\n"
                "  profile NAME         activate [Profile NAME]\n"
                "  profile --clear      deactivate the active profile\n"
                "  monitor              print events as they happen, until Ctrl-C\n"
@@ -133,7 +138,8 @@ static void help(void) {
                "    lease, or free zone          8 no space: no free zone, active zone limit,\n"
                "                                   or larger than a zone\n"
                "  9 checksum mismatch (seal)    10 zone I/O error, or the device is gone\n"
-               " 11 lease busy, or in the wrong state for the command\n\n"
+               " 11 lease busy, or in the wrong state for the command\n"
+               " 12 drift (verify): a setting no longer reads as blkmqd left it\n\n"
                "apply, restore, reload, profile and log-level need root or the AdminGroup=\n"
                "of blkmqd.conf. A lease is used by its owner or root only.\n"
                "See blkmqctl(8) and blkmqd-varlink(7).\n");

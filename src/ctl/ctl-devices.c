@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The daemon and its devices (io.blkmqd.Manager): status, devices, show,
- * explain, apply, restore; and the per-device results that apply, restore,
- * reload and profile print. */
+ * explain, apply, restore, verify; and the per-device results that apply,
+ * restore, reload and profile print. */
 #include "config.h"
 
 #include <stdio.h>
@@ -206,11 +206,42 @@ static void print_identity(json_t *d) {
         print_adopted(json_object_get(d, "originalsAdopted"));
 }
 
-/* Every setting: original, wanted, current, outcome, section; then the
- * notes of those that have one. */
-static int print_knobs(json_t *knobs) {
-        static const char *const h[] = { "ATTRIBUTE", "ORIGINAL", "WANTED", "CURRENT", "OUTCOME", "SECTION" };
-        _cleanup_(table_freep) Table *t = table_new(ELEMENTSOF(h), h);
+/* "Drift:" and a line per drifted setting of a VerifiedDevice. */
+static void print_drift(json_t *verified) {
+        const char *dev = dash(jstr(verified, "device"));
+        bool first = true;
+        json_t *k;
+        size_t i;
+
+        json_array_foreach(json_object_get(verified, "knobs"), i, k) {
+                if (!streq_ptr(jstr(k, "state"), "drifted"))
+                        continue;
+                if (first)
+                        printf("\nDrift (read now; something else wrote these since blkmqd did, "
+                               "blkmqctl apply %s puts them back):\n", dev);
+                first = false;
+                printf("  %s: reads %s, blkmqd left %s\n", dash(jstr(k, "attribute")), dash(jstr(k, "found")),
+                       dash(jstr(k, "applied")));
+        }
+}
+
+/* The VerifiedKnob of attribute attr in a VerifiedDevice, or NULL. */
+static json_t *verified_knob(json_t *verified, const char *attr) {
+        json_t *k;
+        size_t i;
+
+        json_array_foreach(json_object_get(verified, "knobs"), i, k)
+                if (streq_ptr(jstr(k, "attribute"), attr))
+                        return k;
+        return NULL;
+}
+
+/* Every setting: original, wanted, current, outcome, section, and with
+ * verified (Verify's device, read now) its drift; then the notes of those
+ * that have one, and the drifted ones. */
+static int print_knobs(json_t *knobs, json_t *verified) {
+        static const char *const h[] = { "ATTRIBUTE", "ORIGINAL", "WANTED", "CURRENT", "OUTCOME", "SECTION", "DRIFT" };
+        _cleanup_(table_freep) Table *t = table_new(ELEMENTSOF(h) - !verified, h);
         bool notes = false;
         char buf[512];
         json_t *k;
@@ -218,11 +249,17 @@ static int print_knobs(json_t *knobs) {
 
         if (!t)
                 return fail(EXIT_PROTOCOL, "out of memory");
-        json_array_foreach(knobs, i, k)
+        json_array_foreach(knobs, i, k) {
+                json_t *v = verified_knob(verified, jstr(k, "attribute"));
+                bool drifted = streq_ptr(jstr(v, "state"), "drifted");
+
                 if (table_add(t, jstr(k, "attribute")) < 0 || table_add(t, jstr(k, "original")) < 0 ||
                     table_add(t, jstr(k, "wanted")) < 0 || table_add(t, jstr(k, "current")) < 0 ||
-                    table_add(t, jstr(k, "outcome")) < 0 || table_add(t, jstr(k, "section")) < 0)
+                    table_add(t, jstr(k, "outcome")) < 0 || table_add(t, jstr(k, "section")) < 0 ||
+                    (verified && (drifted ? table_addf(t, "now %s", dash(jstr(v, "found")))
+                                          : table_add(t, NULL)) < 0))
                         return fail(EXIT_PROTOCOL, "out of memory");
+        }
         fputc('\n', stdout);
         if (table_rows(t) > 0)
                 table_print(t);
@@ -240,6 +277,7 @@ static int print_knobs(json_t *knobs) {
                 notes = true;
                 printf("  %s: %s\n", dash(jstr(k, "attribute")), explain_errno(buf, sizeof buf, note, (int) e));
         }
+        print_drift(verified);
         return EXIT_OK;
 }
 
@@ -270,18 +308,37 @@ static int show_device(json_t *reply, void *userdata) {
         int r;
 
         print_identity(d);
-        r = print_knobs(json_object_get(d, "knobs"));
+        r = print_knobs(json_object_get(d, "knobs"), userdata);
         if (r != EXIT_OK)
                 return r;
         print_hctx_map(jstr(d, "hctxCpus"), jstr(d, "affinityNote"));
         return EXIT_OK;
 }
 
+/* Verify of one device, read now, for show's DRIFT column: NULL, without
+ * a word, when there is none to have (a blkmqd without Verify). */
+static json_t *verify_one(Ctl *c, const char *device) {
+        _cleanup_(json_decrefp) json_t *params = device_params(device), *reply = NULL;
+        const char *error = NULL;
+
+        if (!params || ctl_call_raw(c, INTERFACE ".Verify", params, &reply, &error) < 0 || error)
+                return NULL;
+        return json_incref(json_array_get(json_object_get(reply, "devices"), 0));
+}
+
 int verb_show(int argc, char **argv) {
         _cleanup_ctl_ Ctl c = CTL("show");
-        _cleanup_(json_decrefp) json_t *params = device_params(argv[1]);
+        _cleanup_(json_decrefp) json_t *params = device_params(argv[1]), *reply = NULL, *verified = NULL;
+        int r;
 
-        return ctl_query(&c, INTERFACE ".GetDevice", params, show_device, NULL);
+        r = ctl_call(&c, INTERFACE ".GetDevice", params, &reply);
+        if (r != EXIT_OK)
+                return r;
+        /* --json is GetDevice's reply, as it always was; the drift is
+         * verify --json's. */
+        if (!arg_json)
+                verified = verify_one(&c, argv[1]);
+        return ctl_render(reply, show_device, verified);
 }
 
 /* ---- explain ---- */
@@ -350,4 +407,65 @@ int verb_apply(int argc, char **argv) {
         if (r != EXIT_OK)
                 return r;
         return print_results(argv[0], reply);
+}
+
+/* ---- verify ---- */
+
+static int verify_table(json_t *devices, void *userdata) {
+        static const char *const h[] = { "DEVICE", "ATTRIBUTE", "WANTED", "APPLIED", "FOUND", "STATE" };
+        _cleanup_(table_freep) Table *t = table_new(ELEMENTSOF(h), h);
+        long long drifted = 0;
+        json_t *d, *k;
+        size_t i, j;
+
+        if (!t)
+                return fail(EXIT_PROTOCOL, "out of memory");
+        json_array_foreach(devices, i, d) {
+                drifted += jint(d, "drifted", 0);
+                json_array_foreach(json_object_get(d, "knobs"), j, k)
+                        if (table_add(t, jstr(d, "device")) < 0 || table_add(t, jstr(k, "attribute")) < 0 ||
+                            table_add(t, jstr(k, "wanted")) < 0 || table_add(t, jstr(k, "applied")) < 0 ||
+                            table_add(t, jstr(k, "found")) < 0 || table_add(t, jstr(k, "state")) < 0)
+                                return fail(EXIT_PROTOCOL, "out of memory");
+        }
+        if (table_rows(t) > 0)
+                table_print(t);
+        if (arg_legend)
+                printf("%s%zu setting%s read on %zu device%s, %lld drifted.\n", table_rows(t) > 0 ? "\n" : "",
+                       table_rows(t), table_rows(t) == 1 ? "" : "s", json_array_size(devices),
+                       json_array_size(devices) == 1 ? "" : "s", drifted);
+        return EXIT_OK;
+}
+
+int verb_verify(int argc, char **argv) {
+        _cleanup_ctl_ Ctl c = CTL("verify");
+        _cleanup_(json_decrefp) json_t *params = device_params(argc > 1 ? argv[1] : NULL), *reply = NULL;
+        json_t *devices, *d, *k;
+        size_t i, j;
+        int r;
+
+        r = ctl_call(&c, INTERFACE ".Verify", params, &reply);
+        if (r != EXIT_OK)
+                return r;
+        devices = json_object_get(reply, "devices");
+        /* A list: its items, as devices prints DeviceSummary objects. */
+        r = ctl_render(devices, verify_table, NULL);
+        if (r != EXIT_OK)
+                return r;
+        json_array_foreach(devices, i, d) {
+                const char *dev = dash(jstr(d, "device"));
+
+                if (json_is_true(json_object_get(d, "busy")))
+                        fprintf(stderr, "blkmqctl: verify: %s: being tuned right now, not compared; try again\n",
+                                dev);
+                else if (!json_is_true(json_object_get(d, "managed")))
+                        fprintf(stderr, "blkmqctl: verify: %s: not managed (no [Device] section matches), "
+                                "nothing to compare\n", dev);
+                json_array_foreach(json_object_get(d, "knobs"), j, k)
+                        if (streq_ptr(jstr(k, "state"), "drifted"))
+                                r = fail(EXIT_DRIFT, "%s: %s: drifted: reads %s, blkmqd left %s "
+                                         "(blkmqctl apply %s puts it back)", dev, dash(jstr(k, "attribute")),
+                                         dash(jstr(k, "found")), dash(jstr(k, "applied")), dev);
+        }
+        return r;
 }

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The daemon's configuration (io.blkmqd.Manager): reload, profile NAME,
- * profile --clear, log-level. */
+/* The daemon's configuration (io.blkmqd.Manager): reload, profiles,
+ * profile NAME, profile --clear, log-level. */
 #include "config.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "ctl.h"
 
@@ -49,6 +50,58 @@ int verb_profile(int argc, char **argv) {
         if (r != EXIT_OK)
                 return r;
         return print_results("profile", reply);
+}
+
+/* "ReadAheadKB=1024 NrRequests=64" of a Profile's values. */
+static char *profile_keys(json_t *values) {
+        _cleanup_(json_decrefp) json_t *l = json_array();
+        json_t *v;
+        size_t i;
+
+        if (!l)
+                return NULL;
+        json_array_foreach(values, i, v) {
+                char *kv = NULL;
+                if (asprintf(&kv, "%s=%s", dash(jstr(v, "key")), dash(jstr(v, "value"))) < 0 ||
+                    json_array_append_new(l, json_string(kv)) < 0) {
+                        free(kv);
+                        return NULL;
+                }
+                free(kv);
+        }
+        return join_strings(l, " ");
+}
+
+static int profiles_table(json_t *reply, void *userdata) {
+        static const char *const h[] = { "PROFILE", "ACTIVE", "DEVICES", "KEYS" };
+        _cleanup_(table_freep) Table *t = table_new(ELEMENTSOF(h), h);
+        json_t *p;
+        size_t i;
+
+        if (!t)
+                return fail(EXIT_PROTOCOL, "out of memory");
+        json_array_foreach(reply, i, p) {
+                _cleanup_free_ char *devices = join_strings(json_object_get(p, "devices"), ",");
+                _cleanup_free_ char *keys = profile_keys(json_object_get(p, "values"));
+
+                if (!devices || !keys || table_add(t, jstr(p, "name")) < 0 || table_add(t, jbool(p, "active")) < 0 ||
+                    table_add(t, streq(devices, "-") ? "all" : devices) < 0 || table_add(t, keys) < 0)
+                        return fail(EXIT_PROTOCOL, "out of memory");
+        }
+        table_print_counted(t, "profile", " in the configuration in force.");
+        return EXIT_OK;
+}
+
+int verb_profiles(int argc, char **argv) {
+        _cleanup_ctl_ Ctl c = CTL("profiles");
+        _cleanup_(json_decrefp) json_t *reply = NULL;
+        int r;
+
+        r = ctl_call(&c, INTERFACE ".ListProfiles", NULL, &reply);
+        if (r != EXIT_OK)
+                return r;
+        /* A list: its items, as devices prints DeviceSummary objects. */
+        return ctl_render(json_object_get(reply, "profiles"), profiles_table, NULL);
 }
 
 static bool log_level_valid(const char *l) {

@@ -39,6 +39,7 @@ enum {
         EXIT_CHECKSUM = 9,        /* ChecksumMismatch */
         EXIT_ZONE_IO = 10,        /* IOError, DeviceGone, FlushFailed */
         EXIT_LEASE_STATE = 11,    /* LeaseBusy, WrongState */
+        EXIT_DRIFT = 12,          /* verify: a setting no longer reads as blkmqd left it */
 };
 
 /* ---- options every verb sees (blkmqctl.c) ---- */
@@ -171,12 +172,14 @@ int verb_devices(int argc, char **argv);
 int verb_show(int argc, char **argv);
 int verb_explain(int argc, char **argv);
 int verb_apply(int argc, char **argv);
+int verb_verify(int argc, char **argv);
 int list_devices(Ctl *c, json_t *list);
 int print_results(const char *verb, json_t *reply);
 
 /* ctl-profiles.c */
 int verb_reload(int argc, char **argv);
 int verb_profile(int argc, char **argv);
+int verb_profiles(int argc, char **argv);
 int verb_log_level(int argc, char **argv);
 int profile_opt_clear(const char *arg);
 int profiles_options_fit(const char *verb);
