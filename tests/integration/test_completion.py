@@ -87,13 +87,15 @@ def main():
                  f"exit {p.returncode}, COMPREPLY {got}, want {want}{' exactly' if exact else ''}, "
                  f"not {list(absent)}; stderr: {p.stderr!r}")
 
-    verbs = ["status", "devices", "show", "explain", "trial", "export", "apply", "restore", "reload", "profile",
-             "monitor", "log-level", "latency", "top", "zones", "stage"]
+    verbs = ["status", "devices", "show", "explain", "trial", "export", "apply", "restore", "verify", "reload",
+             "profiles", "profile", "monitor", "log-level", "latency", "top", "zones", "stage"]
     with udevd(), Env("completion") as env:
         nowhere = os.path.join(env.tmp, "no-daemon")
         with r.case("without a daemon: commands and options complete, names to nothing, silently"):
             check("blkmqctl ", nowhere, verbs, "every command", exact=True)
             check("blkmqctl ex", nowhere, ["explain", "export"], "explain export", exact=True)
+            check("blkmqctl prof", nowhere, ["profile", "profiles"], "profile profiles", exact=True)
+            check("blkmqctl profiles ", nowhere, [], "nothing after profiles", exact=True)
             check("blkmqctl --js", nowhere, ["--json"], "--json", exact=True)
             check("blkmqctl --win", nowhere, ["--window="], "--window=", exact=True)
             check("blkmqctl latency x --window=", nowhere, ["1m", "10m", "total"], "the windows", exact=True)
@@ -144,6 +146,7 @@ Database={env.tmp}/zones.db
         with r.case("against blkmqd: names from the daemon", env):
             check("blkmqctl show ", addr, [loop.name], f"the devices ({loop.name} among them)")
             check(f"blkmqctl explain {loop.name[:-1]}", addr, [loop.name], loop.name)
+            check("blkmqctl verify ", addr, [loop.name], f"verify: the devices ({loop.name} among them)")
             check("blkmqctl profile ", addr, ["night", "weekend"], "the profiles", exact=True)
             check("blkmqctl profile w", addr, ["weekend"], "weekend", exact=True)
             check("blkmqctl zones seal ", addr, [lease], "the lease being written")

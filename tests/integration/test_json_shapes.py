@@ -111,6 +111,11 @@ Database={env.tmp}/zones.db
             for verb in ("apply", "restore"):
                 one(verb, [verb, loop.name], dict, ["results"])
             one("reload", ["reload"], dict, ["results"])
+            one("verify", ["verify"], list, ["device", "managed", "busy", "drifted", "knobs"])
+            doc = one("verify", ["verify", loop.name], list, ["device", "managed", "busy", "drifted", "knobs"])
+            knob = ((doc or [{}])[0].get("knobs") or [{}])[0]
+            r.ok({"attribute", "key", "state"} <= set(knob), "  verify's knobs with attribute, key, state", str(doc))
+            one("profiles", ["profiles"], list, ["name", "active", "devices", "values", "origin"])
             one("profile", ["profile", "night"], dict, ["results"])
             one("profile", ["profile", "--clear"], dict, ["results"])
             doc = one("log-level", ["log-level", "info"], dict)
