@@ -34,6 +34,22 @@ A torn WAL: beside the states above, the WAL's last sector is overwritten in
 a copy of the "all" state (a tear past the flush contract, so its records may
 go): the database must still open, pass integrity_check and serve Allocate.
 
+The run asserts its own strength, so that a gentler run cannot pass
+unnoticed: at least one cut found acknowledged seals held, and at least one
+crash state dropped writes that had not been flushed (powerdisk's
+"last-state KEPT DROPPED TORN"). The first cut always comes with a write
+(cut-after), and every cut waits for a first acknowledged seal.
+
+--negative-control BLKMQD (test test_power_cut_nc, with the test build
+blkmqd-nc-record-unsynced: its zone database at synchronous=OFF, so a record
+is acknowledged before its commit is durable): one cut, made right after the
+second acknowledged seal, and the crash state "none" (nothing after the last
+flush). That state must lose an acknowledged seal, and the test fails if it
+does not: with the correct blkmqd it fails. (The host cannot catch a seal
+without its flush, blkmqd-nc-seal-noflush: the emulated backend writes
+O_DIRECT|O_DSYNC, each write durable by itself; vm-power-cut-nc-seal-noflush
+catches it below the guest.)
+
 --cuts N (default 4, well under a minute; bench/power-cut runs 200).
 Needs root, loop devices, /dev/fuse, mkfs.ext4; $POWERDISK, $BLKMQD,
 $BLKMQCTL. Exit 0 pass, 1 fail, 77 skip."""
@@ -46,10 +62,11 @@ import re
 import shutil
 import sqlite3
 import subprocess
+import threading
 import time
 
 from blkmqtest import (Ctl, Env, FuseDisk, Runner, ctl_path, log, main_guard, need_loop, need_root, run, skip,
-                       wait_for)
+                       timeout_scale, wait_for)
 from test_zone_crash import Book, Service, Stager, check_round
 
 DISK = 160 << 20
@@ -85,13 +102,13 @@ class Rig:
         self.pd = None
         self.loop = None
 
-    def mount(self, image, live):
+    def mount(self, image, live, opts=()):
         if live:
             self.pd = FuseDisk(self.env, self.powerdisk, ["--image=" + image], "powerdisk")
             self.loop = self.env.attach(path=self.pd.file, direct_io=True)
         else:
             self.loop = self.env.attach(path=image)
-        run(["mount", "-t", "ext4", self.loop.dev, self.mnt])
+        run(["mount", "-t", "ext4"] + [f"-o{o}" for o in opts] + [self.loop.dev, self.mnt])
 
     def unmount(self):
         if subprocess.run(["umount", self.mnt], capture_output=True).returncode != 0 and os.path.ismount(self.mnt):
@@ -224,7 +241,8 @@ def run_cuts(r, env, ctl_bin, rig, n, seed, stagers):
     ctl = Ctl(ctl_bin, svc.sock)
     book = Book()
     tally = {"states": 0, "failed states": 0, "torn WAL states": 0, "cuts with WAL writes after the flush": 0,
-             "tail writes": 0, "acknowledged seals": 0}
+             "tail writes": 0, "acknowledged seals": 0, "cuts with acknowledged seals": 0,
+             "cuts with unflushed writes dropped": 0, "unflushed writes dropped": 0}
     t0 = time.monotonic()
     for i in range(1, n + 1):
         svc.write_config(1 if i % 2 else 2)
@@ -234,13 +252,16 @@ def run_cuts(r, env, ctl_bin, rig, n, seed, stagers):
             threads = [Stager(k, svc, ctl, env, book, random.Random(rnd.random()), f"c{i}-") for k in range(stagers)]
             for t in threads:
                 t.start()
+            # Every cut finds a seal acknowledged (the run's strength: what
+            # blkmqd promised is at stake), then comes at a random moment.
+            wait_for(lambda: book.clone().acked, 60)
             time.sleep(rnd.uniform(0.1, 1.5))
             # The cut, then SIGKILL at once: what blkmqd had not made
             # durable by then is the disk's to lose, and nothing it does
             # after the cut reaches the media (its I/O fails with EIO). Most
             # cuts come with a write (cut-after: inside the I/O, between a
             # write and its flush), some at a random instant.
-            if rnd.random() < 0.8:
+            if rnd.random() < 0.8 or i == 1:      # the first always: a tail to drop
                 rig.pd.ctl(f"cut-after {rnd.randint(1, 40)}")
                 if not wait_for(lambda: rig.pd.stats()["cut"] == "1", 3):
                     rig.pd.ctl("cut")
@@ -265,15 +286,20 @@ def run_cuts(r, env, ctl_bin, rig, n, seed, stagers):
             specs = ["none" if i % 2 else f"prefix:{rnd.randrange(len(writes) + 1)}", "all", f"random:{s}",
                      f"torn:{s + 1}" + ("@" + ",".join(f"{o}+{ln}" for o, ln in ranges) if ranges else "")]
             states = []
+            dropped = 0
             for k, spec in enumerate(specs):
                 path = os.path.join(env.tmp, f"state-{k}.img")
                 rig.pd.ctl(f"state {path} {spec}")
                 states.append((spec, path))
+                dropped = max(dropped, int(rig.pd.stats()["last-state"].split()[1]))
         finally:
             rig.unmount()
         log(f"# cut {i}: {len(writes)} writes after the last flush ({len(into_wal)} into the WAL), "
             f"{len(at_cut.acked)} acknowledged seals held")
         tally["acknowledged seals"] = max(tally["acknowledged seals"], len(at_cut.acked))
+        tally["cuts with acknowledged seals"] += bool(at_cut.acked)
+        tally["cuts with unflushed writes dropped"] += bool(dropped)
+        tally["unflushed writes dropped"] += dropped
         # The state the stagers settle against, and the next cut's disk.
         first = rnd.randrange(len(states))
         order = [first] + [k for k in range(len(states)) if k != first]
@@ -321,6 +347,98 @@ def run_cuts(r, env, ctl_bin, rig, n, seed, stagers):
     tally.update(TALLY)
     log(f"# {n} power cuts in {time.monotonic() - t0:.0f} s: {tally}")
     return tally
+
+
+class Findings:
+    """A Runner that keeps what the checks found instead of failing: the
+    negative control counts the losses they report."""
+
+    def __init__(self):
+        self.passed = self.failed = 0
+        self.lines = []
+
+    def ok(self, cond, name, detail=None, daemon=None):
+        if not cond:
+            self.failed += 1
+            self.lines += [name] + (detail.splitlines() if isinstance(detail, str) else list(map(str, detail or [])))
+        else:
+            self.passed += 1
+        return cond
+
+    def lost(self):
+        return [x for x in self.lines if re.search(r"acknowledged seal \S+( lost|: the device does not read back)", x)]
+
+
+class CutBook(Book):
+    """A Book that calls cut() in the stager's thread as it takes the
+    acknowledgement of the WANTth seal, before the stager does anything else."""
+
+    def __init__(self, want, cut):
+        super().__init__()
+        self.want, self.cut = want, cut
+
+    def sealed(self, k, lease, h, size, start):
+        super().sealed(k, lease, h, size, start)
+        if self.cut and len(self.acked) >= self.want:
+            cut, self.cut = self.cut, None
+            cut()
+
+
+def negative_control(r, env, ctl_bin, powerdisk, seed, want=1):
+    """One stager; one cut in the instant its WANTth seal is acknowledged
+    (nothing of blkmqd's runs between the reply and the cut: the stager, its
+    only client, is the one cutting), crash state none: returns the lines of
+    the checks that report an acknowledged seal lost."""
+    rig = Rig(env, powerdisk)
+    rnd = random.Random(seed)
+    threads = []
+    try:
+        base = os.path.join(env.tmp, "base.img")
+        mkfs(base)
+        svc = Service(env, "zones", data_dir=rig.mnt)
+        ctl = Ctl(ctl_bin, svc.sock)
+
+        done = threading.Event()
+
+        def cut():
+            rig.pd.ctl("cut")
+            svc.kill9()
+            for t in threads:
+                t.stop.set()
+            done.set()
+        book = CutBook(want, cut)
+        svc.write_config(1)
+        # No journal commit of ext4's own (every 5 s by default) while the
+        # record waits unsynced: only blkmqd's I/O moves the disk.
+        rig.mount(base, live=True, opts=["commit=600"])
+        try:
+            svc.start()
+            threads = [Stager(0, svc, ctl, env, book, random.Random(rnd.random()), "nc-")]
+            for t in threads:
+                t.start()
+            r.ok(done.wait(60 * timeout_scale()), f"{want} seals acknowledged, then the cut")
+            at_cut = book.clone()
+            state = os.path.join(env.tmp, "state-none.img")
+            rig.pd.ctl(f"state {state} none")
+            st = rig.pd.stats()
+        finally:
+            rig.unmount()
+        log(f"# negative control: cut at {len(at_cut.acked)} acknowledged seals, {st['tail']} writes after "
+            f"the last of {st['fsyncs']} flushes; crash state none: last-state {st['last-state']} "
+            "(kept dropped torn)")
+        found = Findings()
+        rig.mount(state, live=False)
+        try:
+            check_state(found, rig, svc, book, "negative control: crash state none", False, settle=threads)
+        finally:
+            rig.unmount()
+        for x in found.lines:
+            log(f"#   {x}")
+        return found.lost()
+    finally:
+        for t in threads:
+            t.stop.set()
+        rig.unmount()
 
 
 def disk_cases(r, env, powerdisk):
@@ -373,7 +491,11 @@ def main():
     ap.add_argument("--cuts", type=int, default=int(os.environ.get("BLKMQD_POWER_CUTS", "4")))
     ap.add_argument("--stagers", type=int, default=3)
     ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--negative-control", metavar="BLKMQD",
+                    help="a test build that acknowledges a seal before its record is durable: must lose one")
     a = ap.parse_args()
+    if a.negative_control:
+        os.environ["BLKMQD"] = os.path.abspath(a.negative_control)
     need_root()
     need_loop()
     powerdisk = os.environ.get("POWERDISK")
@@ -387,12 +509,26 @@ def main():
     ctl_bin = ctl_path()
     seed = a.seed if a.seed is not None else random.randrange(1 << 30)
     r = Runner("power-cut")
+    if a.negative_control:
+        with Env("power-cut-nc") as env:
+            with r.case(f"negative control {os.path.basename(a.negative_control)}: one cut, crash state none", env):
+                lost = negative_control(r, env, ctl_bin, powerdisk, seed)
+                r.ok(lost, f"negative control: {len(lost)} acknowledged seals lost in the crash state none "
+                     "(must be > 0: the checks catch this build)")
+        r.finish()
+        return
     with Env("power-cut") as env:
         with r.case("the disk that forgets: what a crash state keeps", env):
             disk_cases(r, env, powerdisk)
         with r.case(f"{a.cuts} power cuts, {a.stagers} stagers, several crash states each", env):
             tally = cuts(r, env, ctl_bin, powerdisk, a.cuts, seed, a.stagers)
             r.eq(tally["failed states"], 0, f"{a.cuts} power cuts, {tally['states']} crash states: none failed")
+            # The run's strength: a gentler one fails here.
+            r.ok(tally["cuts with acknowledged seals"] > 0,
+                 f"{tally['cuts with acknowledged seals']} cuts with acknowledged seals held (must be > 0)")
+            r.ok(tally["cuts with unflushed writes dropped"] > 0,
+                 f"{tally['cuts with unflushed writes dropped']} cuts whose crash states dropped unflushed writes, "
+                 f"{tally['unflushed writes dropped']} writes in all (must be > 0)")
     r.finish()
 
 
