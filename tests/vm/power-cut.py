@@ -2,11 +2,14 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """vm-power-cut: power cuts below QEMU's NVMe ZNS drive.
 
-Both NVMe namespaces of the guest (the ZNS one blkmqd leases zones of, and
-a conventional one with ext4 for blkmqd's database and WAL) are backed by
-files on tools/powerdisk, opened by QEMU with cache=none (O_DIRECT; the
-guest's Flush becomes QEMU's fdatasync on the file, which the powerdisk
-takes as its flush). Each cut:
+Both drives of the guest are backed by files on tools/powerdisk: the NVMe
+ZNS namespace blkmqd leases zones of (QEMU cache=none: O_DIRECT; the guest's
+Flush becomes QEMU's fdatasync on the file, which the powerdisk takes as its
+flush), and a virtio-blk disk with ext4 for blkmqd's database and WAL (QEMU's
+default cache=writeback, on a file that powerdisk serves with direct_io: a
+volatile write cache that only the guest's flushes empty; virtio-blk has no
+FUA, so the guest's kernel flushes after a write that wants FUA, which QEMU's
+NVMe would have taken as a plain write). Each cut:
   - a boot (guest/power-cut.sh, POWER_WORK=1) restores the zone state the
     drive kept, checks the previous cut's state, and runs two stagers that
     say on the console what blkmqd told them;
@@ -24,7 +27,22 @@ non-zero sectors, and a zone is finished if QEMU's trace
 (pci_nvme_finish_zone, pci_nvme_reset_zone) finished it after its last
 reset.
 
-Usage: power-cut.py [--cuts N] [--states K] [--seed S] BLKMQD BLKMQCTL
+The run asserts its own strength: at least one cut with acknowledged seals
+held (each cut waits for one), at least one crash state that dropped writes
+of the ZNS drive that were never flushed (powerdisk's "last-state KEPT
+DROPPED TORN"; the first cut always comes with a ZNS write, cut-after), and
+the database drive holding writes for a flush (more writes than flushes
+reached it; the guest checks that both drives report queue/write_cache
+"write back").
+
+--negative-control (tests vm-power-cut-nc-seal-noflush and
+vm-power-cut-nc-record-unsynced, with the test builds of those names as
+BLKMQD): one cut, the instant the first acknowledged seal is on the console
+(no release yet, so no reset has flushed the ZNS drive since blkmqd
+started), and the crash state "none", booted. Passes only if that state lost
+an acknowledged seal; with the correct blkmqd it fails.
+
+Usage: power-cut.py [--cuts N] [--states K] [--seed S] [--negative-control] BLKMQD BLKMQCTL
   (POWERDISK: the tools/powerdisk binary). Exit 0 pass, 1 fail, 77 skip
   (1 when CI=true). Prints "# power cuts: ..." with the counts."""
 
@@ -105,8 +123,11 @@ class Rounds:
         self.states = 0
         self.max_acked = 0
         self.lost = 0
+        self.cuts_acked = 0      # cuts with acknowledged seals held
+        self.cuts_dropped = 0    # cuts with a crash state that dropped unflushed ZNS writes
+        self.db_writes = self.db_flushes = 0
 
-    def boot(self, zns, conv, book, work, on_armed=None):
+    def boot(self, zns, conv, book, work, on_armed=None, on_ack=None):
         """One guest boot; returns (its console lines, run-guest's exit)."""
         self.boot_no += 1
         tmp = self.env.tmp
@@ -118,15 +139,18 @@ class Rounds:
         if os.path.exists(pidfile):
             os.unlink(pidfile)
         cmd = [sys.executable, os.path.join(VM_DIR, "run-guest.py"), "--zns", "--zones", str(ZONES),
-               "--zone-size", "8M", "--zone-cap", "6M", "--conventional", "--conventional-size", "64M",
-               "--zns-image", zns, "--conventional-image", conv, "--drive-cache", "none",
-               "--conventional-cache", self.a.db_cache,
-               "--bin", self.a.blkmqd, "--bin", self.a.blkmqctl, "--bin", shutil.which("blkzone"),
+               "--zone-size", "8M", "--zone-cap", "6M", "--zns-image", zns, "--drive-cache", "none",
+               "--data-disk", conv,
+               "--bin", self.a.blkmqd + ":/usr/local/bin/blkmqd", "--bin", self.a.blkmqctl,
+               "--bin", shutil.which("blkzone"),
                "--file", os.path.join(VM_DIR, "guest", "daemon-lib.sh") + ":/vm/daemon-lib.sh",
                "--file", os.path.join(VM_DIR, "guest", "zones-crash-lib.sh") + ":/vm/zones-crash-lib.sh",
                "--file", os.path.join(tmp, "zones.state") + ":/vm/zones.state",
                "--file", os.path.join(tmp, "book") + ":/vm/book",
                "--env", f"POWER_ROUND={self.boot_no}", "--env", f"POWER_WORK={int(work)}",
+               # The negative control: no journal commit of ext4's own (every
+               # 5 s by default) while a record waits unsynced.
+               "--env", "POWER_MOUNT_OPTS=" + ("commit=600" if self.a.negative_control else "defaults"),
                "--qemu-arg=-pidfile", "--qemu-arg=" + pidfile,
                "--qemu-arg=-trace", "--qemu-arg=enable=pci_nvme_finish_zone",
                "--qemu-arg=-trace", "--qemu-arg=enable=pci_nvme_reset_zone",
@@ -134,13 +158,13 @@ class Rounds:
                "--script", os.path.join(VM_DIR, "guest", "power-cut.sh")]
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
-            return self.watch(p, book, work, pidfile, on_armed)
+            return self.watch(p, book, work, pidfile, on_armed, on_ack)
         finally:
             if p.poll() is None:
                 p.terminate()       # run-guest stops QEMU
                 p.wait()
 
-    def watch(self, p, book, work, pidfile, on_armed):
+    def watch(self, p, book, work, pidfile, on_armed, on_ack):
         lines = []
         armed = False
         re_trace = re.compile(r"(?:\d+@[\d.]+:)?pci_nvme_(finish|reset)_zone .*idx=(\d+), all=(\d+)")
@@ -162,6 +186,9 @@ class Rounds:
             lines.append(line)
             if line.startswith("POWER-") and work:
                 book.feed(line)
+                if on_ack and line.startswith("POWER-ACK") and book.acked:
+                    on_ack(pidfile)
+                    on_ack = None
             if line.startswith("POWER-ARMED") and on_armed and not armed:
                 armed = True
                 threading.Thread(target=on_armed, args=(pidfile,), daemon=True).start()
@@ -199,9 +226,44 @@ class Rounds:
         for i in range(1, self.a.cuts + 1):
             pz = FuseDisk(self.env, self.a.powerdisk, ["--image=" + self.base_zns], "pz")
             pc = FuseDisk(self.env, self.a.powerdisk, ["--image=" + base_conv], "pc")
-            delay = self.rnd.uniform(1.0, 12.0)
-            after = self.rnd.randint(1, 30) if self.rnd.random() < 0.8 else 0
+            delay = self.rnd.uniform(0.0, 8.0)
+            # The first cut always with a ZNS write: a tail to drop.
+            after = self.rnd.randint(1, 30) if self.rnd.random() < 0.8 or i == 1 else 0
             cut_at = {}
+            cut_lock = threading.Lock()
+
+            def qemu_pid(pidfile):
+                try:
+                    with open(pidfile) as f:
+                        return int(f.read().strip())
+                except (OSError, ValueError) as e:
+                    print(f"# cut {i}: no QEMU pid: {e}")
+                    return None
+
+            def cut_now(pid):
+                with cut_lock:
+                    if cut_at:
+                        return
+                    os.kill(pid, signal.SIGSTOP)
+                    pz.ctl("cut")
+                    pc.ctl("cut")
+                    cut_at["done"] = True
+                    os.kill(pid, signal.SIGKILL)
+
+            def cut_at_ack(pidfile):
+                # The negative control: the instant the first seal is
+                # acknowledged (read here from the console as it comes).
+                pid = qemu_pid(pidfile)
+                if pid:
+                    cut_now(pid)
+
+            def no_ack(pidfile):
+                # No seal acknowledged in 240 s: cut all the same (and lose
+                # nothing, so the negative control fails, as it must).
+                time.sleep(240)
+                pid = qemu_pid(pidfile)
+                if pid:
+                    cut_now(pid)
 
             def cut(pidfile):
                 # Most cuts come with the ZNS drive's Nth write from then
@@ -209,25 +271,26 @@ class Rounds:
                 # some at a random instant. QEMU is stopped in that instant
                 # (by the powerdisk itself, or here), so both drives lose
                 # power together: nothing more reaches the database's drive.
-                try:
-                    with open(pidfile) as f:
-                        pid = int(f.read().strip())
-                except (OSError, ValueError) as e:
-                    print(f"# cut {i}: no QEMU pid: {e}")
+                pid = qemu_pid(pidfile)
+                if not pid:
                     return
+                # Every cut finds a seal acknowledged: what blkmqd promised
+                # is at stake (the book carries them across cuts).
+                deadline = time.monotonic() + 120
+                while not book.acked and time.monotonic() < deadline:
+                    time.sleep(0.05)
                 time.sleep(delay)
                 if after:
                     pz.ctl(f"cut-after {after} {pid}")
                     deadline = time.monotonic() + 10
                     while pz.stats()["cut"] != "1" and time.monotonic() < deadline:
                         time.sleep(0.005)
-                os.kill(pid, signal.SIGSTOP)
-                pz.ctl("cut")
-                pc.ctl("cut")
-                cut_at["done"] = True
-                os.kill(pid, signal.SIGKILL)
+                cut_now(pid)
             try:
-                lines, rc = self.boot(pz.file, pc.file, book, True, on_armed=cut)
+                if self.a.negative_control:
+                    lines, rc = self.boot(pz.file, pc.file, book, True, on_armed=no_ack, on_ack=cut_at_ack)
+                else:
+                    lines, rc = self.boot(pz.file, pc.file, book, True, on_armed=cut)
                 states = []
                 if cut_at:
                     # Every line the guest printed before QEMU died: what
@@ -236,23 +299,38 @@ class Rounds:
                     # then promises nothing new).
                     at_cut = book.copy()
                     s = self.rnd.randrange(1 << 30)
+                    dropped = 0
                     for k, spec in enumerate(["none", f"random:{s}", f"random:{s + 7}"][:self.a.states]):
                         z, c = os.path.join(tmp, f"zns-{k}.img"), os.path.join(tmp, f"conv-{k}.img")
                         pz.ctl(f"state {z} {spec}")
+                        dropped = max(dropped, int(pz.stats()["last-state"].split()[1]))
                         pc.ctl(f"state {c} {spec if spec == 'none' else f'random:{s + 100 + k}'}")
                         states.append((spec, z, c))
                     st, sc = pz.stats(), pc.stats()
-                    print(f"# cut {i}: after {delay:.1f} s" + (f" and {after} ZNS writes" if after else "") +
+                    self.cuts_acked += bool(at_cut.acked)
+                    self.cuts_dropped += bool(dropped)
+                    self.db_writes += int(sc["writes"])
+                    self.db_flushes += int(sc["fsyncs"])
+                    when = "at the first acknowledged seal" if self.a.negative_control else \
+                        f"after {delay:.1f} s" + (f" and {after} ZNS writes" if after else "")
+                    print(f"# cut {i}: {when}" +
                           f", {len(at_cut.acked)} acknowledged seals held; ZNS disk: "
                           f"{st.get('tail')} writes after the last of {st.get('fsyncs')} flushes; database disk: "
-                          f"{sc.get('tail')} writes after the last of {sc.get('fsyncs')} flushes, {sc.get('fua')} FUA; "
-                          f"{sum(self.finished)} zones finished", flush=True)
+                          f"{sc.get('tail')} writes after the last of {sc.get('fsyncs')} flushes, {sc.get('fua')} FUA "
+                          f"({sc.get('writes')} writes); {sum(self.finished)} zones finished; ZNS writes dropped "
+                          f"by the crash states: up to {dropped}", flush=True)
                     self.max_acked = max(self.max_acked, len(at_cut.acked))
             finally:
                 pz.close()
                 pc.close()
             self.judge(f"cut {i}: boot {self.boot_no} (the previous state checked, then stagers until the cut)",
                        lines, rc, True)
+            if states and self.a.negative_control:
+                spec, z, c = states[0]
+                lines, rc = self.boot(z, c, at_cut.copy(), False)
+                self.states += 1
+                self.judge(f"cut {i}: crash state {spec} (the negative control: must lose a seal)", lines, rc, False)
+                break
             if not states:
                 self.failed.append(f"cut {i}: never armed")
                 print(f"not ok - cut {i}: the stagers never started")
@@ -273,13 +351,30 @@ class Rounds:
             os.replace(c, base_conv)
             self.states += 1          # checked by the next boot
             self.check_book = at_cut
-        if not self.failed:
+        if not self.failed and not self.a.negative_control:
             lines, rc = self.boot(self.base_zns, base_conv, self.check_book.copy(), False)
             self.judge("the last crash state", lines, rc, False)
         print(f"# power cuts: {self.a.cuts} cuts, {self.states} crash states checked in {self.boot_no} boots "
               f"({time.monotonic() - t0:.0f} s), up to {self.max_acked} acknowledged seals held at a cut, "
               f"{self.lost} acknowledged seals lost, {len(self.failed)} failed", flush=True)
-        return not self.failed
+        if self.a.negative_control:
+            ok = self.lost > 0
+            print(f"{'ok' if ok else 'not ok'} - negative control {os.path.basename(self.a.blkmqd)}: {self.lost} "
+                  "acknowledged seals lost in the crash state none (must be > 0: the checks catch this build)",
+                  flush=True)
+            return ok
+        # The run's strength: a gentler one fails here.
+        strength = [
+            (self.cuts_acked > 0, f"{self.cuts_acked} cuts with acknowledged seals held (must be > 0)"),
+            (self.cuts_dropped > 0, f"{self.cuts_dropped} cuts whose crash states dropped unflushed ZNS writes "
+                                    "(must be > 0)"),
+            (self.db_writes > self.db_flushes > 0,
+             f"the database drive: {self.db_writes} writes, {self.db_flushes} flushes (writes wait for a "
+             "flush: more writes than flushes, and some flushes)"),
+        ]
+        for good, what in strength:
+            print(f"{'ok' if good else 'not ok'} - strength: {what}", flush=True)
+        return not self.failed and all(good for good, _ in strength)
 
 
 def main():
@@ -289,7 +384,8 @@ def main():
     ap.add_argument("--cuts", type=int, default=int(os.environ.get("POWER_CUTS", "1")))
     ap.add_argument("--states", type=int, default=2, choices=(1, 2, 3))
     ap.add_argument("--seed", type=int, default=None)
-    ap.add_argument("--db-cache", default="directsync", help="QEMU cache= of the database's drive")
+    ap.add_argument("--negative-control", action="store_true",
+                    help="one cut at the first acknowledged seal, state none: must lose it (a test build)")
     a = ap.parse_args()
     a.powerdisk = os.environ.get("POWERDISK", "")
     a.log_dir = os.environ.get("VM_LOG_DIR", os.getcwd())
@@ -308,7 +404,10 @@ def main():
     rc = subprocess.run(["bash", os.path.join(VM_DIR, "prepare.sh")]).returncode
     if rc != 0:
         sys.exit(rc)
-    print(f"# vm-power-cut: {a.cuts} cuts, {a.states} crash states each, seed {a.seed}", flush=True)
+    if a.negative_control:
+        a.cuts, a.states = 1, 1
+    print(f"# vm-power-cut: {a.cuts} cuts, {a.states} crash states each, seed {a.seed}"
+          + (f", negative control {a.blkmqd}" if a.negative_control else ""), flush=True)
     with Env("vm-power-cut") as env:
         ok = Rounds(a, env).run()
     sys.exit(0 if ok else 1)

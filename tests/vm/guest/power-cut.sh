@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
-# Guest half of tests/vm/power-cut.py (--zns --conventional --udev): one boot
-# after a power cut. Both NVMe namespaces' backing files sit on
-# tools/powerdisk on the host (QEMU cache=none: a guest Flush is an
-# fdatasync of the file), and the host built this boot's disks from a crash
-# state of each.
+# Guest half of tests/vm/power-cut.py (--zns --data-disk): one boot after a
+# power cut. The NVMe ZNS namespace's and the database disk's (virtio-blk)
+# backing files sit on tools/powerdisk on the host (a guest Flush is an
+# fdatasync of the file; both drives have a volatile write cache, checked
+# below), and the host built this boot's disks from a crash state of each.
 #   1. The zones as the drive kept them: QEMU keeps no zone state across a
 #      restart (every zone comes up empty), so the host says, in
 #      /vm/zones.state ("INDEX SECTORS FINISHED"), how far each zone's data
@@ -11,7 +11,7 @@
 #      trace of the finishes and resets); the data is written again in place
 #      (the same bytes) up to there and the finished zones finished.
 #   2. blkmqd on the ZNS namespace, its database (and WAL) on ext4 on the
-#      conventional one (/data); the host's record of what the stagers were
+#      virtio-blk disk (/data); the host's record of what the stagers were
 #      told before the cut (/vm/book: "ack K LEASE SHA256 LBA SIZE", "rel K
 #      LEASE" for a release in flight, "seen LABEL" for a stage in flight) is
 #      checked as the kill -9 rounds check it (zones-crash-lib.sh's
@@ -31,12 +31,15 @@ STAGERS=2
 ROUND=${POWER_ROUND:-1}
 
 vm_need_zoned
-C=
-for _d in /sys/block/nvme*; do [ "$(cat $_d/queue/zoned)" = none ] && C=${_d##*/}; done
-check "a conventional namespace for the database" [ -n "$C" ]
+C=${VM_DATA_DEV#/dev/}
+check "a disk for the database" [ -n "$C" ]
 mkdir -p /data
-check "ext4 on it mounts (its journal replayed)" mount -t ext4 /dev/$C /data
-echo "# write cache: $Z $(cat /sys/block/$Z/queue/write_cache), $C $(cat /sys/block/$C/queue/write_cache)"
+check "ext4 on it mounts (its journal replayed)" mount -t ext4 -o "${POWER_MOUNT_OPTS:-defaults}" /dev/$C /data
+echo "# write cache: $Z $(cat /sys/block/$Z/queue/write_cache), $C $(cat /sys/block/$C/queue/write_cache)," \
+        "FUA: $C $(cat /sys/block/$C/queue/fua)"
+# The cuts matter only where a drive holds writes until a flush.
+check_eq "the ZNS drive has a volatile write cache" "write back" "$(cat /sys/block/$Z/queue/write_cache)"
+check_eq "the database's drive has a volatile write cache" "write back" "$(cat /sys/block/$C/queue/write_cache)"
 
 ZS=$(cat /sys/block/$Z/queue/chunk_sectors)
 restored=0 finished=0
