@@ -13,15 +13,18 @@ annotations rendered from the rules' templates).
 
     promtest.py --rules RULES --out TEST.yml SNAPSHOT.prom...
 
-Used by tests/monitoring/check-rules.py on the snapshots kept in
-tests/fixtures/metrics/ and by tests/integration/test_prometheus.py on the
-ones it takes while it runs. Needs PyYAML (python3-yaml) for the rules."""
+Used by tests/monitoring/check-monitoring.py and
+tests/integration/test_prometheus.py on the versions of the textfile that
+the blkmqd each of them starts writes while it runs (textfile_versions()).
+Needs PyYAML (python3-yaml) for the rules."""
 
 import argparse
 import json
 import math
+import os
 import re
 import sys
+import time
 
 INSTANCE = "blkmqd-host:9100"
 JOB = "node"
@@ -57,6 +60,39 @@ def parse_textfile(text):
             rest = rest[lm.end():]
         samples.append((m.group(1), labels, float(m.group(4))))
     return samples, types
+
+
+def parse_selector(text):
+    """NAME{label="value",...} (a series of a promtool test): name, {label: value}."""
+    m = re.match(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?$', text.strip())
+    if not m:
+        raise ValueError(f"not a series selector: {text!r}")
+    labels, rest = {}, m.group(2) or ""
+    while rest:
+        lm = _LABEL.match(rest)
+        if not lm:
+            raise ValueError(f"bad labels in {text!r}")
+        labels[lm.group(1)] = _unescape(lm.group(2))
+        rest = rest[lm.end():]
+    return m.group(1), labels
+
+
+def textfile_versions(path, n, timeout):
+    """Up to N successive versions of the textfile at PATH (blkmqd replaces
+    it by a rename, at most once a second), read within TIMEOUT seconds."""
+    texts, last = [], None
+    deadline = time.monotonic() + timeout
+    while len(texts) < n and time.monotonic() < deadline:
+        try:
+            with open(path) as f:
+                st = os.fstat(f.fileno())
+                if (st.st_ino, st.st_mtime_ns) != last:
+                    last = (st.st_ino, st.st_mtime_ns)
+                    texts.append(f.read())
+        except FileNotFoundError:
+            pass
+        time.sleep(0.1)
+    return texts
 
 
 def _escape(v):
@@ -142,6 +178,16 @@ def probe_p99(first, last):
     return out
 
 
+def _go_float(v):
+    """A float as Go's templates print it (strconv 'g', shortest): 1, 0.25, 1e+21."""
+    if math.isnan(v) or math.isinf(v):
+        return _fmt(v).replace("Inf", "+Inf") if v > 0 else _fmt(v)
+    if v == int(v) and abs(v) < 1e21:
+        return str(int(v))
+    r = repr(v)
+    return re.sub(r"e([+-]?)0*(\d\d)", lambda m: "e" + (m.group(1) or "+") + m.group(2), r)
+
+
 def render(template, labels, value=None):
     """The rules' annotation templates: {{ $labels.x }} and {{ $value }} only."""
     def sub(m):
@@ -149,7 +195,7 @@ def render(template, labels, value=None):
         if expr.startswith("$labels."):
             return labels.get(expr[len("$labels."):], "")
         if expr == "$value":
-            return _fmt(value)
+            return _go_float(value)
         raise ValueError(f"template not rendered here: {{{{ {expr} }}}}")
     return re.sub(r"\{\{(.*?)\}\}", sub, template)
 
