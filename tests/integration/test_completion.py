@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""bash completion of blkmqctl (shell-completion/bash/blkmqctl), driven the
-way bash drives it: a bash sources it (with bash-completion's helpers, and
-once without them), gets "complete -F _blkmqctl blkmqctl", sets COMP_WORDS
+"""bash completion of blkmqctl (shell-completion/bash/blkmqctl) and blkmqd
+(shell-completion/bash/blkmqd), driven the way bash drives it: a bash
+sources it (with bash-completion's helpers, and once without them), gets
+"complete -F _blkmqctl blkmqctl" (_blkmqd blkmqd), sets COMP_WORDS
 (split at blanks, '=' and ':', as readline does), COMP_CWORD, COMP_LINE and
 COMP_POINT, calls _blkmqctl and prints COMPREPLY.
 
@@ -12,6 +13,8 @@ COMP_POINT, calls _blkmqctl and prints COMPREPLY.
   over a file with a sealed object and a lease being written): device
   names, profiles, zoned devices, leases and labels come from the daemon,
   also at the address given by --address= on the line being completed.
+- blkmqd: its options and their values, and after --dry-run or
+  --check-config the disks of /sys/block.
 
 Needs root, loop devices, udevd, bash; $BLKMQD, $BLKMQCTL."""
 
@@ -24,18 +27,19 @@ from blkmqtest import Ctl, Env, Runner, ctl_path, main_guard, need_all, sha, sho
 
 SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 COMPLETION = os.path.join(SRC, "shell-completion", "bash", "blkmqctl")
+COMPLETION_BLKMQD = os.path.join(SRC, "shell-completion", "bash", "blkmqd")
 BASH_COMPLETION = "/usr/share/bash-completion/bash_completion"
 
 DRIVER = r"""
 [[ $MODE == full ]] && source "$BASH_COMPLETION"
 source "$COMPLETION" || exit 3
-[[ $(complete -p blkmqctl) == "complete -F _blkmqctl blkmqctl" ]] || { echo "not registered" >&2; exit 4; }
+[[ $(complete -p $PROG) == "complete -F _$PROG $PROG" ]] || { echo "not registered" >&2; exit 4; }
 COMP_LINE=$LINE
 COMP_POINT=${#LINE}
 COMP_WORDS=("$@")
 COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
 COMPREPLY=()
-_blkmqctl blkmqctl "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD - 1]}"
+_$PROG $PROG "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD - 1]}"
 printf '%s\n' "${COMPREPLY[@]}"
 """
 
@@ -67,7 +71,9 @@ def main():
     ctl_bin = ctl_path()
 
     def complete(line, address, mode, extra_env=None):
-        env = dict(os.environ, MODE=mode, LINE=line, COMPLETION=COMPLETION, BASH_COMPLETION=BASH_COMPLETION,
+        prog = line.split()[0]
+        env = dict(os.environ, MODE=mode, LINE=line, PROG=prog, BASH_COMPLETION=BASH_COMPLETION,
+                   COMPLETION=COMPLETION_BLKMQD if prog == "blkmqd" else COMPLETION,
                    PATH=os.path.dirname(ctl_bin) + ":" + os.environ.get("PATH", ""))
         env.pop("BLKMQD_ADDRESS", None)
         if address:
@@ -113,6 +119,16 @@ def main():
             r.ok("__complete" not in p.stdout, "__complete is not in --help")
 
         loop = env.attach("comp")
+        with r.case("blkmqd: options, their values, and the DEVICE of --dry-run and --check-config"):
+            check("blkmqd --che", None, ["--check-config"], "--check-config", exact=True)
+            check("blkmqd --log-t", None, ["--log-target="], "--log-target=", exact=True)
+            check("blkmqd --log-level=d", None, ["debug"], "debug", exact=True)
+            check(f"blkmqd --dry-run {loop.name[:-1]}", None, [loop.name], f"--dry-run: {loop.name} among the disks")
+            check("blkmqd --check-config ", None, [loop.name], f"--check-config: {loop.name} among the disks")
+            check(f"blkmqd --check-config {loop.name} ", None, [], "one DEVICE only", exact=True)
+            check(f"blkmqd {loop.name[:-1]}", None, [], "no DEVICE without --dry-run or --check-config",
+                  exact=True)
+
         img = os.path.join(env.tmp, "zones.img")
         cfg = env.config(f"""\
 [Device comp]
