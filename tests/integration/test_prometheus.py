@@ -26,9 +26,7 @@ dir, and stop with it (never through systemd).
 
 Needs root, loop devices, systemd-udevd, /usr/bin/prometheus,
 /usr/bin/prometheus-node-exporter and promtool (tools/install-deps), PyYAML.
-BLKMQD_KEEP_SNAPSHOTS=DIR copies the snapshots there (to refresh
-tests/fixtures/metrics/). Exit 0 pass, 1 fail, 77 skip (a skip fails under
-CI=true)."""
+Exit 0 pass, 1 fail, 77 skip (a skip fails under CI=true)."""
 
 import json
 import os
@@ -260,15 +258,7 @@ scrape_configs:
             r.ok(lat.returncode == 0 and json.loads(lat.stdout)["metrics"]["alerts"]["read"]["active"] is True,
                  f"blkmqctl latency {a.name}: the read alert is active in blkmqd too", lat.stdout[-500:])
             # Six textfile versions while the alert is raised.
-            last = None
-            deadline = time.monotonic() + 15
-            while len(snaps) < SNAPSHOTS and time.monotonic() < deadline:
-                st = os.stat(prom_file)
-                if (st.st_ino, st.st_mtime_ns) != last:
-                    last = (st.st_ino, st.st_mtime_ns)
-                    with open(prom_file) as f:
-                        snaps.append(f.read())
-                time.sleep(0.3)
+            snaps = promtest.textfile_versions(prom_file, SNAPSHOTS, 15)
             r.eq(len(snaps), SNAPSHOTS, f"{SNAPSHOTS} versions of the textfile within 15 s")
 
         with r.case("it resolves (threshold 10 s, reload)", env):
@@ -283,13 +273,8 @@ scrape_configs:
                  "blkmqd_latency_alert_active 0 in Prometheus")
 
         with r.case("promtool test rules on the snapshots", env):
-            keep = os.environ.get("BLKMQD_KEEP_SNAPSHOTS")
-            paths = []
             for i, text in enumerate(snaps):
-                paths.append(env.write(f"snap/{i}.prom", text))
-                if keep:
-                    os.makedirs(keep, exist_ok=True)
-                    shutil.copy(paths[-1], os.path.join(keep, f"e2e-{i}.prom"))
+                env.write(f"snap/{i}.prom", text)
             doc = promtest.build(RULES, [promtest.parse_textfile(t)[0] for t in snaps], instance=inst)
             test_yml = env.write("rules-test.yml", json.dumps(doc, indent=1))
             t = doc["tests"][0]
