@@ -9,17 +9,21 @@
  *
  * Beside MESSAGE, such an entry carries the fields that say what it is
  * about (log_struct()): BLKMQD_DEVICE, BLKMQD_KNOB, BLKMQD_OLD, BLKMQD_NEW,
- * BLKMQD_LEASE, BLKMQD_ZONE, BLKMQD_LABEL, BLKMQD_VERDICT, BLKMQD_PID,
- * BLKMQD_RECORD. */
+ * BLKMQD_SECTION, BLKMQD_LEASE, BLKMQD_ZONE, BLKMQD_LABEL, BLKMQD_SHA256,
+ * BLKMQD_SHA256_READ, BLKMQD_VERDICT, BLKMQD_REASON, BLKMQD_PID,
+ * BLKMQD_RECORD. The comment above each ID names the fields its entries
+ * carry; tests/integration/test_journal.py reads each back with them. */
 
 /* A value written: BLKMQD_DEVICE, BLKMQD_KNOB, BLKMQD_OLD, BLKMQD_NEW. */
 #define BLKMQD_MESSAGE_CHANGE_APPLIED "4c924cfe14914bf589305f00f0167f4d"
 /* An original written back: BLKMQD_DEVICE, BLKMQD_KNOB, BLKMQD_OLD, BLKMQD_NEW. */
 #define BLKMQD_MESSAGE_RESTORE "7bbaaee7e01f412da4e43d21077d090d"
-/* An original not written back (refused by the kernel, or the device is
- * not there): BLKMQD_DEVICE, BLKMQD_KNOB, BLKMQD_NEW (the original). */
+/* An original not written back (the kernel refused it or kept another
+ * value; a device gone is no refusal): BLKMQD_DEVICE, BLKMQD_KNOB,
+ * BLKMQD_NEW (the original). */
 #define BLKMQD_MESSAGE_RESTORE_REFUSED "14f9f4f6fa0f488c9ecc55b9b2cc7f72"
-/* A closed-loop trial decided: BLKMQD_DEVICE, BLKMQD_VERDICT, BLKMQD_KNOB, BLKMQD_NEW. */
+/* A closed-loop trial decided: BLKMQD_DEVICE, BLKMQD_VERDICT, BLKMQD_REASON,
+ * BLKMQD_OLD (the setting before), BLKMQD_NEW (the setting in force after). */
 #define BLKMQD_MESSAGE_TRIAL_DECISION "bcd174fd7dfb4993a8849ab106c38508"
 /* A sealed object's data no longer matches its SHA-256: BLKMQD_DEVICE,
  * BLKMQD_ZONE, BLKMQD_LEASE, BLKMQD_LABEL. */
