@@ -62,7 +62,8 @@ RqAffinity=2
 
         with r.case("--check-config on a good configuration: the plan, exit 0, nothing written", env):
             before, files = queue_snapshot(loop.name), files_below(env.tmp)
-            p = run_blkmqd(env, ["--check-config", "--config", cfg])
+            # A socket it would serve would be made here, in the files compared.
+            p = run_blkmqd(env, ["--check-config", "--config", cfg, "--varlink-address", env.tmp + "/cc.sock"])
             after = queue_snapshot(loop.name)
             r.ok(p.returncode == 0 and "The configuration is valid" in p.stdout, "exit 0, the configuration is valid",
                  ran(p))
@@ -105,19 +106,22 @@ RqAffinity=2
             r.ok(p.returncode == 1 and "goes with --dry-run or --check-config" in p.stderr,
                  "a DEVICE without --dry-run: usage error", ran(p))
 
-        with r.case("--check-config on a broken drop-in: each error with file:line, exit 1", env):
+        with r.case("--check-config on broken drop-ins: each error with file:line, exit 1", env):
             bad = env.dropin(cfg, "50-bad.conf", "[Device op]\nNrRequest=4\n\n[Profile late]\nReadAheadKB=lots\n")
+            bad2 = env.dropin(cfg, "60-bad.conf", "[Device op]\nno equals sign here\n")
             p = run_blkmqd(env, ["--check-config", "--config", cfg])
             r.ok(p.returncode == 1 and f"{bad}:2: unknown key NrRequest=" in p.stderr
-                 and f"{bad}:5: ReadAheadKB=" in p.stderr and "2 errors" in p.stderr,
-                 "exit 1, 50-bad.conf:2 and 50-bad.conf:5 named", ran(p))
+                 and f"{bad}:5: ReadAheadKB=" in p.stderr and f"{bad2}:2: syntax error" in p.stderr
+                 and "3 errors" in p.stderr,
+                 "exit 1, 50-bad.conf:2, 50-bad.conf:5 and 60-bad.conf:2 named", ran(p))
             r.ok("queue/read_ahead_kb" not in p.stdout, "no plan for a broken configuration", ran(p))
             p = run_blkmqd(env, ["--check-config", "--config", cfg, "--json"])
             doc = json.loads(p.stdout) if p.stdout.strip() else {}
             r.ok(p.returncode == 1 and doc.get("valid") is False
-                 and [(e.get("file"), e.get("line")) for e in doc.get("errors", [])] == [(bad, 2), (bad, 5)],
+                 and [(e.get("file"), e.get("line")) for e in doc.get("errors", [])] == [(bad, 2), (bad, 5), (bad2, 2)],
                  "--json: valid false, the errors with file and line", ran(p))
             os.unlink(bad)
+            os.unlink(bad2)
 
         addr = os.path.join(env.tmp, "io.blkmqd")
         d = env.daemon(["--config", cfg, "--varlink-address", addr])
