@@ -189,7 +189,7 @@ Database={os.path.join(env.tmp, 'zones.db')}
         data = os.urandom(MIB + 17)
         with open(payload, "wb") as f:
             f.write(data)
-        p, good = ctl.json("stage", payload, "--label", "mon-good")
+        p, _ = ctl.json("stage", payload, "--label", "mon-good")
         r.ok(p.returncode == 0, "stage mon-good", show(p), daemon=d)
         p, bad = ctl.json("stage", payload, "--label", "mon-bad")
         r.ok(p.returncode == 0, "stage mon-bad", show(p), daemon=d)
@@ -201,7 +201,7 @@ Database={os.path.join(env.tmp, 'zones.db')}
         r.ok(p.returncode == 0, "zones alloc mon-failed", show(p))
         p = ctl("zones", "append", al["lease"], payload)
         r.ok(p.returncode == 0, "zones append mon-failed", show(p))
-        p = ctl("zones", "seal", al["lease"], sha(data[:-1] + b"?"))
+        p = ctl("zones", "seal", al["lease"], sha(data[:-1] + bytes([data[-1] ^ 0xff])))
         r.ok(p.returncode == 9, "sealed with the SHA-256 of other bytes: zones seal exit 9, the zone failed",
              show(p))
 
