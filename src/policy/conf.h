@@ -134,8 +134,8 @@ typedef struct ConfigError {
 int config_load(const char *main_path, Config **ret, ConfigError *err);
 /* The same, but past the first error: each file to its end (a key with an
  * error is left out, the keys of a section header with an error are not
- * looked at), every drop-in, and the checks of the whole configuration.
- * On -EINVAL, *ret_errors (free()) holds every error found, in the order
+ * looked at) and every drop-in; the checks of the whole configuration
+ * (each of them) once every file parsed. On -EINVAL, *ret_errors (free()) holds every error found, in the order
  * of the files (at most 100); errors after the first may follow from it.
  * On success *ret as config_load() and no errors. For --check-config. */
 int config_check(const char *main_path, Config **ret, ConfigError **ret_errors, size_t *ret_n_errors);
