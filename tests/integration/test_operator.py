@@ -14,6 +14,7 @@ blkmqd.
   --json); show marks it in its DRIFT column; apply puts it back.
 - blkmqctl profiles: the [Profile] sections with the keys each sets, the
   active one marked after blkmqctl profile NAME.
+- verify and profiles read: uid 65534 gets the same answers.
 
 Needs root, loop devices, udevd; $BLKMQD, $BLKMQCTL."""
 
@@ -123,7 +124,13 @@ RqAffinity=2
             os.unlink(bad)
             os.unlink(bad2)
 
-        addr = os.path.join(env.tmp, "io.blkmqd")
+        # The socket's directory reachable for the uid 65534 cases; the temp
+        # dir itself only searchable.
+        os.chmod(env.tmp, 0o711)
+        rundir = os.path.join(env.tmp, "run")
+        os.makedirs(rundir, mode=0o755)
+        os.chmod(rundir, 0o755)
+        addr = os.path.join(rundir, "io.blkmqd")
         d = env.daemon(["--config", cfg, "--varlink-address", addr])
         d.start(timeout=15)
         ctl = Ctl(ctl_bin, addr)
@@ -161,6 +168,9 @@ RqAffinity=2
             row = next((l.split() for l in p.stdout.splitlines() if l.startswith("queue/read_ahead_kb")), [])
             r.ok(p.returncode == 0 and row[-2:] == ["now", "4096"] and "reads 4096, blkmqd left 512" in p.stdout,
                  "show: DRIFT says now 4096, and the Drift lines say so", show(p))
+            p = ctl("verify", loop.name, uid=65534)
+            r.ok(p.returncode == EXIT_DRIFT and "reads 4096" in p.stderr,
+                 "verify as nobody: the same (reading is open to every user)", show(p))
             p = ctl("apply", loop.name)
             r.eq(p.returncode, 0, "apply puts it back", daemon=d)
             p = ctl("verify", loop.name)
@@ -177,6 +187,8 @@ RqAffinity=2
             r.ok(w.get("devices") == ["op"] and [(v["key"], v["value"]) for v in w.get("values", [])]
                  == [("ReadAheadKB", "2048"), ("RqAffinity", "2")] and w.get("origin", "").startswith(cfg + ":"),
                  "weekend: Devices=op, ReadAheadKB=2048 RqAffinity=2, its file:line", show(p))
+            p = ctl("profiles", uid=65534)
+            r.ok(p.returncode == 0 and "weekend" in p.stdout, "profiles as nobody", show(p))
             p = ctl("profile", "night")
             r.eq(p.returncode, 0, "profile night", daemon=d)
             p = ctl("profiles")
