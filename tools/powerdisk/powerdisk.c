@@ -30,8 +30,16 @@
  *                       with PID, that process is stopped (SIGSTOP) in the
  *                       same instant, so that nothing more of it reaches
  *                       another disk before the test cuts that one too;
- *   fail-fsync N        the next N fsyncs fail with EIO and make nothing
- *                       durable (the tail stays as it was);
+ *   fail-fsync N [SKIP] the next N fsyncs (after SKIP more that work as
+ *                       ever) fail with EIO and make nothing durable (the
+ *                       tail stays as it was); "fail-fsync 0" disarms;
+ *   fail-read OFF+LEN[,OFF+LEN...]
+ *                       from now on every read of the disk that overlaps
+ *                       one of those byte ranges fails with EIO (a medium
+ *                       error), until the next fail-read: "fail-read none"
+ *                       makes every read work again; writes are not
+ *                       affected (a write to a bad sector would remap it on
+ *                       a disk, here the range stays unreadable);
  *   state PATH SPEC     writes a crash state to PATH (outside this mount):
  *                       the durable image plus the tail writes SPEC keeps,
  *                       replayed in order (as dm-log-writes and CrashMonkey
@@ -48,8 +56,9 @@
  *                       "SEQ OFFSET LENGTH fua|-|zero".
  *
  * Reading ctl gives the counters ("writes N", "fua N", "fsyncs N",
- * "failed-fsyncs N", "closes N", "tail N", "tail-bytes N", "cut 0|1", and
- * "last-state KEPT DROPPED TORN" for the last state written).
+ * "failed-fsyncs N", "failed-reads N", "closes N", "tail N", "tail-bytes N",
+ * "cut 0|1", and "last-state KEPT DROPPED TORN" for the last state
+ * written).
  *
  * The disk is served from one thread, so requests are handled in arrival
  * order and a flush covers every write that arrived before it.
@@ -92,8 +101,11 @@ static struct {
         Write *tail;
         size_t n_tail, cap_tail;
         uint64_t tail_bytes;
-        uint64_t writes, fua, fsyncs, failed_fsyncs, closes;
-        uint64_t fail_next;
+        uint64_t writes, fua, fsyncs, failed_fsyncs, failed_reads, closes;
+        uint64_t fail_next;     /* fsyncs to fail, once fail_skip more worked */
+        uint64_t fail_skip;
+        size_t n_bad;           /* fail-read: reads overlapping these fail */
+        uint64_t bad_off[MAX_RANGES], bad_len[MAX_RANGES];
         uint64_t cut_after;     /* 0: no cut planned */
         pid_t stop_pid;         /* stopped at that cut; 0: none */
         int cut;
@@ -201,6 +213,28 @@ static int parse_spec(const char *s, Spec *ret) {
         }
         *ret = p;
         return 0;
+}
+
+/* "OFF+LEN[,OFF+LEN...]" (bytes) into off[], len[]: how many, or -errno. */
+static int parse_ranges(const char *s, uint64_t *off, uint64_t *len) {
+        size_t n = 0;
+        char *end;
+
+        for (const char *r = s; r; r = strchr(r, ',')) {
+                if (r != s)
+                        r++;
+                if (n == MAX_RANGES)
+                        return -E2BIG;
+                errno = 0;
+                off[n] = strtoull(r, &end, 10);
+                if (errno || end == r || *end != '+')
+                        return -EINVAL;
+                len[n] = strtoull(end + 1, &end, 10);
+                if (errno || len[n] == 0 || (*end && *end != ','))
+                        return -EINVAL;
+                n++;
+        }
+        return (int) n;
 }
 
 static int in_scope(const Spec *p, const Write *w) {
@@ -334,9 +368,27 @@ static int ctl_command(char *cmd) {
         }
         if (strcmp(cmd, "fail-fsync") == 0 && arg) {
                 char *end;
+                uint64_t n, skip = 0;
                 errno = 0;
-                D.fail_next = strtoull(arg, &end, 10);
-                return errno || *end ? -EINVAL : 0;
+                n = strtoull(arg, &end, 10);
+                if (*end == ' ')
+                        skip = strtoull(end + 1, &end, 10);
+                if (errno || *end || end == arg)
+                        return -EINVAL;
+                D.fail_next = n;
+                D.fail_skip = n ? skip : 0;
+                return 0;
+        }
+        if (strcmp(cmd, "fail-read") == 0 && arg) {
+                uint64_t off[MAX_RANGES], len[MAX_RANGES];
+                int n = strcmp(arg, "none") == 0 ? 0 : parse_ranges(arg, off, len);
+                if (n < 0)
+                        return n;
+                memcpy(D.bad_off, off, sizeof(off[0]) * (size_t) n);
+                memcpy(D.bad_len, len, sizeof(len[0]) * (size_t) n);
+                D.n_bad = (size_t) n;
+                fprintf(stderr, "powerdisk: fail-read: %s\n", n ? arg : "every read works again");
+                return 0;
         }
         if (strcmp(cmd, "state") == 0 && arg) {
                 char *spec = strchr(arg, ' ');
@@ -347,7 +399,7 @@ static int ctl_command(char *cmd) {
         }
         if (strcmp(cmd, "log") == 0 && arg)
                 return write_log(arg);
-        fprintf(stderr, "powerdisk: ctl: unknown command \"%s\" (cut, cut-after N [PID], fail-fsync N, state PATH SPEC, log PATH)\n",
+        fprintf(stderr, "powerdisk: ctl: unknown command \"%s\" (cut, cut-after N [PID], fail-fsync N [SKIP], fail-read OFF+LEN,...|none, state PATH SPEC, log PATH)\n",
                 cmd);
         return -EINVAL;
 }
@@ -374,9 +426,9 @@ static void pd_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
                 char buf[512];
                 int n = snprintf(buf, sizeof(buf),
                                  "writes %" PRIu64 "\nfua %" PRIu64 "\nfsyncs %" PRIu64 "\nfailed-fsyncs %" PRIu64
-                                 "\ncloses %" PRIu64 "\ntail %zu\ntail-bytes %" PRIu64 "\ncut %d\n"
+                                 "\nfailed-reads %" PRIu64 "\ncloses %" PRIu64 "\ntail %zu\ntail-bytes %" PRIu64 "\ncut %d\n"
                                  "last-state %" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
-                                 D.writes, D.fua, D.fsyncs, D.failed_fsyncs, D.closes, D.n_tail, D.tail_bytes, D.cut,
+                                 D.writes, D.fua, D.fsyncs, D.failed_fsyncs, D.failed_reads, D.closes, D.n_tail, D.tail_bytes, D.cut,
                                  D.last_kept, D.last_dropped, D.last_torn);
                 if (off >= n) {
                         fuse_reply_buf(req, NULL, 0);
@@ -395,6 +447,14 @@ static void pd_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
         }
         if ((uint64_t) off + size > D.size)
                 size = D.size - (uint64_t) off;
+        for (size_t i = 0; i < D.n_bad; i++)
+                if ((uint64_t) off < D.bad_off[i] + D.bad_len[i] && D.bad_off[i] < (uint64_t) off + size) {
+                        D.failed_reads++;
+                        fprintf(stderr, "powerdisk: read [%" PRIu64 ", +%zu) failed on demand (EIO)\n",
+                                (uint64_t) off, size);
+                        fuse_reply_err(req, EIO);
+                        return;
+                }
         fuse_reply_buf(req, (const char *) D.cur + off, size);
 }
 
@@ -458,7 +518,9 @@ static void pd_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
                 fuse_reply_err(req, EIO);
                 return;
         }
-        if (D.fail_next > 0) {
+        if (D.fail_next > 0 && D.fail_skip > 0)
+                D.fail_skip--;
+        else if (D.fail_next > 0) {
                 D.fail_next--;
                 D.failed_fsyncs++;
                 fprintf(stderr, "powerdisk: fsync failed on demand (EIO), %zu writes stay volatile\n", D.n_tail);
@@ -522,8 +584,8 @@ static void usage(FILE *f) {
         fprintf(f,
                 "usage: powerdisk [--size=BYTES | --image=FILE] MOUNTPOINT\n"
                 "Serves MOUNTPOINT/disk from memory as a disk with a volatile write cache, and\n"
-                "MOUNTPOINT/ctl: cut | cut-after N [PID] | fail-fsync N | state PATH SPEC | log PATH (see the source's\n"
-                "opening comment). SPEC: none, all, prefix:K, random:SEED, torn:SEED [@OFF+LEN,...].\n"
+                "MOUNTPOINT/ctl: cut | cut-after N [PID] | fail-fsync N [SKIP] | fail-read OFF+LEN,...|none |\n"
+                "state PATH SPEC | log PATH (see the source's opening comment). SPEC: none, all, prefix:K, random:SEED, torn:SEED [@OFF+LEN,...].\n"
                 "  --size=BYTES    a new zeroed disk (K/M/G suffixes, a multiple of 64K)\n"
                 "  --image=FILE    start from FILE's contents (all of it durable); not changed\n"
                 "Stops on SIGTERM/SIGINT or when unmounted.\n");
