@@ -431,7 +431,7 @@ static int verify_table(json_t *devices, void *userdata) {
         if (table_rows(t) > 0)
                 table_print(t);
         if (arg_legend)
-                printf("%s%zu setting%s read on %zu device%s, %lld drifted.\n", table_rows(t) > 0 ? "\n" : "",
+                printf("%s%zu setting%s checked on %zu device%s, %lld drifted.\n", table_rows(t) > 0 ? "\n" : "",
                        table_rows(t), table_rows(t) == 1 ? "" : "s", json_array_size(devices),
                        json_array_size(devices) == 1 ? "" : "s", drifted);
         return EXIT_OK;
