@@ -227,8 +227,9 @@ class Rounds:
             pz = FuseDisk(self.env, self.a.powerdisk, ["--image=" + self.base_zns], "pz")
             pc = FuseDisk(self.env, self.a.powerdisk, ["--image=" + base_conv], "pc")
             delay = self.rnd.uniform(0.0, 8.0)
-            # The first cut always with a ZNS write: a tail to drop.
-            after = self.rnd.randint(1, 30) if self.rnd.random() < 0.8 or i == 1 else 0
+            # The first cut always with a ZNS write, one of the next 4 (a
+            # tail to drop; the cut waits up to 60 s for it).
+            after = self.rnd.randint(1, 30 if i > 1 else 4) if self.rnd.random() < 0.8 or i == 1 else 0
             cut_at = {}
             cut_lock = threading.Lock()
 
@@ -282,7 +283,7 @@ class Rounds:
                 time.sleep(delay)
                 if after:
                     pz.ctl(f"cut-after {after} {pid}")
-                    deadline = time.monotonic() + 10
+                    deadline = time.monotonic() + (10 if i > 1 else 60)
                     while pz.stats()["cut"] != "1" and time.monotonic() < deadline:
                         time.sleep(0.005)
                 cut_now(pid)
