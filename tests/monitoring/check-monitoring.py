@@ -378,10 +378,11 @@ def main():
         log(f"# the live run: {time.monotonic() - t0:.1f} s")
         with r.case("the live export", env):
             check_export(r, ex, devices, names)
-        with r.case("monitoring/blkmqd-rules.yml", env):
-            rules(r, ex, env)
-        with r.case("monitoring/blkmqd-dashboard.json", env):
-            dashboard(r, ex, env)
+        for what, fn in (("monitoring/blkmqd-rules.yml", rules), ("monitoring/blkmqd-dashboard.json", dashboard)):
+            t0 = time.monotonic()
+            with r.case(what, env):
+                fn(r, ex, env)
+            log(f"# {what}: {time.monotonic() - t0:.1f} s")
     r.finish()
 
 
