@@ -27,6 +27,10 @@ Cases:
     10; the zone failed, its note and record say the flush, no SHA-256, no
     object; a second Seal: WrongState; a restart: still failed; released,
     it is reset and free;
+  - blkmqctl stage whose seal's flush fails, blkmqd killed as it records
+    the release after it (BLKMQD_TEST_KILL_AT): stage settles with the
+    restarted blkmqd, finds the lease dropped and stages again, nothing
+    leaked;
   - a reset batch's flush fails: the released zone is failed (not free),
     with no lease, label or owner; the disk's durable image (powerdisk
     state none) still holds the object under the file system's own map,
@@ -54,6 +58,7 @@ $BLKMQD, $BLKMQCTL. Exit 0 pass, 1 fail, 77 skip."""
 
 import base64
 import hashlib
+import json
 import os
 import shutil
 import sqlite3
@@ -219,6 +224,45 @@ def seal_flush_case(r, env, zdisk, ddisk, ctl_bin):
     r.eq(ctl("zones", "release", lease).returncode, 0, "its holder releases it")
     r.ok(wait_for(lambda: get(svc, index=z["zoneIndex"])["state"] == "free", 10), "reset and flushed: free",
          daemon=d)
+    svc.stop()
+
+
+def stage_settle_case(r, env, zdisk, ddisk, ctl_bin):
+    """blkmqctl stage whose seal's flush fails for real, and blkmqd dies as
+    it records the release after it: stage settles with the restarted
+    blkmqd (the lease dropped: staged again), nothing leaked."""
+    svc = service(env, zdisk, ddisk, "settle")
+    svc.start(BLKMQD_TEST_KILL_AT="durable:io.blkmqd.Zones.Release")
+    ctl = Ctl(ctl_bin, svc.sock)
+    fw = os.path.join(env.tmp, "settle.bin")
+    data = os.urandom(70000)        # a partial last block: the seal writes it first
+    with open(fw, "wb") as f:
+        f.write(data)
+    before = zdisk.fsyncs()
+    p, _ = ctl.json("stage", fw, "--label", "fw-first")
+    f = zdisk.fsyncs() - before
+    if p.returncode != 0 or f < 2:
+        raise RuntimeError(f"a stage that works: {f} fsyncs of the zone disk; {show(p)}")
+    log(f"# a stage that works: {f} fsyncs of the zone disk")
+    zdisk.pd.ctl(f"fail-fsync 1 {f - 2}")
+    st = subprocess.Popen([ctl_bin, "--address", svc.sock, "--json", "stage", fw, "--label", "fw-settle",
+                           "--settle-timeout=60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        died = svc.died(20)
+    finally:
+        zdisk.pd.ctl("fail-fsync 0")
+    r.ok(died, "the seal's flush fails, and blkmqd dies at the release after it", daemon=svc.d)
+    d = svc.start()
+    out, err = st.communicate(timeout=90)
+    o = json.loads(out) if st.returncode == 0 and out.strip() else {}
+    r.ok(st.returncode == 0 and "the seal of lease" in err and "FlushFailed" in err
+         and "asking what became of it once blkmqd is back" in err and "staging again" in err
+         and o.get("sha256") == hashlib.sha256(data).hexdigest(),
+         "blkmqctl stage waits for blkmqd, finds the lease dropped and stages again: exit 0, the file's SHA-256",
+         f"exit {st.returncode}\nstdout: {out}\nstderr: {err}")
+    objs = svc.call("ListObjects", {})["parameters"]["objects"]
+    r.eq(sorted((x.get("label"), x.get("sha256")) for x in objs),
+         [("fw-first", sha(data)), ("fw-settle", sha(data))], "two objects, the file twice: nothing leaked", daemon=d)
     svc.stop()
 
 
@@ -432,6 +476,8 @@ def main():
         try:
             with r.case("a Seal's flush fails for real: FlushFailed, the zone failed, never sealed", env):
                 seal_flush_case(r, env, zdisk, ddisk, ctl_bin)
+            with r.case("blkmqctl stage whose seal's flush fails for real, blkmqd gone at the release: settled", env):
+                stage_settle_case(r, env, zdisk, ddisk, ctl_bin)
             with r.case("a reset batch's flush fails for real: the zone failed, not free; repaired", env):
                 reset_flush_case(r, env, zdisk, ddisk, ctl_bin)
             with r.case("the database's fsync fails in a Release: IOError, the lease kept, nothing lost", env):
