@@ -550,11 +550,17 @@ static int parse_daemon(Parser *p, const char *key, const char *value) {
                 d->call_timeout_usec = (uint64_t) v * 1000000;
                 return 0;
         }
-        if (streq(key, "AutoTrialsPerHour")) {
+        if (streq(key, "TrialsPerHourAllDevices") || streq(key, "AutoTrialsPerHour")) {
                 long long v;
+                /* The cap's old name, which [Device] uses for its own
+                 * per-device limit: still read, with a warning. */
+                if (streq(key, "AutoTrialsPerHour"))
+                        log_warning("%s:%u: AutoTrialsPerHour= in [Daemon] is the old name of TrialsPerHourAllDevices=; "
+                                    "rename it (in [Device], AutoTrialsPerHour= is the per-device limit)",
+                                    p->file, p->line);
                 if (safe_atolli(value, &v) < 0 || v < 1 || v > 3600)
-                        return parser_error(p, "AutoTrialsPerHour=: expected a number from 1 to 3600 (trials across all devices), got \"%s\"",
-                                            value);
+                        return parser_error(p, "%s=: expected a number from 1 to 3600 (trials across all devices), got \"%s\"",
+                                            key, value);
                 d->autotune_trials_per_hour = (unsigned) v;
                 return 0;
         }
