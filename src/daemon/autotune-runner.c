@@ -1412,7 +1412,12 @@ static int on_watch(sd_event_source *s, uint64_t usec, void *userdata) {
                 else if (r == -EPERM)
                         log_debug("%s: %s, but no trial: %s.", d->sysname, reason, why);
         }
-        sd_event_source_set_time(s, now_usec(CLOCK_MONOTONIC) + t->tick_usec);
+        /* On the tick's own schedule, not from now, and with 1 ms of
+         * slack (not a tenth of a tick): a recall comes within two ticks
+         * of the workload's return, which is 10 s only if the ticks are
+         * 5 s apart, not 5 s plus the timer's slack and this pass. */
+        uint64_t next = usec + t->tick_usec;
+        sd_event_source_set_time(s, next > now_usec(CLOCK_MONOTONIC) ? next : now_usec(CLOCK_MONOTONIC) + t->tick_usec);
         sd_event_source_set_enabled(s, SD_EVENT_ON);
         return 0;
 }
@@ -1436,7 +1441,7 @@ int autotuner_new(AutoTuner **ret, Manager *m, Prober *prober) {
                            " ms (a test's daemon).", div,
                            t->tick_usec / 1000);
         }
-        r = sd_event_add_time_relative(m->event, &t->watch, CLOCK_MONOTONIC, t->tick_usec, t->tick_usec / 10, on_watch, t);
+        r = sd_event_add_time_relative(m->event, &t->watch, CLOCK_MONOTONIC, t->tick_usec, 1000, on_watch, t);
         if (r < 0) {
                 free(t);
                 return r;
