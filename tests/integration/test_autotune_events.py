@@ -7,19 +7,21 @@ life: on plain loop devices (fast, so short epochs do), with fio.
    of its own once the hotplug delay (10 s) is over.
 2. AutoTrialOnWorkloadChange=yes: a disk whose I/O goes from 4 KiB random
    reads to 256 KiB writes gets a trial after three changed watch samples
-   (2 s each here: its daemons run with the watch's interval divided by 5,
-   $BLKMQD_TEST_WATCH_DIVISOR, so recalls tick every second); one whose
-   workload stays gets none.
+   (2 s each here: the daemon of 1-4 runs with the watch's interval divided
+   by 5, $BLKMQD_TEST_WATCH_DIVISOR); one whose workload stays gets none.
 3. A reload (SIGHUP) during a trial: the trial still ends with a decision
    or an abort, the call gets its reply, and the daemon answers.
 4. Stopping the daemon during a trial puts the setting from before the
    trial back (the scheduler and nr_requests the disk had).
-5. Workloads seen (AutoRemember=, the default): a trial records the
-   workload and its choice (GetDevice, the state file); after a restore
-   and another workload, the first workload's return gets that setting
-   back with no trial; a restarted daemon reads the memory from
-   StateDirectory= and does the same; another medium under the name (the
-   loop device attached again: a new diskseq) forgets it.
+5. Workloads seen (AutoRemember=, the default), the watch at its real
+   cadence (a tick every 5 s, no divisor): a trial records the workload
+   and its choice (GetDevice, the state file); after a restore (the
+   original scheduler, none, which no candidate is) and another workload,
+   the first workload's return puts the trial's scheduler back in
+   /sys/block/X/queue/scheduler within 10 s, with no trial; a restarted
+   daemon reads the memory from StateDirectory= and recalls it at its
+   second tick; another medium under the name (the loop device attached
+   again: a new diskseq) forgets it.
 6. AutoMaxSwitches=: a trial stops before a round that would pass the cap,
    and one whose first round alone needs more is refused.
 
@@ -170,8 +172,17 @@ AutoTrialOnWorkloadChange=yes
                 r.eq(after, before, "scheduler and nr_requests are as before the trial")
                 log(f"# trial call at the stop: {str(out[0])[:200] if out else 'no reply'}")
 
-            with r.case("a workload seen before gets its setting back at once, across restarts (AutoRemember=)", env):
+            with r.case("a workload seen before gets its setting back within 10 s, across restarts (AutoRemember=)",
+                        env):
+                # The watch at its real cadence (no divisor): a tick every
+                # 5 s, a recall within two of them. The disk's original
+                # scheduler is none, which no candidate of the trial is
+                # (the static Scheduler=mq-deadline is its baseline, kyber
+                # the other): whatever the trial keeps or chooses, the
+                # restore puts none back, and the recall must write the
+                # trial's scheduler to sysfs again.
                 mem = env.attach("mem")
+                mem.set("scheduler", "none")
                 mcfg = env.config(f"""\
 [Daemon]
 ProbeIntervalSec=1
@@ -179,9 +190,9 @@ AutoTrialsPerHour=60
 
 [Device mem]
 MatchBackingFile={mem.backing_file()}
-{TRIAL_KEYS}""", name="mem.conf")
-                d2 = env.daemon(["--config", mcfg, "--varlink-address", addr, "--log-level", "debug"], name="blkmqd-mem",
-                                environ=FAST_WATCH)
+Scheduler=mq-deadline
+{TRIAL_KEYS.replace("none mq-deadline", "mq-deadline kyber")}""", name="mem.conf")
+                d2 = env.daemon(["--config", mcfg, "--varlink-address", addr, "--log-level", "debug"], name="blkmqd-mem")
                 d2.start(timeout=15)
                 procs.append(fio(mem.dev, "randread", "4k"))
                 time.sleep(2)
@@ -196,18 +207,35 @@ MatchBackingFile={mem.backing_file()}
                 state = os.path.join(env.tmp, "state", "autotune-memory")
                 r.ok(os.path.exists(state) and mem.backing_file() in open(state).read(),
                      "kept in the state directory under the disk's identity")
-                # The static keys back; then another workload, unknown: no recall, no trial.
+                want = (t.get("candidates") or [{}])[t.get("winnerIndex", 0)].get("scheduler")
+                # The originals back (scheduler none); then another
+                # workload, unknown: no recall, no trial, for two ticks.
+                # Reads of 16 KiB: another workload by their size (4 times
+                # the first's), and a reader, whose close makes no change
+                # uevent that would apply the static keys again. A tick's
+                # interval that holds both counts as the first workload's
+                # once that has the larger part of it (the mean size within
+                # a factor of 2), so the recall comes two ticks after the
+                # return at most, less that part of one.
                 varlink_call(addr, "io.blkmqd.Manager.Restore", {"device": mem.name})
+                r.eq(mem.scheduler(), "none", "the restore put the original scheduler back")
                 stop(procs.pop())
-                procs.append(fio(mem.dev, "write", "256k"))
-                time.sleep(8)   # 8 ticks, 4 watch intervals
+                procs.append(fio(mem.dev, "randread", "16k"))
+                time.sleep(11)
                 at = autotune(addr, mem.name)
-                r.eq((at.get("recalls"), at.get("trials")), (0, 1), "another workload: no recall, no trial")
+                r.eq((at.get("recalls"), at.get("trials"), mem.scheduler()), (0, 1, "none"),
+                     "another workload: no recall, no trial, the scheduler stays none")
                 stop(procs.pop())
+                t_back = time.monotonic()
                 procs.append(fio(mem.dev, "randread", "4k"))
-                ok = wait_for(lambda: autotune(addr, mem.name).get("recalls", 0) >= 1, 40, interval=0.5)
+                # sysfs itself, polled every 50 ms from the workload's start
+                back = wait_for(lambda: mem.scheduler() == want, 15, interval=0.05)
+                dt = time.monotonic() - t_back
+                log(f"# the first workload back: {want} in sysfs after {dt:.1f} s")
+                r.ok(back and dt <= 10, f"the first workload back: {want} in /sys/block/{mem.name}/queue/scheduler "
+                     f"within 10 s ({dt:.1f} s)", daemon=d2)
                 at = autotune(addr, mem.name)
-                r.ok(ok, "the first workload back: its setting at once (a recall)", daemon=d2)
+                r.ok(at.get("recalls", 0) >= 1, "GetDevice counts a recall", detail=str(at))
                 r.eq((at.get("chosen"), at.get("trials")), (t.get("winner"), 1), "the trial's setting, with no trial")
                 ex = varlink_call(addr, "io.blkmqd.Manager.Explain", {"device": mem.name}).get("parameters", {})
                 r.ok("recalled" in str(ex.get("autotune")) and "Workloads seen (1)" in str(ex.get("autotune")),
@@ -215,13 +243,19 @@ MatchBackingFile={mem.backing_file()}
                 r.ok("a workload seen before is back" in d2.log_text(), "the log says so")
 
                 d2.stop()
-                d3 = env.daemon(["--config", mcfg, "--varlink-address", addr, "--log-level", "debug"], name="blkmqd-mem2",
-                                environ=FAST_WATCH)
+                r.eq(mem.scheduler(), "none", "stopping the daemon put the original scheduler back")
+                d3 = env.daemon(["--config", mcfg, "--varlink-address", addr, "--log-level", "debug"], name="blkmqd-mem2")
+                t_start = time.monotonic()
                 d3.start(timeout=15)
-                ok = wait_for(lambda: autotune(addr, mem.name).get("recalls", 0) >= 1, 40, interval=0.5)
+                # After a start the first tick's interval counts as an
+                # arrival: the recall comes with the second tick (10 s).
+                ok = wait_for(lambda: autotune(addr, mem.name).get("recalls", 0) >= 1, 15, interval=0.1)
+                dt = time.monotonic() - t_start
                 at = autotune(addr, mem.name)
-                r.ok(ok and at.get("trials", 0) == 0, "after a restart: read from the state directory, recalled "
-                     "with no trial", daemon=d3, detail=str(at))
+                r.ok(ok and dt <= 11 and at.get("trials", 0) == 0, f"after a restart: read from the state directory, "
+                     f"recalled with no trial within two ticks ({dt:.1f} s)", daemon=d3, detail=str(at))
+                r.ok(wait_for(lambda: mem.scheduler() == want, 2), f"{want} in sysfs",
+                     detail=mem.scheduler())
                 r.eq([w.get("setting") for w in at.get("workloads", [])], [t.get("winner")], "the same memory")
 
                 stop(procs.pop())
