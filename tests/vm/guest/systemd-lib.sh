@@ -95,5 +95,102 @@ readback() {
         dd if=/dev/$1 bs=512 skip=$2 count=$((($3 + 511) / 512)) iflag=direct 2>/dev/null | head -c $3 |
                 sha256sum | cut -d' ' -f1
 }
+# record_has DEV ATTR VALUE: blkmqd's record of DEV's originals (the unit's
+# RuntimeDirectory=, /run/blkmqd/originals/DEV.json) is there, names DEV,
+# and keeps VALUE as the original of ATTR (queue/read_ahead_kb)
+record_has() {
+        _f=/run/blkmqd/originals/$1.json
+        [ -f "$_f" ] && [ -s "$_f" ] || return 1
+        tr -d '\n' < "$_f" | grep -q "\"device\": *\"$1\"" || return 1
+        # one original per line: they are flat objects
+        tr -d '\n' < "$_f" | sed 's/}/}\n/g' | grep "\"attribute\": *\"$2\"" | grep -q "\"value\": *\"$3\""
+}
 # adopted DEV: blkmqctl show DEV says its originals came from an earlier instance
 adopted() { blkmqctl show $1 2>/dev/null | grep -qiE 'adopt|earlier instance|previous instance'; }
+# stop_window INV MARK OUT: the stop of blkmqd.service's invocation INV in
+# the previous boot's journal, after the entry (SYSLOG_IDENTIFIER=vmtest)
+# whose MESSAGE contains MARK: boot 2's last words, after which nothing but
+# the poweroff stops blkmqd. Read in the journal's own order (journalctl's
+# output of one system journal: its sequence numbers), positions are line
+# numbers of that order, 0 for none. OUT gets shell assignments, sourced:
+#   mark stopping deactivated stopped shutdown   the MARK entry, then the
+#       first "Stopping"/"Deactivated successfully"/"Stopped" of
+#       blkmqd.service after it, and the first of shutdown.target after it
+#   nstopping   "Stopping" entries of blkmqd.service after MARK
+#   nrestore rfirst rlast   MESSAGE_ID=restore entries of INV (journald's
+#       _SYSTEMD_INVOCATION_ID, not a field blkmqd writes) after MARK and
+#       before "Deactivated successfully": how many, the first, the last.
+#       From MARK, not from "Stopping": systemd logs "Stopping" after it
+#       sent SIGTERM, and blkmqd's first entries can come before it.
+#   nbefore     how many of those came before "Stopping" (shown, not checked)
+#   nafter      MESSAGE_ID=restore of INV after "Deactivated successfully"
+#   nrefused    MESSAGE_ID=restore-refused of INV after MARK
+#   nfailed     systemd's failure words for blkmqd.service from "Stopping"
+#               to "Stopped"
+#   applied restored   the devices INV changed (MESSAGE_ID=applied, before
+#       MARK) and those it put back in the window
+# The entries from MARK on go to OUT.log, one line each.
+stop_window() {
+        journalctl -b -1 -o json \
+                --output-fields=MESSAGE,MESSAGE_ID,UNIT,_SYSTEMD_INVOCATION_ID,BLKMQD_DEVICE,BLKMQD_KNOB,BLKMQD_NEW,SYSLOG_IDENTIFIER \
+                _SYSTEMD_INVOCATION_ID="$1" + UNIT=blkmqd.service + UNIT=shutdown.target + SYSLOG_IDENTIFIER=vmtest \
+                > /tmp/stopwin.json 2>/dev/null
+        awk -v inv="$1" -v mark="$2" -v out="$3" -v logf="$3.log" \
+                -v mapplied=$MID_APPLIED -v mrestore=$MID_RESTORE -v mrefused=$MID_RESTORE_REFUSED '
+        function f(name,   s) {
+                if (!match($0, "\"" name "\" *: *\"")) return ""
+                s = substr($0, RSTART + RLENGTH)
+                match(s, /^([^"\\]|\\.)*/)
+                return substr(s, 1, RLENGTH)
+        }
+        {
+                msg = f("MESSAGE"); unit = f("UNIT"); id = f("MESSAGE_ID"); dev = f("BLKMQD_DEVICE")
+                mine = inv != "" && f("_SYSTEMD_INVOCATION_ID") == inv
+                if (f("SYSLOG_IDENTIFIER") == "vmtest" && index(msg, mark)) {
+                        mark_at = NR; nstopping = stopping_at = deactivated_at = stopped_at = shutdown_at = 0
+                        nrestore = rfirst = rlast = nbefore = nafter = nrefused = nfailed = 0
+                        split("", rset)
+                }
+                if (mine && id == mapplied && !mark_at) aset[dev] = 1
+                if (!mark_at) next
+                print NR ": [" unit "] " (id == "" ? "" : id " " dev " " f("BLKMQD_KNOB") " -> " f("BLKMQD_NEW") " | ") msg > logf
+                if (unit == "shutdown.target" && !shutdown_at) shutdown_at = NR
+                if (unit == "blkmqd.service" && msg ~ /^Stopping /) { nstopping++; if (!stopping_at) stopping_at = NR }
+                if (mine && id == mrestore) {
+                        if (deactivated_at) nafter++
+                        else { nrestore++; if (!rfirst) rfirst = NR; rlast = NR; rset[dev] = 1; if (!stopping_at) nbefore++ }
+                }
+                if (mine && id == mrefused) nrefused++
+                if (!stopping_at) next
+                if (unit == "blkmqd.service" && !stopped_at &&
+                    msg ~ /Failed with result|Main process exited, code=|timed out|Killing process|Sent signal SIGKILL/) nfailed++
+                if (unit == "blkmqd.service" && msg ~ /Deactivated successfully/ && !deactivated_at) deactivated_at = NR
+                if (unit == "blkmqd.service" && msg ~ /^Stopped / && !stopped_at) stopped_at = NR
+        }
+        END {
+                printf "mark=%d stopping=%d deactivated=%d stopped=%d shutdown=%d nstopping=%d\n",
+                        mark_at, stopping_at, deactivated_at, stopped_at, shutdown_at, nstopping > out
+                printf "nrestore=%d rfirst=%d rlast=%d nbefore=%d nafter=%d nrefused=%d nfailed=%d\n",
+                        nrestore, rfirst, rlast, nbefore, nafter, nrefused, nfailed > out
+                a = r = ""
+                for (d in aset) a = a " " d
+                for (d in rset) r = r " " d
+                printf "applied=\"%s\"\nrestored=\"%s\"\n", a, r > out
+        }' /tmp/stopwin.json
+        . "$3"
+        applied=$(echo $(printf '%s\n' $applied | sort))
+        restored=$(echo $(printf '%s\n' $restored | sort))
+}
+# window_has LOG FROM TO TEXT: an entry of stop_window's LOG after position
+# FROM and before TO has TEXT
+window_has() {
+        awk -F: -v a="$2" -v b="$3" -v w="$4" '$1 + 0 > a + 0 && $1 + 0 < b + 0 && index($0, w) { f = 1 } END { exit !f }' "$1"
+}
+# missing_from "A B C" "B C": the words of the first list the second lacks
+missing_from() {
+        _m=
+        for _w in $1; do
+                case " $2 " in *" $_w "*) ;; *) _m="$_m $_w" ;; esac
+        done
+        echo ${_m# }
+}

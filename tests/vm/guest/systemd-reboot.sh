@@ -8,24 +8,36 @@
 
 disks_boot
 # --- 12. the poweroff at the end of boot 2 ---------------------------------------
-journalctl -b -1 -q -o short-monotonic -u blkmqd.service 2>/dev/null | tail -n 12 | sed 's/^/# boot -1| /'
-check "journal -b -1: blkmqd.service deactivated successfully" \
-        sh -c "journalctl -b -1 -q -u blkmqd.service | grep -q 'Deactivated successfully'"
-# (boot 2 killed it on purpose several times: only its last stop counts)
-journalctl -b -1 -q -u blkmqd.service | awk '/Stopping blkmqd.service/ { buf = "" } { buf = buf $0 "\n" } END { printf "%s", buf }' > /tmp/laststop.txt
-check "journal -b -1: the poweroff's stop is there" grep -q "Stopping blkmqd.service" /tmp/laststop.txt
-check_eq "journal -b -1: no failure in the last stop" 0 \
-        "$(grep -c -e 'Failed with result' -e 'Main process exited, code=' -e 'State .* timed out' /tmp/laststop.txt)"
-check "journal -b -1: MESSAGE_ID=restore for $C scheduler back to none" \
-        jhas -b -1 MESSAGE_ID=$MID_RESTORE BLKMQD_DEVICE=$C BLKMQD_KNOB=queue/scheduler BLKMQD_NEW=none
-# Written back before systemd considered the unit stopped (and so before
-# shutdown.target, the unmounts and the disks' removal).
-last_restore=$(journalctl -b -1 -o json MESSAGE_ID=$MID_RESTORE 2>/dev/null | tail -n1 |
-        sed -n 's/.*"__MONOTONIC_TIMESTAMP":"\([0-9]*\)".*/\1/p')
-stopped=$(journalctl -b -1 -o json -u blkmqd.service 2>/dev/null | grep 'Deactivated successfully' | tail -n1 |
-        sed -n 's/.*"__MONOTONIC_TIMESTAMP":"\([0-9]*\)".*/\1/p')
-check "journal -b -1: the last restore (${last_restore:-none}) before the unit stopped (${stopped:-none})" \
-        [ -n "$last_restore" -a -n "$stopped" ] && [ "${last_restore:-0}" -lt "${stopped:-0}" ]
+# Boot 2 stopped and restarted blkmqd many times, each stop restoring: only
+# the stop of the instance it left running (InvocationID in $ST), after its
+# last words in the journal (nothing but the poweroff stops it after them),
+# counts. stop_window (systemd-lib.sh) reads it in the journal's order.
+INV=$(cat $ST/boot2-invocation 2>/dev/null)
+check "boot 2 left its blkmqd.service InvocationID (${INV:-none})" [ -n "$INV" ]
+stop_window "$INV" "boot 2 ends" /tmp/stopwin.env
+sed 's/^/# boot -1| /' /tmp/stopwin.env.log | head -n 80
+echo "# poweroff window: $(cat /tmp/stopwin.env | tr '\n' ' ')"
+check "journal -b -1: boot 2's last words (entry $mark), then one stop of blkmqd.service (entry $stopping): the poweroff's" \
+        sh -c '[ "$1" -gt 0 ] && [ "$2" -gt "$1" ] && [ "$3" = 1 ]' _ $mark $stopping $nstopping
+check "journal -b -1: that stop ended, Deactivated successfully (entry $deactivated), Stopped (entry $stopped)" \
+        sh -c '[ "$1" -gt 0 ] && [ "$2" -gt "$1" ] && [ "$3" -ge "$2" ]' _ $stopping $deactivated $stopped
+check "journal -b -1: shutdown.target (entry $shutdown) came after blkmqd.service stopped (entry $stopped)" \
+        sh -c '[ "$1" -gt 0 ] && [ "$2" -gt "$1" ]' _ $stopped $shutdown
+check_eq "journal -b -1: no failure, timeout or kill in that stop" 0 "$nfailed"
+check_eq "journal -b -1: no restore refused at the poweroff" 0 "$nrefused"
+# Restored before systemd considered the unit stopped (and so before
+# shutdown.target, the unmounts and the disks' removal): the restore entries
+# of that instance lie after boot 2's last words and before its
+# "Deactivated successfully" ($nbefore of them before systemd's "Stopping",
+# which it logs after sending SIGTERM).
+check "journal -b -1: $nrestore restore entries of instance $INV at the poweroff, entries $rfirst..$rlast, after boot 2's last words ($mark) and before Deactivated successfully ($deactivated)" \
+        sh -c '[ "$1" -gt 0 ] && [ "$2" -gt "$3" ] && [ "$4" -lt "$5" ]' _ $nrestore $rfirst $mark $rlast $deactivated
+check_eq "journal -b -1: no restore of that instance after Deactivated successfully" 0 "$nafter"
+check "journal -b -1: instance $INV changed $C (MESSAGE_ID=applied)" sh -c 'case " $1 " in *" $2 "*) ;; *) exit 1 ;; esac' _ "$applied" "$C"
+check_eq "journal -b -1: every device that instance changed ($applied) restored at the poweroff ($restored)" "" \
+        "$(missing_from "$applied" "$restored")"
+check "journal -b -1: in that window, MESSAGE_ID=restore of $C's scheduler back to none" \
+        window_has /tmp/stopwin.env.log "$mark" "$deactivated" "$MID_RESTORE $C queue/scheduler -> none |"
 
 # --- 2. started at boot --------------------------------------------------------
 check_eq "blkmqd.service active at boot (enabled)" active "$(prop blkmqd.service ActiveState)"
@@ -34,13 +46,15 @@ t_exit=$(prop blkmqd.service InactiveExitTimestampMonotonic)
 t_sysinit=$(prop sysinit.target ActiveEnterTimestampMonotonic)
 echo "# TIMING boot -> READY=1: $(usec_s $t_ready) s after the kernel started; start job -> READY $(usec_ms $t_exit $t_ready) ms (under TCG)"
 echo "$(usec_s $t_ready)" > $ST/boot-to-ready-s
-check "READY before sysinit.target (Before=sysinit.target)" [ "$t_ready" -le "$t_sysinit" ]
+# (a unit never active has ActiveEnterTimestampMonotonic 0: not "before")
+check "READY ($t_ready us) before sysinit.target ($t_sysinit us) (Before=sysinit.target)" \
+        sh -c '[ "$1" -gt 0 ] && [ "$1" -le "$2" ]' _ "$t_ready" "$t_sysinit"
 check "$C tuned at boot" vm_wait_for 20 tuned_conv $C
 
 # --- 3. hotplug: stopped but enabled -> the udev rule starts it -----------------
 systemctl stop blkmqd.service blkmqd.socket
-check_eq "stopped (service and socket), still enabled" "inactive enabled" \
-        "$(prop blkmqd.service ActiveState) $(systemctl is-enabled blkmqd.service)"
+check_eq "stopped (service and socket), still enabled" "inactive inactive enabled" \
+        "$(prop blkmqd.service ActiveState) $(prop blkmqd.socket ActiveState) $(systemctl is-enabled blkmqd.service)"
 hotplug_conv conv-add hot3
 check "udev's SYSTEMD_WANTS started blkmqd.service" vm_wait_for 20 active_is blkmqd.service active
 check_match "udev gave $H SYSTEMD_WANTS=blkmqd.service" "*SYSTEMD_WANTS=blkmqd.service*" "$(udevadm info -q property /dev/$H | tr '\n' ' ')"
@@ -48,8 +62,8 @@ check "hot-added $H tuned" vm_wait_for 20 tuned_conv $H
 
 # --- disabled -> a hotplug starts nothing -----------------------------------------
 systemctl disable --now blkmqd.service blkmqd.socket > /dev/null 2>&1
-check_eq "disabled and stopped" "inactive disabled" \
-        "$(prop blkmqd.service ActiveState) $(systemctl is-enabled blkmqd.service)"
+check_eq "disabled and stopped (service and socket)" "inactive inactive disabled disabled" \
+        "$(prop blkmqd.service ActiveState) $(prop blkmqd.socket ActiveState) $(systemctl is-enabled blkmqd.service blkmqd.socket | tr '\n' ' ' | sed 's/ $//')"
 hotplug_conv conv-add2 hot4
 udevadm settle -t 20
 sleep 3

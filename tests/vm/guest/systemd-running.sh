@@ -39,6 +39,10 @@ echo "$(usec_ms $t_exit $t_ready)" > $ST/start-to-ready-ms
 check "$C (conventional): kyber/256/4096 in sysfs" vm_wait_for 20 tuned_conv $C
 check "$P (ZNS path): mq-deadline in sysfs" vm_wait_for 20 sched_is $P mq-deadline
 echo "# $C: $(qstate $C); $P: $(qstate $P); $R: $(qstate $R)"
+ls -l /run/blkmqd/originals 2>&1 | sed 's/^/# originals| /'
+# The directory is the unit's (RuntimeDirectory=): only the file is blkmqd's.
+check "$C's originals on record: /run/blkmqd/originals/$C.json keeps read_ahead_kb 128" \
+        record_has $C queue/read_ahead_kb 128
 # The journal, as systemd's tools read it (structured fields, MESSAGE_ID).
 check "journal: MESSAGE_ID=applied, $C scheduler none -> kyber, from blkmqd.service" \
         jhas MESSAGE_ID=$MID_APPLIED BLKMQD_DEVICE=$C BLKMQD_KNOB=queue/scheduler BLKMQD_NEW=kyber _SYSTEMD_UNIT=blkmqd.service
@@ -146,7 +150,8 @@ check "journal: systemd's watchdog timeout for blkmqd.service" \
 check "$C still tuned (sysfs)" vm_wait_for 20 tuned_conv $C
 check "blkmqctl show $C: originals adopted from the earlier instance" adopted $C
 check "journal: MESSAGE_ID=originals adopted for $C" jhas MESSAGE_ID=$MID_ADOPTED BLKMQD_DEVICE=$C
-check "originals kept in the runtime directory" [ -e /run/blkmqd/originals ]
+check "$C's record kept across the watchdog kill: read_ahead_kb 128 still its original" \
+        record_has $C queue/read_ahead_kb 128
 objects_intact "after the watchdog"
 pid2=$(mainpid)
 systemctl kill -s KILL blkmqd.service
@@ -160,7 +165,7 @@ objects_intact "after SIGKILL"
 head -c $((40 * 1024 * 1024)) /dev/urandom > /tmp/big.bin
 blkmqctl stage /tmp/big.bin --device $Z --label big --settle-timeout=90 > /tmp/big.out 2>&1 &
 spid=$!
-vm_wait_for 30 grep -q "^stage: lease" /tmp/big.out
+check "the stage holds a lease before the kill" vm_wait_for 30 grep -q "^stage: lease" /tmp/big.out
 sleep 0.5
 pid3=$(mainpid)
 systemctl kill -s KILL blkmqd.service
@@ -175,6 +180,9 @@ check "the stager did not leave the outcome unknown" sh -c "! grep -q 'is unknow
 vm_wait_for 30 zone_listed $Z
 blkmqctl --no-legend zones $Z > /tmp/zones.out 2>&1
 sed 's/^/# zones| /' /tmp/zones.out | grep -v ' free ' | head -n 8
+# (the two checks below pass on an empty listing)
+check "blkmqctl zones $Z lists free zones after the reconcile" \
+        sh -c '[ "$(awk '"'"'$5 == "free"'"'"' /tmp/zones.out | wc -l)" -gt 0 ]'
 check_eq "no lease holds two zones" "" "$(awk '$6 ~ /^[0-9a-f-]+$/ && length($6) > 8 {print $6}' /tmp/zones.out | sort | uniq -d)"
 bad=
 for lba in $(awk '$5 == "free" {print $2}' /tmp/zones.out); do
@@ -212,23 +220,36 @@ check "journal: MESSAGE_ID=restore for $C read_ahead_kb" \
 
 # A disk re-attached to another file while blkmqd is down.
 echo 1234 > /sys/block/$H/queue/read_ahead_kb
+# (the kernel keeps whole pages: 1234 reads back as 1232)
+ra_hold=$(qattr $H read_ahead_kb)
 systemctl start blkmqd.service
 check "$H tuned from its own 1234" vm_wait_for 20 tuned_conv $H
 printf '[Service]\nWatchdogSec=15s\nRestartSec=1h\n' > $SVC/50-vmtest.conf
 systemctl daemon-reload
 systemctl kill -s KILL blkmqd.service
-vm_wait_for 10 sh -c "[ \"\$(systemctl show -P SubState blkmqd.service)\" = auto-restart ]"
+check "killed: blkmqd.service waits to restart (auto-restart, RestartSec=1h)" \
+        vm_wait_for 10 sh -c "[ \"\$(systemctl show -P SubState blkmqd.service)\" = auto-restart ]"
 echo "# killed; blkmqd.service $(prop blkmqd.service ActiveState)/$(prop blkmqd.service SubState)"
+check "no blkmqd process while the disk is swapped" no_blkmqd
 Hold=$H
+# What the swap is about: a record, under the disk's kernel name, of
+# another disk's originals (1234, read back as 1232), which the next start
+# must not take.
+check "$Hold's read_ahead_kb before the kill ($ra_hold) is not the default 128" [ "$ra_hold" != 128 ]
+check "the killed instance left $Hold's record: read_ahead_kb $ra_hold" record_has $Hold queue/read_ahead_kb "$ra_hold"
 hotplug_conv conv-swap hot3
 echo "# $Hold re-attached to another file: now $H ($(qstate $H))"
+check "the re-attached disk took the earlier disk's kernel name ($Hold), the name its record is under (now ${H:-none})" \
+        [ "$H" = "$Hold" ]
 # A start job waits for the restart timer (auto-restart): stop, then start.
 systemctl stop blkmqd.service
 systemctl start blkmqd.service
 check "started again" vm_wait_for 20 active_is blkmqd.service active
 check "$H (other file) tuned" vm_wait_for 20 tuned_conv $H
+check_eq "journal: the new instance adopted no originals for $H (MESSAGE_ID=originals adopted)" 0 \
+        "$(jcount MESSAGE_ID=$MID_ADOPTED BLKMQD_DEVICE=$H _SYSTEMD_INVOCATION_ID=$(prop blkmqd.service InvocationID))"
 systemctl stop blkmqd.service
-check_eq "$H restored to its own read_ahead_kb 128, not the earlier disk's 1234" 128 "$(qattr $H read_ahead_kb)"
+check_eq "$H restored to its own read_ahead_kb 128, not the earlier disk's $ra_hold" 128 "$(qattr $H read_ahead_kb)"
 check "$C as at boot 1 after a third restart" same_as $ST/boot1 $C
 rm -f $SVC/50-vmtest.conf
 systemctl daemon-reload
@@ -241,10 +262,12 @@ check_eq "blkmqctl status as tester (uid 1000)" 0 $?
 sed 's/^/# status| /' /tmp/status.out | head -n 8
 check_eq "the socket started blkmqd.service" active "$(prop blkmqd.service ActiveState)"
 check "$C tuned" vm_wait_for 20 tuned_conv $C
+# Refused as blkmqctl(8) says: exit 4, "permission denied" (not any failure).
 for verb in "restore $C" "reload" "profile offpeak" "apply $C"; do
         runuser -u tester -- blkmqctl $verb > /tmp/verb.out 2>&1
         rc=$?
-        check "tester: blkmqctl $verb refused (rc $rc: $(head -n1 /tmp/verb.out))" [ $rc != 0 ]
+        check "tester: blkmqctl $verb refused with the permission exit code 4 (rc $rc: $(head -n1 /tmp/verb.out))" \
+                sh -c '[ "$1" = 4 ] && grep -q "permission denied" /tmp/verb.out' _ $rc
 done
 check "$C still tuned after the refused calls" tuned_conv $C
 
@@ -275,4 +298,12 @@ check "$C tuned; left running for the poweroff" vm_wait_for 20 tuned_conv $C
 qstate $C > $ST/boot2-tuned
 timeout 60 systemctl is-system-running --wait > /dev/null 2>&1
 echo "# $(systemd-analyze time 2>&1 | head -n1)"
+# For boot 3: the instance the poweroff stops, and this script's last words
+# in the journal (nothing stops blkmqd after them but the poweroff).
+inv=$(prop blkmqd.service InvocationID)
+echo "$inv" > $ST/boot2-invocation
+check "the instance left running: InvocationID ${inv:-none}" [ -n "$inv" ]
+echo "vmtest: boot 2 ends, blkmqd.service $inv left running for the poweroff" | systemd-cat -t vmtest
+check "journal: boot 2's last words are in" \
+        vm_wait_for 10 sh -c "journalctl -b -q SYSLOG_IDENTIFIER=vmtest | grep -q 'boot 2 ends'"
 vm_summary
