@@ -8,7 +8,15 @@
 #   - nothing is enabled or started (no unit symlink under /etc/systemd; a
 #     recording systemctl sees no start), yet once enabled, an upgrade
 #     restarts blkmqd.service and a removal stops it,
-#   - blkmqd --dry-run --once plans this machine's disks (sysfs bound in),
+#   - the README's quick start runs as written: the commands of each fenced
+#     block marked "<!-- quickstart: NAME -->" in README.md (install,
+#     dry-run, drop-in, check-config, undo), taken from the README itself
+#     and run as root in the chroot (sudo is a no-op there; apt's
+#     confirmation is answered yes); blkmqd --dry-run --once plans this
+#     machine's disks (sysfs bound in), the drop-in is read and turns the
+#     shipped [Device rotational] off. Blocks marked "quickstart-systemd"
+#     (enable, show, verify, off) need systemd as PID 1 and are not run
+#     here,
 #   - blkmqctl and libblkmq0 load, the man pages, the conffile and the bash
 #     completion are there,
 #   - a purge leaves nothing behind.
@@ -106,14 +114,46 @@ exit 0
 SH
 chmod 755 "$root/usr/bin/systemctl"
 
+# The README's quick start, block by block, as the README says it: each
+# block marked "<!-- quickstart: NAME -->" is the fenced block after the
+# mark. A README without one of them fails: the test would check nothing.
+quickstart_block() { # NAME
+        awk -v mark="<!-- quickstart: $1 -->" '
+                $0 == mark { want = 1; next }
+                want && !inside && /^```/ { inside = 1; next }
+                inside && /^```/ { exit }
+                inside { print }' "$src/README.md"
+}
+for b in install dry-run drop-in check-config undo; do
+        [ -n "$(quickstart_block "$b")" ] ||
+                fail "README.md has no block marked <!-- quickstart: $b --> (the quick start this test runs)"
+done
+# Run as root in the chroot (no sudo there: a function that runs its
+# arguments), from the directory that holds the packages, as the reader
+# runs it from dpkg-buildpackage's output directory.
+quickstart_run() { # NAME OUTFILE
+        quickstart_block "$1" > "$root/tmp/quickstart-$1.sh"
+        echo "deb-chroot: quick start, $1:" >&2
+        sed 's/^/    /' "$root/tmp/quickstart-$1.sh" >&2
+        chroot_run "$root" "sudo() { \"\$@\"; }; cd /tmp/debs && set -eo pipefail && . /tmp/quickstart-$1.sh" > "$2" 2>&1
+}
+# apt-get asks before it installs the dependencies: the reader says yes.
+echo 'APT::Get::Assume-Yes "true";' > "$root/etc/apt/apt.conf.d/90quickstart-yes"
+
 t=$(date +%s)
-if ! chroot_run "$root" "apt-get install -y -q --no-install-recommends \
-        /tmp/debs/blkmqd_${version}_*.deb /tmp/debs/libblkmq0_${version}_*.deb \
-        /tmp/debs/libblkmq-dev_${version}_*.deb" > "$out/apt.log" 2>&1; then
+if ! quickstart_run install "$out/apt.log"; then
         tail -n 30 "$out/apt.log"
-        fail "apt-get install of the packages failed in the chroot"
+        fail "the quick start's install failed in the chroot"
 fi
-say "installed in $(( $(date +%s) - t )) s"
+rm -f "$root/etc/apt/apt.conf.d/90quickstart-yes"
+chroot_run "$root" "dpkg-query -W -f='\${Status}\n' blkmqd libblkmq0" | grep -c "install ok installed" | grep -qx 2 ||
+        fail "the quick start's install left blkmqd or libblkmq0 not installed"
+if ! chroot_run "$root" "apt-get install -y -q --no-install-recommends \
+        /tmp/debs/libblkmq-dev_${version}_*.deb" >> "$out/apt.log" 2>&1; then
+        tail -n 30 "$out/apt.log"
+        fail "apt-get install of libblkmq-dev failed in the chroot"
+fi
+say "installed in $(( $(date +%s) - t )) s (the quick start's install, then libblkmq-dev)"
 
 # 4. Installed, nothing enabled or started: the postinst asked whether
 #    blkmqd.service is enabled (its start path ran) and started nothing.
@@ -148,9 +188,11 @@ grep -q "$version" "$out/version.txt" || fail "blkmqd --version does not say $ve
 chroot_run "$root" "blkmqctl --help" > /dev/null || fail "blkmqctl --help failed"
 t=$(date +%s)
 rc=0
-chroot_run "$root" "blkmqd --dry-run --once" > "$out/dry-run.txt" 2>&1 || rc=$?
+quickstart_run dry-run "$out/dry-run.txt" || rc=$?
 head -n 12 "$out/dry-run.txt"
-[ $rc = 0 ] || fail "blkmqd --dry-run --once exited $rc in the chroot"
+[ $rc = 0 ] || fail "the quick start's dry run exited $rc in the chroot"
+grep -q -- "--dry-run --once" "$root/tmp/quickstart-dry-run.sh" ||
+        fail "the quick start's dry-run block runs no blkmqd --dry-run --once"
 disks=$(ls /sys/block)
 found=
 for d in $disks; do
@@ -158,6 +200,29 @@ for d in $disks; do
 done
 [ -n "$found" ] || fail "the dry run names none of this machine's disks ($(echo $disks))"
 say "blkmqd --dry-run --once: exit 0, plans $found among others ($(( $(date +%s) - t )) s)"
+
+# The drop-in as the README writes it, checked as the README checks it:
+# --check-config reads it, says the configuration is valid, and the shipped
+# [Device rotational] it turns off matches no disk.
+t=$(date +%s)
+quickstart_run drop-in "$out/drop-in.txt" || { cat "$out/drop-in.txt"; fail "the quick start's drop-in block failed"; }
+dropin=$(chroot_run "$root" "ls /etc/blkmqd/blkmqd.conf.d/*.conf")
+[ -n "$dropin" ] || fail "the quick start's drop-in block wrote no /etc/blkmqd/blkmqd.conf.d/*.conf"
+rc=0
+quickstart_run check-config "$out/check-config.txt" || rc=$?
+head -n 12 "$out/check-config.txt"
+[ $rc = 0 ] || fail "the quick start's --check-config exited $rc on its own drop-in"
+grep -q "^The configuration is valid: .*$(basename "$dropin")" "$out/check-config.txt" ||
+        fail "--check-config does not name the drop-in $dropin as read"
+chroot_run "$root" "blkmqd --dry-run --once" > "$out/dry-run-dropin.txt" 2>&1 ||
+        fail "blkmqd --dry-run --once failed with the drop-in"
+grep -q "\[Device rotational\] .* matches$" "$out/dry-run-dropin.txt" &&
+        fail "the drop-in's turned-off [Device rotational] still matches a disk"
+grep -q "(Device rotational," "$out/dry-run-dropin.txt" &&
+        fail "the drop-in's turned-off [Device rotational] still plans a setting"
+quickstart_run undo "$out/undo.txt" || { cat "$out/undo.txt"; fail "the quick start's undo block failed"; }
+chroot_run "$root" "ls /etc/blkmqd/blkmqd.conf.d/*.conf" 2>/dev/null && fail "the quick start's undo left a drop-in"
+say "quick start: drop-in written, --check-config valid, [Device rotational] off, drop-in removed ($(( $(date +%s) - t )) s)"
 
 # 6. Once the admin enabled it, an upgrade (here: the same package again)
 #    restarts blkmqd.service; removing the package stops it.
