@@ -150,6 +150,8 @@ static Config *config_new(void) {
         c->daemon.probe_threads = CONFIG_DEFAULT_PROBE_THREADS;
         c->daemon.call_timeout_usec = CONFIG_DEFAULT_CALL_TIMEOUT_USEC;
         c->daemon.autotune_trials_per_hour = CONFIG_DEFAULT_AUTOTUNE_TRIALS_PER_HOUR;
+        c->daemon.drift_check_usec = CONFIG_DEFAULT_DRIFT_CHECK_USEC;
+        c->daemon.drift_policy = DRIFT_REPORT;
         c->zones.zone_size = 64 * UINT64_C(1024 * 1024);
         c->zones.zone_count = 16;
         c->zones.reset_batch = 4;
@@ -171,6 +173,22 @@ static Config *config_new(void) {
                 return mfree(c);
         }
         return c;
+}
+
+const char *drift_policy_to_string(DriftPolicy p) {
+        static const char *const names[_DRIFT_POLICY_MAX] = {
+                [DRIFT_REPORT] = "report",
+                [DRIFT_REAPPLY] = "reapply",
+                [DRIFT_KEEP] = "keep",
+        };
+        return (unsigned) p < _DRIFT_POLICY_MAX ? names[p] : NULL;
+}
+
+int drift_policy_from_string(const char *s) {
+        for (int p = 0; p < _DRIFT_POLICY_MAX; p++)
+                if (streq(s, drift_policy_to_string(p)))
+                        return p;
+        return -EINVAL;
 }
 
 const DeviceSection *config_find_device(const Config *c, const char *name) {
@@ -251,7 +269,7 @@ static int parser_section(Parser *p, char *hdr) {
                         return -ENOMEM;
                 c->devices = t;
                 t = &c->devices[c->n_devices];
-                *t = (DeviceSection) { .match.rotational = -1, .line = p->line };
+                *t = (DeviceSection) { .match.rotational = -1, .line = p->line, .drift_policy = -1 };
                 autotune_policy_init(&t->autotune);
                 t->name = strdup(n);
                 t->file = strdup(p->file);
@@ -564,6 +582,21 @@ static int parse_daemon(Parser *p, const char *key, const char *value) {
                 d->autotune_trials_per_hour = (unsigned) v;
                 return 0;
         }
+        if (streq(key, "DriftCheckSec")) {
+                uint64_t us;
+                if (parse_seconds(value, &us) < 0 || (us != 0 && us < 100000) || us > 86400ULL * 1000000)
+                        return parser_error(p, "DriftCheckSec=: expected seconds from 0.1 to 86400 (0 turns the check off), got \"%s\"",
+                                            value);
+                d->drift_check_usec = us;
+                return 0;
+        }
+        if (streq(key, "DriftPolicy")) {
+                r = drift_policy_from_string(value);
+                if (r < 0)
+                        return parser_error(p, "DriftPolicy=: expected report, reapply or keep, got \"%s\"", value);
+                d->drift_policy = r;
+                return 0;
+        }
         if (streq(key, "OriginalsDirectory")) {
                 if (*value && value[0] != '/')
                         return parser_error(p, "OriginalsDirectory=: expected an absolute path, got \"%s\"", value);
@@ -667,6 +700,16 @@ static int parser_handler(void *user, const char *section, const char *key, cons
         case SECTION_DEVICE: {
                 DeviceSection *d = &p->config->devices[p->index];
                 r = parse_match(p, &d->match, key, value);
+                if (r == -ENOENT && streq(key, "DriftPolicy")) {
+                        /* empty: back to the [Daemon] one */
+                        int dp = *value ? drift_policy_from_string(value) : -1;
+                        if (*value && dp < 0)
+                                r = parser_error(p, "DriftPolicy=: expected report, reapply or keep, got \"%s\"", value);
+                        else {
+                                d->drift_policy = dp;
+                                r = 0;
+                        }
+                }
                 if (r == -ENOENT)
                         r = parse_setting(p, &d->settings, key, value);
                 if (r == -ENOENT)

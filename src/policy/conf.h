@@ -42,6 +42,7 @@ typedef struct DeviceSection {
         Settings settings;
         AutoTunePolicy autotune; /* the Auto* keys (autotune.h) */
         char *autotune_origin;   /* "file:line" of its AutoTune= */
+        int drift_policy;        /* DriftPolicy=: a DriftPolicy, -1 unset (the [Daemon] one) */
 } DeviceSection;
 
 typedef struct ProfileSection {
@@ -51,6 +52,18 @@ typedef struct ProfileSection {
         char **devices; /* names of [Device] sections it applies to; empty = all */
         Settings settings;
 } ProfileSection;
+
+/* What blkmqd does when a setting it manages reads otherwise than it left
+ * it (something else wrote it): DriftPolicy=. */
+typedef enum DriftPolicy {
+        DRIFT_REPORT,  /* log it once, leave it */
+        DRIFT_REAPPLY, /* log it once, write the wanted value again */
+        DRIFT_KEEP,    /* log it once, leave it and stop managing it until the next apply or reload */
+        _DRIFT_POLICY_MAX,
+} DriftPolicy;
+
+const char *drift_policy_to_string(DriftPolicy p);
+int drift_policy_from_string(const char *s);
 
 typedef struct DaemonConfig {
         bool restore_on_exit;
@@ -63,8 +76,13 @@ typedef struct DaemonConfig {
         uint64_t call_timeout_usec; /* a mutating call waits this long for its jobs; 0: for ever */
         unsigned autotune_trials_per_hour; /* AutoTrialsPerHour=: trials across all devices */
         char *originals_directory; /* OriginalsDirectory=: NULL: $RUNTIME_DIRECTORY or the default */
-        char *state_directory; /* StateDirectory=: what trials learned of workloads (autotune-memory) */
+        char *state_directory; /* StateDirectory=: what trials learned of workloads (autotune-memory),
+                                * the active profile */
+        uint64_t drift_check_usec; /* DriftCheckSec=: how often managed settings are read back; 0: never */
+        DriftPolicy drift_policy;  /* DriftPolicy=: for the [Device] sections that set none */
 } DaemonConfig;
+
+#define CONFIG_DEFAULT_DRIFT_CHECK_USEC (30 * UINT64_C(1000000))
 
 #define CONFIG_DEFAULT_STATE_DIRECTORY "/var/lib/blkmqd"
 
