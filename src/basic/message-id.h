@@ -11,7 +11,7 @@
  * about (log_struct()): BLKMQD_DEVICE, BLKMQD_KNOB, BLKMQD_OLD, BLKMQD_NEW,
  * BLKMQD_SECTION, BLKMQD_LEASE, BLKMQD_ZONE, BLKMQD_LABEL, BLKMQD_SHA256,
  * BLKMQD_SHA256_READ, BLKMQD_VERDICT, BLKMQD_REASON, BLKMQD_PID,
- * BLKMQD_RECORD. The comment above each ID names the fields its entries
+ * BLKMQD_RECORD, BLKMQD_POLICY. The comment above each ID names the fields its entries
  * carry; tests/integration/test_journal.py reads each back with them. */
 
 /* A value written: BLKMQD_DEVICE, BLKMQD_KNOB, BLKMQD_OLD, BLKMQD_NEW. */
@@ -33,3 +33,8 @@
 /* Originals an earlier instance put on record, adopted: BLKMQD_DEVICE,
  * BLKMQD_PID (the earlier instance), BLKMQD_RECORD (the file). */
 #define BLKMQD_MESSAGE_ORIGINALS_ADOPTED "0854cebe77424a898c8480628de28cc3"
+/* A managed setting written by something else (drift), once per device,
+ * attribute and value: BLKMQD_DEVICE, BLKMQD_KNOB (the attribute),
+ * BLKMQD_OLD (the value blkmqd left), BLKMQD_NEW (the value read now),
+ * BLKMQD_POLICY (what DriftPolicy= does about it: report, reapply, keep). */
+#define BLKMQD_MESSAGE_DRIFT "545a9ec00fca429390d340b53788ec10"

@@ -13,6 +13,7 @@
 #include "io.blkmqd.Manager.varlink.h"
 #include "log.h"
 #include "plan-print.h"
+#include "sysfs.h"
 #include "util.h"
 #include "varlink-subscribers.h"
 
@@ -408,6 +409,9 @@ static json_t *device_json(const ApiManager *a, const Device *d) {
                 const Original *orig = find_original(d, e->attr);
 
                 json_object_del(k, "before");
+                if (strv_contains(d->kept, e->attr))
+                        json_object_set_new(k, "note", json_string("kept as something else wrote it (DriftPolicy=keep): "
+                                                                   "blkmqctl apply or a reload manages it again"));
                 if (orig)
                         json_object_set_new(k, "original", json_string(orig->value));
                 if (orig && original_adopted(orig))
@@ -482,14 +486,18 @@ static json_t *verified_json(const Device *d) {
                 const Original *orig = find_original(d, e->attr);
                 _cleanup_free_ char *found = NULL;
                 int c = tune_entry_check(d->last, e, &active, &found);
+                bool kept = strv_contains(d->kept, e->attr);
                 json_t *k;
 
                 if (c < 0)
                         break; /* out of memory: what was read so far */
-                if (c == TUNE_CHECK_DRIFTED)
+                /* DriftPolicy=keep: another writer's value, left to it. */
+                if (kept && !found && e->path)
+                        (void) sysfs_read(e->path, &found);
+                if (c == TUNE_CHECK_DRIFTED && !kept)
                         drifted++;
                 k = json_pack("{s:s, s:s, s:s}", "attribute", e->attr, "key", knob_info(e->knob)->key, "state",
-                              tune_check_to_string(c));
+                              kept ? "kept" : tune_check_to_string(c));
                 if (!k)
                         break;
                 if (e->wanted)
@@ -604,6 +612,10 @@ static int method_apply_or_restore(VarlinkCall *call, json_t *params, ApiManager
 
         if (name && !(d = manager_find_device(a->manager, name)))
                 return no_such_device(call, name);
+        /* An apply asked for manages again what DriftPolicy=keep left to
+         * another writer. */
+        if (!restore)
+                manager_forget_drift(a->manager, d);
         r = restore ? manager_restore(a->manager, d) : manager_apply(a->manager, d);
         if (r < 0)
                 return r;

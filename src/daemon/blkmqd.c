@@ -49,9 +49,10 @@ typedef struct Args {
         const char *proc_root;
         const char *varlink_address;
         const char *originals_dir;
+        const char *state_dir;
         const char *device; /* --dry-run DEVICE, --check-config DEVICE: as given */
         unsigned kernel_version;
-        bool dry_run, once, json, check_config;
+        bool dry_run, once, json, check_config, no_record;
         int log_level;
 } Args;
 
@@ -65,7 +66,13 @@ static void help(void) {
                "  -n, --dry-run            write nothing: print per device the matched sections\n"
                "                           and the plan (current → wanted); with DEVICE (nvme0n1,\n"
                "                           /dev/sda) that device's alone\n"
-               "  -1, --once               handle the devices present now, then exit\n"
+               "  -1, --once               handle the devices present now, then exit; the\n"
+               "                           original values go on record first (see\n"
+               "                           --originals-dir): the next start of blkmqd adopts\n"
+               "                           them, its stop or restore puts them back; refuses\n"
+               "                           when it cannot record them\n"
+               "      --no-record          with --once: change the values with no record (none\n"
+               "                           can be put back later)\n"
                "  -t, --check-config       check the configuration files as they are on disk: each\n"
                "                           error with its file:line (exit 1), else the plan of\n"
                "                           every disk (or DEVICE) as --dry-run --once prints it;\n"
@@ -78,6 +85,9 @@ static void help(void) {
                "      --originals-dir=DIR  keep the original values on record in DIR instead of\n"
                "                           OriginalsDirectory=, $RUNTIME_DIRECTORY or\n"
                "                           " ORIGINALS_DIR_DEFAULT "\n"
+               "      --state-dir=DIR      keep the active profile (and what trials learned) in\n"
+               "                           DIR instead of StateDirectory=, $STATE_DIRECTORY or\n"
+               "                           " CONFIG_DEFAULT_STATE_DIRECTORY "\n"
                "      --sysfs-root=DIR     tune the tree below DIR instead of /sys (testing)\n"
                "      --kernel-version=X.Y behave as on kernel X.Y (testing the zoned guard)\n"
                "  -h, --help               show this help\n"
@@ -105,6 +115,10 @@ static int check_args(const Args *a) {
                 log_error("--json goes with --dry-run, --once or --check-config.");
                 return -EINVAL;
         }
+        if (a->no_record && (!a->once || a->dry_run)) {
+                log_error("--no-record goes with --once (and not --dry-run).");
+                return -EINVAL;
+        }
         if (a->device && !a->dry_run && !a->check_config) {
                 log_error("A DEVICE (\"%s\") goes with --dry-run or --check-config.", a->device);
                 return -EINVAL;
@@ -122,6 +136,8 @@ static int parse_args(int argc, char **argv, Args *a) {
                 ARG_LOG_TARGET,
                 ARG_VARLINK_ADDRESS,
                 ARG_ORIGINALS_DIR,
+                ARG_STATE_DIR,
+                ARG_NO_RECORD,
         };
         static const struct option options[] = {
                 { "config", required_argument, NULL, 'c' },
@@ -133,6 +149,8 @@ static int parse_args(int argc, char **argv, Args *a) {
                 { "log-target", required_argument, NULL, ARG_LOG_TARGET },
                 { "varlink-address", required_argument, NULL, ARG_VARLINK_ADDRESS },
                 { "originals-dir", required_argument, NULL, ARG_ORIGINALS_DIR },
+                { "state-dir", required_argument, NULL, ARG_STATE_DIR },
+                { "no-record", no_argument, NULL, ARG_NO_RECORD },
                 { "sysfs-root", required_argument, NULL, ARG_SYSFS_ROOT },
                 { "proc-root", required_argument, NULL, ARG_PROC_ROOT },
                 { "kernel-version", required_argument, NULL, ARG_KERNEL_VERSION },
@@ -180,6 +198,16 @@ static int parse_args(int argc, char **argv, Args *a) {
                                 return -EINVAL;
                         }
                         a->originals_dir = optarg;
+                        break;
+                case ARG_STATE_DIR:
+                        if (optarg[0] != '/') {
+                                log_error("--state-dir= needs an absolute path, got \"%s\".", optarg);
+                                return -EINVAL;
+                        }
+                        a->state_dir = optarg;
+                        break;
+                case ARG_NO_RECORD:
+                        a->no_record = true;
                         break;
                 case ARG_SYSFS_ROOT:
                         a->sysfs_root = optarg;
@@ -660,6 +688,8 @@ int main(int argc, char **argv) {
                 .proc_root = a.proc_root,
                 .dry_run = a.dry_run,
                 .once = a.once,
+                .once_record = a.once && !a.no_record,
+                .state_dir = a.state_dir,
                 .json = a.json,
                 .kernel_version = a.kernel_version,
                 .varlink_address = a.varlink_address,

@@ -153,6 +153,7 @@ typedef struct RecordAhead {
         Device device;      /* the originals at plan time, and info */
         char *sig;          /* what the record file holds */
         bool wrote;         /* sig is new: written by the job */
+        bool required;      /* no write without the record (--once) */
 } RecordAhead;
 
 static void record_ahead_free(void *data) {
@@ -177,9 +178,26 @@ static void record_ahead_run(TuneJob *j, void *data) {
         sig = originals_signature(a->device.originals, a->device.n_originals);
         /* Only what would put a new value on record is written: a job that
          * changes nothing, or only what is on record already, costs nothing. */
-        if (!sig || streq_ptr(sig, a->sig))
+        if (sig && streq_ptr(sig, a->sig))
                 return;
-        r = originals_record_write(a->dir, &a->identity, a->device.originals, a->device.n_originals);
+        r = sig ? originals_record_write(a->dir, &a->identity, a->device.originals, a->device.n_originals) : -ENOMEM;
+        if (r < 0 && a->required) {
+                /* --once: a value changed with no record could never be put back. */
+                log_error_errno(r, "%s: cannot put the original values on record in %s, changing nothing: %m",
+                                j->sysname, a->dir);
+                for (size_t i = 0; i < j->n_entries; i++) {
+                        TuneEntry *e = &j->entries[i];
+                        if (e->outcome != TUNE_PENDING)
+                                continue;
+                        e->outcome = TUNE_FAILED;
+                        e->error = r;
+                        free(e->note);
+                        e->note = strdup("not changed: the original value could not be put on record");
+                }
+                return;
+        }
+        if (!sig)
+                return;
         if (r < 0) {
                 log_warning_errno(r, "%s: cannot put the original values on record in %s, changing them anyway "
                                   "(a restart after a crash will not know them): %m", j->sysname, a->dir);
@@ -191,12 +209,13 @@ static void record_ahead_run(TuneJob *j, void *data) {
         test_kill_point("originals-recorded");
 }
 
-int device_record_ahead(Device *d, TuneJob *j, const char *dir) {
+int device_record_ahead(Device *d, TuneJob *j, const char *dir, bool required) {
         RecordAhead *a;
 
         a = calloc(1, sizeof *a);
         if (!a)
                 return -ENOMEM;
+        a->required = required;
         a->device.info = &a->info;
         if (!(a->dir = strdup(dir)) || !(a->info.blockdir = strdup(d->info->blockdir)) ||
             originals_identity_from_info(d->info, &a->identity) < 0 ||

@@ -33,6 +33,13 @@ typedef struct Device {
         unsigned n_failed_jobs;
         unsigned generation; /* bumped when another disk appears under the name (its identity changed) */
         char *record_sig;    /* originals_signature() of what its record file holds (NULL: no file) */
+        /* Drift (something else wrote a setting blkmqd manages): the
+         * "ATTRIBUTE=VALUE" pairs logged already (each is logged once), and
+         * the attributes left as the other writer set them (DriftPolicy=keep):
+         * neither written nor put back until an apply, a reload or a profile
+         * change (manager_forget_drift()). */
+        char **drift_logged;
+        char **kept;
 } Device;
 
 
@@ -49,8 +56,9 @@ void device_record_originals(Device *d, const TuneJob *j);
  * 1 KiB created, written and renamed in a tmpfs (the syscalls measured
  * 160-250 µs on the 2-core CI host under a load of 12; next to a scheduler
  * switch's ~24 ms), on the apply thread, only for a job that is about to
- * change a value not yet on record; nothing on the loop. */
-int device_record_ahead(Device *d, TuneJob *j, const char *dir);
+ * change a value not yet on record; nothing on the loop. required (--once):
+ * a job whose record cannot be written writes nothing (its entries fail). */
+int device_record_ahead(Device *d, TuneJob *j, const char *dir, bool required);
 /* After device_record_originals(): makes the record file hold exactly the
  * device's originals (rewritten on the loop only where the job's outcome
  * differs from what its write-ahead assumed: a failure, a restore; removed

@@ -3,11 +3,13 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -64,6 +66,8 @@ static Device *device_free(Device *d) {
         resolved_done(&d->resolved);
         device_forget_originals(d);
         free(d->record_sig);
+        strv_free(d->drift_logged);
+        strv_free(d->kept);
         tune_job_free(d->last);
         free(d);
         return NULL;
@@ -143,8 +147,10 @@ static void manager_update_status(Manager *m) {
         /* sd_notify() blocks when the manager's queue is full: send only
          * what changed, not one datagram per event. */
         char status[256];
-        snprintf(status, sizeof status, "STATUS=Managing %u of %zu block devices, %u values changed, %u failed%s%s",
-                 managed, m->n_devices, changed, failed, m->profile ? ", profile " : "", strempty(m->profile));
+        snprintf(status, sizeof status, "STATUS=Managing %u of %zu block devices, %u values changed, %u failed%s%s%s%s",
+                 managed, m->n_devices, changed, failed, m->profile ? ", profile " : "", strempty(m->profile),
+                 m->profile_missing ? ", no profile: the configuration has no [Profile] " : "",
+                 strempty(m->profile_missing));
         if (streq(status, m->last_status))
                 return;
         snprintf(m->last_status, sizeof m->last_status, "%s", status);
@@ -266,7 +272,7 @@ static int device_submit(Device *d, TuneJob *j) {
         Manager *m = d->manager;
         int r;
 
-        if (m->originals_dir && device_record_ahead(d, j, m->originals_dir) < 0) {
+        if (m->originals_dir && device_record_ahead(d, j, m->originals_dir, m->opts.once) < 0) {
                 tune_job_free(j);
                 return log_oom();
         }
@@ -319,13 +325,24 @@ static int device_apply(Device *d) {
                                   (o->implied && !streq_ptr(j->entries[k].section, "original") &&
                                    (j->entries[k].knob == KNOB_SCHEDULER ||
                                     (o->knob == KNOB_ASYNC_DEPTH && j->entries[k].knob == KNOB_NR_REQUESTS)));
-                if (planned || !o->path)
+                if (planned || !o->path || strv_contains(d->kept, o->attr))
                         continue;
                 r = tune_job_add(j, o->knob, o->attr, o->path, o->value, "original", o->scheduler);
                 if (r < 0)
                         return log_oom();
         }
         tune_job_sort(j);
+        /* DriftPolicy=keep: what something else wrote stays until an apply
+         * is asked for. */
+        for (size_t i = 0; i < j->n_entries; i++) {
+                TuneEntry *e = &j->entries[i];
+                if (!strv_contains(d->kept, e->attr))
+                        continue;
+                e->outcome = TUNE_SKIPPED;
+                free(e->note);
+                e->note = strdup("kept as something else wrote it (DriftPolicy=keep): blkmqctl apply or a reload "
+                                 "manages it again");
+        }
 
         if (m->opts.dry_run) {
                 j->dry_run = true;
@@ -373,12 +390,15 @@ static int device_restore(Device *d) {
         j->restore = true;
         for (size_t i = 0; i < d->n_originals; i++) {
                 Original *o = &d->originals[i];
-                if (!o->path)
+                /* Kept (DriftPolicy=keep): left to what wrote it. */
+                if (!o->path || strv_contains(d->kept, o->attr))
                         continue;
                 r = tune_job_add(j, o->knob, o->attr, o->path, o->value, "original", o->scheduler);
                 if (r < 0)
                         return log_oom();
         }
+        if (j->n_entries == 0)
+                return 0;
         tune_job_sort(j);
         return device_submit(d, TAKE_PTR(j));
 }
@@ -733,6 +753,8 @@ static void on_udev(UdevAction action, struct udev_device *ud, void *userdata) {
         }
 }
 
+static void manager_arm_drift(Manager *m);
+
 int manager_reload(Manager *m, ConfigError *err) {
         Config *c = NULL;
         int r;
@@ -744,22 +766,272 @@ int manager_reload(Manager *m, ConfigError *err) {
         m->config = c;
         if (c->daemon.log_level >= 0)
                 log_set_max_level(c->daemon.log_level);
+        if (m->opts.state_dir && free_and_strdup(&c->daemon.state_directory, m->opts.state_dir) < 0)
+                return log_oom();
+        /* The profile stays on record in the state directory: it is active
+         * again once the configuration has it again. */
         if (m->profile && !config_find_profile(c, m->profile)) {
-                log_warning("Profile %s no longer exists in the configuration, clearing it.", m->profile);
-                m->profile = mfree(m->profile);
+                log_warning("Profile %s no longer exists in the configuration: running without a profile "
+                            "(blkmqctl profile --clear forgets it).", m->profile);
+                free(m->profile_missing);
+                m->profile_missing = TAKE_PTR(m->profile);
+        } else if (m->profile_missing && config_find_profile(c, m->profile_missing)) {
+                log_info("Profile %s is in the configuration again: active.", m->profile_missing);
+                free(m->profile);
+                m->profile = TAKE_PTR(m->profile_missing);
         }
+        manager_forget_drift(m, NULL);
+        manager_arm_drift(m);
         manager_emit(m, MANAGER_EVENT_RELOADED, NULL);
         return manager_apply(m, NULL);
 }
 
+/* ---- the active profile, kept in the state directory ---- */
+
+#define PROFILE_FILE "profile"
+
+static int fsync_directory(const char *dir) {
+        _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+        if (fd < 0 || fsync(fd) < 0)
+                return -errno;
+        return 0;
+}
+
+/* StateDirectory=/profile holds the name and a newline, or is absent (no
+ * profile): written to a temporary file, synced, renamed over, and the
+ * directory synced, so a crash or a power cut leaves the old or the new
+ * one. */
+static int profile_save(const char *dir, const char *profile) {
+        _cleanup_free_ char *path = path_join(dir, PROFILE_FILE), *tmp = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        size_t len;
+        int r;
+
+        if (!path)
+                return -ENOMEM;
+        if (!profile) {
+                if (unlink(path) < 0)
+                        return errno == ENOENT ? 0 : -errno;
+                return fsync_directory(dir);
+        }
+        if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+                return -errno;
+        if (asprintf(&tmp, "%s.XXXXXX", path) < 0)
+                return -ENOMEM;
+        fd = mkostemp(tmp, O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        len = strlen(profile);
+        if (write(fd, profile, len) != (ssize_t) len || write(fd, "\n", 1) != 1 || fchmod(fd, 0644) < 0 ||
+            fsync(fd) < 0) {
+                r = errno ? -errno : -EIO;
+                (void) unlink(tmp);
+                return r;
+        }
+        if (rename(tmp, path) < 0) {
+                r = -errno;
+                (void) unlink(tmp);
+                return r;
+        }
+        return fsync_directory(dir);
+}
+
+/* The profile on record (NULL in *ret: none). */
+static int profile_load(const char *dir, char **ret) {
+        _cleanup_free_ char *path = path_join(dir, PROFILE_FILE), *text = NULL;
+        int r;
+
+        if (!path)
+                return -ENOMEM;
+        r = sysfs_read(path, &text);
+        if (r == -ENOENT) {
+                *ret = NULL;
+                return 0;
+        }
+        if (r < 0)
+                return r;
+        strstrip(text);
+        *ret = *text ? TAKE_PTR(text) : NULL;
+        return 0;
+}
+
+/* At start: the profile active before the restart, active again if the
+ * configuration still has it. */
+static void manager_load_profile(Manager *m) {
+        _cleanup_free_ char *p = NULL, *file = NULL;
+        int r;
+
+        if (!m->state_dir)
+                return;
+        file = path_join(m->state_dir, PROFILE_FILE);
+        r = profile_load(m->state_dir, &p);
+        if (r < 0) {
+                log_warning_errno(r, "Cannot read the active profile from %s, running without one: %m", strna(file));
+                return;
+        }
+        if (!p)
+                return;
+        if (!config_find_profile(m->config, p)) {
+                log_warning("Profile %s, on record in %s, is not in the configuration: running without a "
+                            "profile (blkmqctl profile --clear forgets it).", p, strna(file));
+                m->profile_missing = TAKE_PTR(p);
+                return;
+        }
+        log_info("Profile %s, on record in %s: active.", p, strna(file));
+        m->profile = TAKE_PTR(p);
+}
+
 int manager_set_profile(Manager *m, const char *profile) {
+        int r;
+
         if (profile && !config_find_profile(m->config, profile))
                 return -ENOENT;
         if (free_and_strdup(&m->profile, profile) < 0)
                 return -ENOMEM;
+        m->profile_missing = mfree(m->profile_missing);
         log_info("Profile %s.", profile ? profile : "cleared");
+        if (m->state_dir && !m->opts.dry_run && !m->opts.once) {
+                r = profile_save(m->state_dir, profile);
+                if (r < 0)
+                        log_warning_errno(r, "Cannot keep the active profile in %s: a restart will %s: %m",
+                                          m->state_dir, profile ? "not activate it" : "activate the previous one");
+        }
+        manager_forget_drift(m, NULL);
         manager_emit(m, MANAGER_EVENT_PROFILE, NULL);
         return manager_apply(m, NULL);
+}
+
+/* ---- drift: a managed setting written by something else ---- */
+
+void manager_forget_drift(Manager *m, Device *d) {
+        for (size_t i = 0; i < m->n_devices; i++) {
+                Device *x = m->devices[i];
+                if (d && x != d)
+                        continue;
+                strv_free(x->drift_logged);
+                strv_free(x->kept);
+                x->drift_logged = x->kept = NULL;
+        }
+}
+
+DriftPolicy manager_drift_policy(const Manager *m, const Device *d) {
+        int p = -1;
+
+        STRV_FOREACH(n, d->resolved.matched) {
+                const DeviceSection *s = config_find_device(m->config, *n);
+                if (s && s->drift_policy >= 0)
+                        p = s->drift_policy;
+        }
+        return p >= 0 ? (DriftPolicy) p : m->config->daemon.drift_policy;
+}
+
+/* At most this many drifts remembered per device as logged: a writer that
+ * cycles through values is logged again after that many. */
+#define DRIFT_LOGGED_MAX 64
+
+static bool drift_log_once(Device *d, const char *attr, const char *found) {
+        _cleanup_free_ char *key = NULL;
+        size_t n;
+
+        if (asprintf(&key, "%s=%s", attr, found) < 0)
+                return true;
+        if (strv_contains(d->drift_logged, key))
+                return false;
+        n = strv_length(d->drift_logged);
+        if (n >= DRIFT_LOGGED_MAX) {
+                free(d->drift_logged[0]);
+                memmove(d->drift_logged, d->drift_logged + 1, sizeof(char *) * n);
+        }
+        (void) strv_extend(&d->drift_logged, key);
+        return true;
+}
+
+static void device_check_drift(Manager *m, Device *d) {
+        _cleanup_free_ char *active = NULL;
+        const TuneJob *j = d->last;
+        DriftPolicy policy;
+        bool reapply = false;
+
+        /* Not while a job of d runs (its writes are no drift), nor after a
+         * restore (nothing is managed then). */
+        if (d->removed || d->busy || !j || j->dry_run || j->restore || !resolved_managed(&d->resolved))
+                return;
+        policy = manager_drift_policy(m, d);
+        for (size_t i = 0; i < j->n_entries; i++) {
+                const TuneEntry *e = &j->entries[i];
+                _cleanup_free_ char *found = NULL;
+                const char *what;
+                int c;
+
+                if (streq_ptr(e->section, "original") || strv_contains(d->kept, e->attr))
+                        continue;
+                c = tune_entry_check(j, e, &active, &found);
+                if (c < 0) {
+                        log_oom();
+                        return;
+                }
+                if (c != TUNE_CHECK_DRIFTED)
+                        continue;
+                what = policy == DRIFT_REAPPLY ? "writing it again (DriftPolicy=reapply)"
+                       : policy == DRIFT_KEEP  ? "left as it is and no longer managed until blkmqctl apply or a "
+                                                 "reload (DriftPolicy=keep)"
+                                               : "left as it is (DriftPolicy=report; blkmqctl apply puts it back)";
+                if (drift_log_once(d, e->attr, found))
+                        log_struct(LOG_WARNING, BLKMQD_MESSAGE_DRIFT,
+                                   LOG_FIELDS({ "BLKMQD_DEVICE", d->sysname }, { "BLKMQD_KNOB", e->attr },
+                                              { "BLKMQD_OLD", e->after }, { "BLKMQD_NEW", found },
+                                              { "BLKMQD_POLICY", drift_policy_to_string(policy) }),
+                                   "%s: %s reads %s, blkmqd left %s: something else wrote it; %s.", d->sysname,
+                                   e->attr, found, e->after, what);
+                if (policy == DRIFT_REAPPLY)
+                        reapply = true;
+                else if (policy == DRIFT_KEEP && strv_extend(&d->kept, e->attr) < 0)
+                        log_oom();
+        }
+        if (reapply)
+                (void) device_apply(d);
+}
+
+void manager_check_drift(Manager *m) {
+        if (m->state != MANAGER_RUNNING || m->opts.dry_run || m->opts.once)
+                return;
+        for (size_t i = 0; i < m->n_devices; i++)
+                device_check_drift(m, m->devices[i]);
+}
+
+static int on_drift_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+
+        manager_check_drift(m);
+        manager_arm_drift(m);
+        return 0;
+}
+
+/* (Re)arms the drift check DriftCheckSec= from now; 0 turns it off. */
+static void manager_arm_drift(Manager *m) {
+        uint64_t usec = m->config->daemon.drift_check_usec;
+        int r;
+
+        if (m->opts.dry_run || m->opts.once || !m->event)
+                return;
+        if (usec == 0) {
+                if (m->drift_timer)
+                        (void) sd_event_source_set_enabled(m->drift_timer, SD_EVENT_OFF);
+                return;
+        }
+        if (!m->drift_timer)
+                r = sd_event_add_time_relative(m->event, &m->drift_timer, CLOCK_MONOTONIC, usec, usec / 20,
+                                               on_drift_timer, m);
+        else {
+                r = sd_event_source_set_time_relative(m->drift_timer, usec);
+                if (r >= 0)
+                        r = sd_event_source_set_time_accuracy(m->drift_timer, usec / 20);
+                if (r >= 0)
+                        r = sd_event_source_set_enabled(m->drift_timer, SD_EVENT_ONESHOT);
+        }
+        if (r < 0)
+                log_warning_errno(r, "Cannot set up the drift check, settings written by others go unnoticed: %m");
 }
 
 int manager_reload_notify(Manager *m, const char *why, ConfigError *err) {
@@ -844,6 +1116,9 @@ Manager *manager_free(Manager *m) {
                 originals_record_free(m->records[i]);
         free(m->records);
         free(m->originals_dir);
+        free(m->state_dir);
+        free(m->profile_missing);
+        sd_event_source_disable_unref(m->drift_timer);
         for (size_t i = 0; i < m->n_devices; i++)
                 device_free(m->devices[i]);
         free(m->devices);
@@ -873,7 +1148,14 @@ int manager_new(Manager **ret, const ManagerOptions *opts, Config *config) {
         hist_init(&m->loop_hist);
         if (opts->config_path && !(m->config_path = strdup(opts->config_path)))
                 return -ENOMEM;
-        if (opts->originals_dir && !opts->dry_run && !opts->once && !(m->originals_dir = strdup(opts->originals_dir)))
+        /* --once puts its originals on record too (unless --no-record): a
+         * later start adopts them, and its stop or restore puts them back. */
+        if (opts->originals_dir && !opts->dry_run && (!opts->once || opts->once_record) &&
+            !(m->originals_dir = strdup(opts->originals_dir)))
+                return -ENOMEM;
+        if (opts->state_dir && free_and_strdup(&config->daemon.state_directory, opts->state_dir) < 0)
+                return -ENOMEM;
+        if (config->daemon.state_directory && !(m->state_dir = strdup(config->daemon.state_directory)))
                 return -ENOMEM;
         m->tune.sysfs_root = strdup(opts->sysfs_root ? opts->sysfs_root : "/sys");
         m->tune.proc_root = strdup(opts->proc_root ? opts->proc_root : "/proc");
@@ -939,12 +1221,24 @@ int manager_start(Manager *m) {
                 log_debug("Configuration file: %s", *f);
         if (m->originals_dir) {
                 r = originals_record_scan(m->originals_dir, &m->records, &m->n_records);
+                if (r >= 0 && m->opts.once && access(m->originals_dir, W_OK) < 0)
+                        r = -errno;
+                if (r < 0 && m->opts.once)
+                        /* Nothing written yet: what it cannot undo, it does not do. */
+                        return log_error_errno(r, "Cannot put the original values on record in %s: %m. --once "
+                                               "changes nothing it could not undo; --no-record changes them "
+                                               "anyway, with no record (no restore, no start of blkmqd puts "
+                                               "them back).", m->originals_dir);
                 if (r < 0) {
                         log_warning("Original values are kept in memory only: a restart after a crash will not know them.");
                         m->originals_dir = mfree(m->originals_dir);
                 } else
                         log_debug("Original values on record in %s (%zu records found).", m->originals_dir, m->n_records);
-        }
+        } else if (m->opts.once && !m->opts.dry_run)
+                log_notice("--no-record: the values changed are on record nowhere; no restore and no start of "
+                           "blkmqd will put the originals back.");
+        manager_load_profile(m);
+        manager_arm_drift(m);
         if (m->config->n_devices == 0 && !m->config->zones.emulate)
                 log_warning("The configuration has no [Device] section: no device will be managed.");
         if (!m->opts.once && access("/run/udev/control", F_OK) < 0)

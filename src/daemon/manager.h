@@ -37,6 +37,10 @@ typedef struct ManagerOptions {
         const char *varlink_address; /* NULL: socket activation, else the default */
         const char *originals_dir; /* where the originals are kept on record; NULL: none (dry run, once) */
         const char *only_device; /* a kernel name: every other device is left out (--dry-run DEVICE) */
+        /* --once: its originals on record in originals_dir before its first
+         * write, else it refuses (false: --no-record, nothing on record). */
+        bool once_record;
+        const char *state_dir; /* where the active profile is kept; NULL: the config's StateDirectory= */
 } ManagerOptions;
 
 typedef enum ManagerEventType {
@@ -84,6 +88,11 @@ struct Manager {
         Device **devices;
         size_t n_devices;
         char *profile;
+        /* The profile on record in the state directory that the
+         * configuration no longer has (NULL: none): said in the status. */
+        char *profile_missing;
+        char *state_dir; /* the active profile is kept here (StateDirectory=); NULL: nowhere (dry run, once) */
+        sd_event_source *drift_timer; /* DriftCheckSec= */
         ManagerState state;
         uint64_t sync_generation;
         uint64_t start_usec;
@@ -131,8 +140,19 @@ int manager_reload(Manager *m, ConfigError *err);
  * error logged with its file:line and the old config kept, READY=1 once
  * the devices are re-applied. why: "SIGHUP", "varlink". */
 int manager_reload_notify(Manager *m, const char *why, ConfigError *err);
-/* NULL clears; -ENOENT if no such [Profile]. */
+/* NULL clears; -ENOENT if no such [Profile]. The profile is kept in the
+ * state directory (StateDirectory=/profile) and active again after a
+ * restart; clearing removes it. */
 int manager_set_profile(Manager *m, const char *profile);
+/* Forgets what the drift check logged of d (NULL: every device) and what
+ * DriftPolicy=keep left to the other writer: an apply asked for manages
+ * every setting again. */
+void manager_forget_drift(Manager *m, Device *d);
+/* The DriftPolicy= of d: its last matched [Device] section's, else [Daemon]'s. */
+DriftPolicy manager_drift_policy(const Manager *m, const Device *d);
+/* The drift check (DriftCheckSec=): every managed setting read back, drift
+ * logged once per device, attribute and value, then what DriftPolicy= says. */
+void manager_check_drift(Manager *m);
 /* Tells the listeners (the Manager adapter, the trial runner) of an event. */
 void manager_notify(Manager *m, ManagerEventType t, Device *d);
 /* Tune jobs (apply, restore) in flight. */

@@ -27,6 +27,8 @@ back, with each field its comment there and its catalog entry
 - a restore refused (14f9f4f6…): nr_requests 1024 under mq-deadline is
   the original; the scheduler set to none behind blkmqd's back, the stop's
   restore of 1024 is refused by the kernel;
+- drift (545a9ec0…): read_ahead_kb written behind blkmqd's back, found by
+  the drift check (DriftCheckSec=0.2), with DriftPolicy= report;
 - an entry without a MESSAGE_ID still has MESSAGE, PRIORITY, CODE_LINE;
 - the catalog (systemd/blkmqd.catalog) has an entry for every MESSAGE_ID of
   message-id.h and none other, each with Subject:, Defined-By: and
@@ -344,6 +346,15 @@ Database={os.path.join(env.tmp, 'zones.db')}
                       BLKMQD_DEVICE=rd.name, BLKMQD_KNOB="queue/nr_requests", BLKMQD_NEW="1024")
             r.ok(e.get("PRIORITY") == "3" and e.get("ERRNO") == str(22),
                  "  PRIORITY=3, ERRNO=22 (EINVAL)", e)
+
+        with r.case("drift: a setting written behind blkmqd's back, DriftPolicy=report", env):
+            cfg4 = env.config(f"[Daemon]\nDriftCheckSec=0.2\n\n[Device j]\nMatchBackingFile={env.glob('j-*.img')}\n"
+                              "ReadAheadKB=512\n", name="blkmqd-4.conf")
+            d4 = daemon(4, cfg4)
+            a.set("read_ahead_kb", "2048")
+            entry("BLKMQD_MESSAGE_DRIFT", d4.pid(), "queue/read_ahead_kb 512, now 2048", BLKMQD_DEVICE=a.name,
+                  BLKMQD_KNOB="queue/read_ahead_kb", BLKMQD_OLD="512", BLKMQD_NEW="2048", BLKMQD_POLICY="report")
+            d4.stop(timeout=15)
 
         with r.case("every MESSAGE_ID of message-id.h is read back here", None):
             r.eq(sorted(set(ids) - read_back), [], f"the {len(ids)} MESSAGE_IDs each caused and read back")
