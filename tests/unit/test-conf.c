@@ -461,6 +461,11 @@ static const struct {
         { "[Daemon]\nProbeIntervalSec=0.001\n", 2, "ProbeIntervalSec=: expected seconds" },
         { "[Daemon]\nStateDirectory=state\n", 2, "StateDirectory=: expected an absolute path" },
         { "[Daemon]\nProbeThreads=0\n", 2, "ProbeThreads=: expected a number from 1 to 64" },
+        { "[Daemon]\nDriftCheckSec=0.01\n", 2, "DriftCheckSec=: expected seconds from 0.1 to 86400" },
+        { "[Daemon]\nDriftCheckSec=2d\n", 2, "DriftCheckSec=: expected seconds" },
+        { "[Daemon]\nDriftPolicy=fight\n", 2, "DriftPolicy=: expected report, reapply or keep, got \"fight\"" },
+        { "[Device a]\n\nDriftPolicy=Keep\n", 3, "DriftPolicy=: expected report, reapply or keep" },
+        { "[Profile p]\nDriftPolicy=keep\n", 2, "unknown key DriftPolicy=" },
         { "[Zones]\nEmulate=zones.img\n", 2, "Emulate=: expected an absolute path" },
         { "[Zones]\nZoneSizeMB=0\n", 2, "ZoneSizeMB=: expected MiB from 1 to 65536" },
         { "[Zones]\nZoneCount=0\n", 2, "ZoneCount=: expected a number from 1 to 1000000" },
@@ -836,6 +841,35 @@ static void test_missing_files(void **state) {
         assert_int_equal(c->n_devices, 1);
 }
 
+static void test_drift_keys(void **state) {
+        _cleanup_(config_freep) Config *c = NULL;
+        ConfigError err;
+
+        /* defaults: checked every 30 s, reported */
+        assert_int_equal(config_load_string("[Device a]\nNrRequests=64\n", "d.conf", &c, &err), 0);
+        assert_int_equal(c->daemon.drift_check_usec, CONFIG_DEFAULT_DRIFT_CHECK_USEC);
+        assert_int_equal(c->daemon.drift_policy, DRIFT_REPORT);
+        assert_int_equal(c->devices[0].drift_policy, -1);
+        c = config_free(c);
+
+        if (config_load_string("[Daemon]\nDriftCheckSec=0.5\nDriftPolicy=reapply\n"
+                               "[Device a]\nDriftPolicy=keep\n[Device b]\nDriftPolicy=keep\nDriftPolicy=\n",
+                               "drift.conf", &c, &err) < 0)
+                fail_msg("drift.conf:%u: %s", err.line, err.message);
+        assert_int_equal(c->daemon.drift_check_usec, 500000);
+        assert_int_equal(c->daemon.drift_policy, DRIFT_REAPPLY);
+        assert_int_equal(c->devices[0].drift_policy, DRIFT_KEEP);
+        assert_int_equal(c->devices[1].drift_policy, -1); /* empty: the [Daemon] one */
+        c = config_free(c);
+
+        assert_int_equal(config_load_string("[Daemon]\nDriftCheckSec=0\n", "off.conf", &c, &err), 0);
+        assert_int_equal(c->daemon.drift_check_usec, 0);
+
+        for (int p = 0; p < _DRIFT_POLICY_MAX; p++)
+                assert_int_equal(drift_policy_from_string(drift_policy_to_string(p)), p);
+        assert_int_equal(drift_policy_from_string("REPORT"), -EINVAL);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_knob_table),
@@ -848,6 +882,7 @@ int main(void) {
                 cmocka_unit_test(test_indented_line_is_a_key),
                 cmocka_unit_test(test_dropins),
                 cmocka_unit_test(test_autotune_keys),
+                cmocka_unit_test(test_drift_keys),
                 cmocka_unit_test(test_dropin_error),
                 cmocka_unit_test(test_missing_files),
         };
