@@ -240,7 +240,7 @@ stty -F /dev/ttyS0 -echo 2>/dev/null
 echo "@BOOTED@ uptime=$(cut -d' ' -f1 /proc/uptime) kernel=$(uname -r)"
 [ -f /vm/env ] && . /vm/env
 if [ "$VM_DATA_DISK" = 1 ]; then
-    modprobe virtio_pci && modprobe virtio_blk
+    { modprobe virtio_pci || [ -d /sys/bus/pci/drivers/virtio-pci ]; } && modprobe virtio_blk
     i=0
     while [ $i -lt 100 ]; do
         for d in /sys/block/vd*; do
@@ -303,6 +303,11 @@ vm_summary() {
 vm_skip() { echo "SKIP (guest): $*"; exit 77; }
 # vm_uptime: seconds since boot, 2 decimals (busybox date has no %N)
 vm_uptime() { cut -d' ' -f1 /proc/uptime; }
+# vm_kernel_ge MAJOR MINOR: the guest's kernel is MAJOR.MINOR or later
+vm_kernel_ge() {
+    _r=$(uname -r); _ma=${_r%%.*}; _r=${_r#*.}; _mi=${_r%%[!0-9]*}
+    [ "$_ma" -gt "$1" ] || { [ "$_ma" -eq "$1" ] && [ "$_mi" -ge "$2" ]; }
+}
 # vm_wait_for TIMEOUT_S CMD [ARGS...]: poll every 0.05 s until CMD succeeds
 vm_wait_for() {
     _t=$1; shift
@@ -423,7 +428,7 @@ mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 echo "@BOOTED@ uptime=$(cut -d' ' -f1 /proc/uptime) kernel=$(uname -r)"
-modprobe virtio_pci && modprobe virtio_blk
+{ modprobe virtio_pci || [ -d /sys/bus/pci/drivers/virtio-pci ]; } && modprobe virtio_blk
 root=
 i=0
 while [ $i -lt 200 ] && [ -z "$root" ]; do
@@ -709,12 +714,17 @@ def read_env_file(path):
     return env
 
 
-def prepare(cache):
+KERNEL_SETS = {"bookworm": "vm.env", "trixie": "vm-trixie.env", "backports": "vm-backports.env"}
+
+
+def prepare(cache, kernel_set):
+    """The kernel of KERNEL_SET (prepare.sh's VM_KERNEL_SET: bookworm 6.1,
+    trixie 6.12, backports the newest of trixie-backports), cached once."""
     prep = os.path.join(VM_DIR, "prepare.sh")
-    rc = subprocess.run(["bash", prep, cache]).returncode
+    rc = subprocess.run(["bash", prep, cache], env=dict(os.environ, VM_KERNEL_SET=kernel_set)).returncode
     if rc != 0:
         sys.exit(rc)  # prepare.sh already applied the skip policy and said why
-    return read_env_file(os.path.join(cache, "vm.env"))
+    return read_env_file(os.path.join(cache, KERNEL_SETS[kernel_set]))
 
 
 def qemu_args(args, vm, tmp, initrd, qmp_path):
@@ -827,6 +837,10 @@ def main():
                    "vm-<script>.console.log)")
     g.add_argument("--quiet-console", action="store_true", help="do not echo the console to stdout")
     g.add_argument("--cache", default=os.environ.get("VM_CACHE", os.path.join(VM_DIR, "cache")))
+    g.add_argument("--kernel-set", choices=sorted(KERNEL_SETS),
+                   default=os.environ.get("VM_KERNEL_SET") or "bookworm",
+                   help="the guest kernel: bookworm (6.1, default), trixie (6.12), backports (the newest "
+                   "of trixie-backports); default $VM_KERNEL_SET")
     g.add_argument("--memory", type=int, default=2048)
     g.add_argument("--smp", type=int, default=2)
     g.add_argument("--append", default="", help="extra kernel command line")
@@ -839,7 +853,7 @@ def main():
         args.max_open = min(16, args.max_active) if args.max_active else 16
 
     t_start = time.monotonic()
-    vm = prepare(os.path.abspath(args.cache))
+    vm = prepare(os.path.abspath(args.cache), args.kernel_set)
     if not shutil.which("qemu-system-x86_64"):
         skip("vm: qemu-system-x86_64 not found")
     for k in ("VM_KERNEL", "VM_MODULES", "VM_BUSYBOX"):
@@ -858,7 +872,7 @@ def main():
 
     try:
         token = secrets.token_hex(4)
-        env = {"VM_KVER": vm["VM_KVER"], "VM_ZNS": "1" if args.zns else "0",
+        env = {"VM_KVER": vm["VM_KVER"], "VM_KERNEL_SET": args.kernel_set, "VM_ZNS": "1" if args.zns else "0",
                "VM_CONVENTIONAL": "1" if args.conventional else "0",
                "VM_SUBSYS": "1" if args.subsys else "0",
                "VM_DATA_DISK": "1" if args.data_disk else "0",
@@ -914,8 +928,8 @@ def main():
             "vm-%s.console.log" % os.path.splitext(os.path.basename(args.script))[0])
         os.makedirs(os.path.dirname(os.path.abspath(logpath)), exist_ok=True)
         logf = open(logpath, "w")
-        log("kernel %s, initrd %.1f MiB, console log %s"
-            % (vm["VM_KVER"], os.path.getsize(initrd) / 2**20, logpath))
+        log("kernel %s (kernel set %s), initrd %.1f MiB, console log %s"
+            % (vm["VM_KVER"], args.kernel_set, os.path.getsize(initrd) / 2**20, logpath))
         log("qemu: " + " ".join(cmd))
         logf.write("# " + " ".join(cmd) + "\n")
 
