@@ -346,7 +346,7 @@ static bool next_phase(AutoDevice *a) {
         snprintf(active, sizeof active, "%s", a->cand[a->current].scheduler);
 
         _cleanup_free_ char *ps = path_join(a->device->info->blockdir, "queue/scheduler"), *line = NULL;
-        if (!ps || sysfs_read(ps, &line) < 0)
+        if (!ps || sysfs_read(ps, &line) < 0 || scheduler_line_add_loadable(&line) < 0)
                 return false;
         for (AutoFamily f = autotune_next_family(&a->policy, a->family, a->sequential); f < _AUTO_FAMILY_MAX;
              f = autotune_next_family(&a->policy, f, a->sequential)) {
@@ -787,6 +787,9 @@ static int current_setting(const Device *d, const AutoTunePolicy *p, AutoCandida
         act = scheduler_active(line);
         if (!act)
                 return -EOPNOTSUPP; /* bio-based: nothing to choose */
+        r = scheduler_line_add_loadable(&line); /* a module not loaded yet is a candidate */
+        if (r < 0)
+                return r;
         snprintf(ret->scheduler, sizeof ret->scheduler, "%s", act);
         if (p->n_nr_requests && !streq(act, "none")) {
                 _cleanup_free_ char *pn = path_join(d->info->blockdir, "queue/nr_requests");

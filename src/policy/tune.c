@@ -372,6 +372,21 @@ static bool scheduler_module_exists(const char *name) {
         return false;
 }
 
+int scheduler_line_add_loadable(char **line) {
+        static const char *const known[] = { "mq-deadline", "kyber", "bfq" };
+
+        for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
+                char *n;
+                if (scheduler_available(*line, known[i]) || !scheduler_module_exists(known[i]))
+                        continue;
+                if (asprintf(&n, "%s %s", *line, known[i]) < 0)
+                        return -ENOMEM;
+                free(*line);
+                *line = n;
+        }
+        return 0;
+}
+
 static void execute_scheduler(TuneJob *j, TuneEntry *e) {
         _cleanup_strv_free_ char **l = NULL;
         _cleanup_free_ char *line = NULL, *active = NULL;

@@ -116,3 +116,9 @@ int tune_entry_check(const TuneJob *j, const TuneEntry *e, char **active, char *
 /* Of an executed job, the settings that no longer read as the job left them
  * (something else wrote them since), by tune_entry_check(). */
 unsigned tune_job_drifted(const TuneJob *j);
+
+/* *line (queue/scheduler) with every blk-mq scheduler the running kernel
+ * could load as a module on demand added: the kernel lists one only once it
+ * is loaded (trixie's 6.12 and later cloud kernels build mq-deadline as a
+ * module, 6.1 built it in), and a write of its name loads it. */
+int scheduler_line_add_loadable(char **line);
