@@ -45,14 +45,15 @@
 #define FX_NULLB "guest-6.1-nullblk-zoned.tsv"
 #define FX_LOOP "host-6.18-loop.tsv"
 #define FX_VIRTIO "host-6.18-virtio.tsv"
-/* Synthetic (tests/fixtures/sysfs/SYNTHETIC): the newest kernels' attributes. */
-#define FX_SYN_VIRTIO "synthetic-7.1-virtio.tsv"
-#define FX_SYN_ZNS "synthetic-7.1-nvme-zns.tsv"
+/* Captured on Debian's 7.3 cloud kernel (tests/vm/capture-fixtures.sh): the
+ * newest kernels' attributes, queue/async_depth and queue/zoned_qd1_writes. */
+#define FX_VIRTIO_7_3 "guest-7.3-virtio-mq-deadline.tsv"
+#define FX_ZNS_7_3 "guest-7.3-nvme-zns.tsv"
 
 #define K_6_1 KERNEL_VERSION_CODE(6, 1)
 #define K_6_10 KERNEL_VERSION_CODE(6, 10)
 #define K_6_18 KERNEL_VERSION_CODE(6, 18)
-#define K_7_1 KERNEL_VERSION_CODE(7, 1)
+#define K_7_3 KERNEL_VERSION_CODE(7, 3)
 
 /* ---- test environment: one fake device, its DeviceInfo, a policy ---- */
 
@@ -192,6 +193,15 @@ static void test_device_info_fixtures(void **state) {
                 /* virtio keeps its serial in /sys/block/vda/serial. */
                 { FX_VIRTIO, "vda", "virtio", "none", NULL, "overlayblk", NULL, NULL, "serial:overlayblk",
                   UINT64_C(256) << 30, 0, 1, false, false },
+                /* 6.12 and 7.3 (the kernel matrix of tests/vm): the same identity. */
+                { "guest-6.12-nvme-zns.tsv", "nvme0n1", "nvme", "host-managed", "QEMU NVMe Ctrl", "zns0",
+                  "nvme.1b36-7a6e7330-51454d55204e564d65204374726c-00000001", NULL,
+                  "wwn:nvme.1b36-7a6e7330-51454d55204e564d65204374726c-00000001", UINT64_C(1) << 30, 1, 0, false,
+                  false },
+                { "guest-6.12-nullblk-zoned.tsv", "nullb0", "null_blk", "host-managed", NULL, NULL, NULL, NULL,
+                  "name:nullb0", UINT64_C(1) << 30, 0, 0, false, false },
+                { "guest-7.3-virtio.tsv", "vda", "virtio", "none", NULL, "blkmqd-data", NULL, NULL, "serial:blkmqd-data",
+                  UINT64_C(64) << 20, 0, 1, false, false },
         };
 
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
@@ -1034,7 +1044,7 @@ static void test_execute_hctx_map_order(void **state) {
 }
 
 
-/* ---- the newest kernels' knobs, on the synthetic fixtures ---- */
+/* ---- the newest kernels' knobs, on the 7.3 fixtures ---- */
 
 static size_t index_of(const TuneJob *j, Knob k) {
         for (size_t i = 0; i < j->n_entries; i++)
@@ -1048,7 +1058,7 @@ static void test_async_depth_after_nr_requests(void **state) {
         _cleanup_(env_done) Env e;
 
         /* vda on mq-deadline, nr_requests 256, queue/async_depth 256. */
-        env_init(&e, FX_SYN_VIRTIO, K_7_1);
+        env_init(&e, FX_VIRTIO_7_3, K_7_3);
         want(&e, KNOB_ASYNC_DEPTH, "384");
         want(&e, KNOB_READ_AHEAD_KB, "4096");
         want(&e, KNOB_NR_REQUESTS, "512");
@@ -1072,7 +1082,7 @@ static void test_async_depth_after_nr_requests(void **state) {
 
         /* Already right: read, not written. */
         env_done(&e);
-        env_init(&e, FX_SYN_VIRTIO, K_7_1);
+        env_init(&e, FX_VIRTIO_7_3, K_7_3);
         want(&e, KNOB_ASYNC_DEPTH, "256");
         tune_execute(plan(&e));
         check(entry(e.j, KNOB_ASYNC_DEPTH), TUNE_UNCHANGED, "256", "256");
@@ -1080,7 +1090,7 @@ static void test_async_depth_after_nr_requests(void **state) {
 
         /* An nr_requests change alone records async_depth's value too. */
         env_done(&e);
-        env_init(&e, FX_SYN_VIRTIO, K_7_1);
+        env_init(&e, FX_VIRTIO_7_3, K_7_3);
         want(&e, KNOB_NR_REQUESTS, "128");
         tune_execute(plan(&e));
         assert_string_equal(e.j->async_depth_before, "256");
@@ -1095,7 +1105,7 @@ static void test_async_depth_restore_order(void **state) {
         /* A restore job as the manager builds it, originals in the order they
          * were recorded (async_depth may come first: an implied original).
          * Sorted, it writes the scheduler, then nr_requests, then async_depth. */
-        env_init(&e, FX_SYN_VIRTIO, K_7_1);
+        env_init(&e, FX_VIRTIO_7_3, K_7_3);
         assert_int_equal(fake_sysfs_set(e.f, "queue/nr_requests", "512", 0644), 0);
         assert_int_equal(fake_sysfs_set(e.f, "queue/async_depth", "384", 0644), 0);
         pa = path_join(e.f->blockdir, "queue/async_depth");
@@ -1119,8 +1129,8 @@ static void test_async_depth_restore_order(void **state) {
 static void test_zoned_qd1_writes_where_offered(void **state) {
         _cleanup_(env_done) Env e;
 
-        /* The ZNS path disk of a 7.1 kernel: written and read back. */
-        env_init(&e, FX_SYN_ZNS, K_7_1);
+        /* The ZNS namespace of a 7.3 kernel: written and read back. */
+        env_init(&e, FX_ZNS_7_3, K_7_3);
         want(&e, KNOB_ZONED_QD1_WRITES, "1");
         want(&e, KNOB_ASYNC_DEPTH, "1000");
         tune_execute(plan(&e));
@@ -1130,17 +1140,17 @@ static void test_zoned_qd1_writes_where_offered(void **state) {
 
         /* A dry run says what it would write and writes nothing. */
         env_done(&e);
-        env_init(&e, FX_SYN_ZNS, K_7_1);
+        env_init(&e, FX_ZNS_7_3, K_7_3);
         want(&e, KNOB_ZONED_QD1_WRITES, "1");
         plan(&e)->dry_run = true;
         tune_execute(e.j);
         check(entry(e.j, KNOB_ZONED_QD1_WRITES), TUNE_PLANNED, "0", NULL);
         assert_true(fake_sysfs_untouched(e.f, "queue/zoned_qd1_writes"));
 
-        /* The 7.1 virtio disk is not zoned: not offered, nothing created,
+        /* The 7.3 virtio disk is not zoned: not offered, nothing created,
          * and the dry run's text says so. */
         env_done(&e);
-        env_init(&e, FX_SYN_VIRTIO, K_7_1);
+        env_init(&e, FX_VIRTIO_7_3, K_7_3);
         want(&e, KNOB_ZONED_QD1_WRITES, "1");
         want(&e, KNOB_ASYNC_DEPTH, "128");
         plan(&e)->dry_run = true;
