@@ -1234,6 +1234,14 @@ int manager_start(Manager *m) {
                         m->originals_dir = mfree(m->originals_dir);
                 } else
                         log_debug("Original values on record in %s (%zu records found).", m->originals_dir, m->n_records);
+                /* --once beside a running blkmqd would fight it, and put the
+                 * values that one set on record as the originals. */
+                for (size_t i = 0; m->opts.once && i < m->n_records; i++)
+                        if (record_writer_runs(m->records[i]->pid))
+                                return log_error_errno(EBUSY, "blkmqd[%d] runs and manages %s (its record: %s): --once "
+                                                       "changes nothing beside it; stop it first, or use blkmqctl "
+                                                       "apply.", m->records[i]->pid,
+                                                       m->records[i]->identity.sysname, m->records[i]->path);
         } else if (m->opts.once && !m->opts.dry_run)
                 log_notice("--no-record: the values changed are on record nowhere; no restore and no start of "
                            "blkmqd will put the originals back.");

@@ -10,8 +10,9 @@
   no profile active;
 - blkmqd --once puts the originals on record before its first write: a
   later start adopts them and its stop puts the values from before --once
-  back; with a record directory it cannot write, --once refuses (exit 1)
-  and writes nothing; --no-record writes anyway;
+  back; beside a running blkmqd that has its records there, --once refuses;
+  with a record directory it cannot write, --once refuses (exit 1) and
+  writes nothing; --no-record writes anyway;
 - drift (DriftCheckSec=1): a setting written behind blkmqd's back is logged
   once with the drift MESSAGE_ID and its fields (not again for the same
   value), then per DriftPolicy=: reapply writes the wanted value again
@@ -137,6 +138,14 @@ ReadAheadKB=1024
                  None, d)
             d.stop()
             r.ok(a.matches(ORIG), "its stop put the values from before --once back", a.mismatches(ORIG))
+
+        with r.case("--once beside a running blkmqd: refused", env):
+            d = daemon()
+            p = once()
+            r.ok(p.returncode == 1 and f"blkmqd[{d.pid()}] runs and manages {a.name}" in p.stderr,
+                 "exit 1, naming the running blkmqd", f"exit {p.returncode}\n{p.stderr[-2000:]}", d)
+            d.stop()
+            r.ok(a.matches(ORIG), "the running one's stop put the originals back", a.mismatches(ORIG))
 
         bad = os.path.join(env.tmp, "a-file", "originals")
         open(os.path.join(env.tmp, "a-file"), "w").close()
