@@ -231,7 +231,8 @@ Scheduler=mq-deadline
                 # sysfs itself, polled every 50 ms from the workload's start
                 back = wait_for(lambda: mem.scheduler() == want, 15, interval=0.05)
                 dt = time.monotonic() - t_back
-                log(f"# the first workload back: {want} in sysfs after {dt:.1f} s")
+                log(f"# the first workload back: {want} in sysfs after {dt:.1f} s" if back else
+                    f"# the first workload back: the scheduler still {mem.scheduler()} after {dt:.1f} s")
                 r.ok(back and dt <= 10, f"the first workload back: {want} in /sys/block/{mem.name}/queue/scheduler "
                      f"within 10 s ({dt:.1f} s)", daemon=d2)
                 at = autotune(addr, mem.name)
