@@ -12,6 +12,10 @@
 #   writes only mq-deadline there); with mq-deadline set, the same bounds
 #   leave only mq-deadline (a zoned disk before 6.10): refused again, saying
 #   why. No none is ever written to it by a trial.
+#   On 6.10 and later (zone write plugging: any scheduler on a zoned disk)
+#   the ZNS namespace's trial runs instead, under reads and sequential zone
+#   writes: it compares none and mq-deadline, its choice is in sysfs, and
+#   SIGTERM puts the original back.
 . /vm/daemon-lib.sh
 
 echo "# kernel $(uname -r), uptime $(vm_uptime)s"
@@ -105,6 +109,52 @@ check "blkmqd reads it, and its section matches $C" sh -c \
 check "but not the zoned $Z of the same model and firmware" sh -c \
         "sed -n '/^$Z /,/^[^ ]/p' /tmp/export-dry.out | grep -q 'not managed: no \[Device\] section matches'"
 
+if vm_kernel_ge 6 10; then
+# --- 2. the ZNS namespace, 6.10 and later: a trial chooses -----------------
+# The workload: 4 KiB direct reads in the first 16 MiB of zone 0 (written
+# first), 1 MiB direct writes at the write pointer of zones 1.. (one writer,
+# so in order; 60 per zone, its capacity).
+dd if=/dev/zero of=/dev/$Z bs=1M count=16 oflag=direct 2>/dev/null
+zreader() {
+        i=$1
+        while :; do
+                i=$(( (i + 331) % 4080 ))
+                dd if=/dev/$Z of=/dev/null bs=4k count=16 skip=$i iflag=direct 2>/dev/null
+        done
+}
+zwriter() {
+        z=1
+        while [ $z -lt $VM_ZONES ]; do
+                i=0
+                while [ $i -lt 60 ]; do
+                        dd if=/dev/zero of=/dev/$Z bs=1M count=1 seek=$((z * 64 + i)) oflag=direct \
+                                conv=notrunc 2>/dev/null || echo "# zone writer: write at zone $z + $i MiB failed"
+                        i=$((i + 1))
+                done
+                z=$((z + 1))
+        done
+}
+WL=
+zreader 1 & WL="$WL $!"
+zreader 2000 & WL="$WL $!"
+zwriter & WL="$WL $!"
+sleep 2
+blkmqctl --address $ADDR --json trial $Z > /tmp/ztrial.json 2> /tmp/ztrial.err
+rc=$?
+kill $WL 2>/dev/null
+wait $WL 2>/dev/null
+sed 's/^/# zns trial stderr| /' /tmp/ztrial.err
+zlast=$(grep '^{' /tmp/ztrial.json | tail -n1)
+echo "# zns trial: $(echo "$zlast" | grep -o '"verdict": *"[^"]*"') $(echo "$zlast" | grep -o '"winner": *"[^"]*"') $(echo "$zlast" | grep -o '"reason": *"[^"]*"')"
+check_eq "blkmqctl trial $Z ($Z0) on $(uname -r): exit code" 0 $rc
+check "no 6.10 guard in its notes" sh -c "! grep -q 'before 6.10' /tmp/ztrial.json /tmp/ztrial.err"
+check_match "the zns trial came to a decision" '*"state":*"decided"*' "$(echo "$zlast" | grep -o '"state": *"[^"]*"' | head -n1)"
+check_match "both schedulers were measured on $Z" '*"epochs":*[1-9]*"epochs":*[1-9]*' "$(echo "$zlast" | grep -o '"epochs": *[0-9]*' | tr '\n' ' ')"
+ZW=$(echo "$zlast" | sed -n 's/.*"winner": *"\([^" ]*\).*/\1/p')
+check "the zns winner is a candidate (none or mq-deadline)" sh -c "[ '$ZW' = none ] || [ '$ZW' = mq-deadline ]"
+check_eq "$Z scheduler in sysfs is the winner's" "$ZW" "$(sched $Z)"
+check "the log: mq-deadline written to $Z by the trial" grep -q "$Z: queue/scheduler .*mq-deadline" $BLKMQD_LOG
+else
 # --- 2. the ZNS namespace: the kernel guard leaves nothing to compare ------
 blkmqctl --address $ADDR trial $Z > /tmp/ztrial.out 2>&1
 rc=$?
@@ -120,10 +170,16 @@ check "the refusal names the 6.10 guard" grep -q "none left out: a zoned disk be
 check_eq "$Z scheduler stays" mq-deadline "$(sched $Z)"
 check "the log: no write of none to $Z" sh -c "! grep -q '$Z: queue/scheduler .*→ none' $BLKMQD_LOG"
 
+fi
+
 # --- 3. stop: the original comes back ---------------------------------------
 rc=$(daemon_stop)
 check_eq "blkmqd exit code" 0 "$rc"
 check_eq "$C scheduler back to the original" "$C0" "$(sched $C)"
-check_eq "$Z scheduler as set before the trial (nothing of blkmqd's to restore)" mq-deadline "$(sched $Z)"
+if vm_kernel_ge 6 10; then
+        check_eq "$Z scheduler back to the original" "$Z0" "$(sched $Z)"
+else
+        check_eq "$Z scheduler as set before the trial (nothing of blkmqd's to restore)" mq-deadline "$(sched $Z)"
+fi
 log_has "trial" || log_show
 vm_summary
