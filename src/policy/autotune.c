@@ -1159,7 +1159,7 @@ bool autotune_may_start(const AutoTunePolicy *p, const AutoHistory *device, cons
         const uint64_t hour = 3600ULL * 1000000;
 
         if (global && global_per_hour && autotune_history_count(global, now_usec, hour) >= global_per_hour) {
-                snprintf(why, why_size, "%u trials in the last hour across all devices (AutoTrialsPerHour= of [Daemon])",
+                snprintf(why, why_size, "%u trials in the last hour across all devices (TrialsPerHourAllDevices= of [Daemon])",
                          global_per_hour);
                 return false;
         }

@@ -528,6 +528,7 @@ static const struct {
         { "[Device a]\nAutoFoo=1\n", 2, "unknown key AutoFoo=" },
         { "[Profile p]\nAutoTune=yes\n", 2, "unknown key AutoTune=" },
         { "[Daemon]\nAutoTrialsPerHour=0\n", 2, "AutoTrialsPerHour=: expected a number from 1 to 3600" },
+        { "[Daemon]\nTrialsPerHourAllDevices=0\n", 2, "TrialsPerHourAllDevices=: expected a number from 1 to 3600" },
         /* A family of knobs a trial may search, and read-ahead values. */
         { "[Device a]\nAutoTune=yes\nAutoKnobs=scheduler\nAutoKnobs=scheduler iosched readahead\n", 4,
           "AutoKnobs=: \"readahead\" is not a family of knobs" },
@@ -535,6 +536,18 @@ static const struct {
         /* The first mistake is the one reported. */
         { "[Device a]\nNrRequests=x\nIOPoll=maybe\n[Nope]\n", 2, "NrRequests=" },
 };
+
+/* [Daemon]'s trial cap by its own name; AutoTrialsPerHour=, its old name
+ * there, is still read (test_autotune_keys). */
+static void test_trials_cap_name(void **state) {
+        _cleanup_(config_freep) Config *c = NULL;
+        ConfigError err;
+
+        (void) state;
+        if (config_load_string("[Daemon]\nTrialsPerHourAllDevices=9\n", "cap.conf", &c, &err) < 0)
+                fail_msg("cap.conf:%u: %s", err.line, err.message);
+        assert_int_equal(c->daemon.autotune_trials_per_hour, 9);
+}
 
 static void test_autotune_keys(void **state) {
         _cleanup_(config_freep) Config *c = NULL;
@@ -882,6 +895,7 @@ int main(void) {
                 cmocka_unit_test(test_indented_line_is_a_key),
                 cmocka_unit_test(test_dropins),
                 cmocka_unit_test(test_autotune_keys),
+                cmocka_unit_test(test_trials_cap_name),
                 cmocka_unit_test(test_drift_keys),
                 cmocka_unit_test(test_dropin_error),
                 cmocka_unit_test(test_missing_files),
