@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <limits.h>
 #include <signal.h>
@@ -8,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "util.h"
@@ -350,4 +353,50 @@ void test_kill_point(const char *point) {
                         (void) raise(SIGKILL);
                 }
         }
+}
+
+int fsync_directory(const char *dir) {
+        _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+        if (fd < 0 || fsync(fd) < 0)
+                return -errno;
+        return 0;
+}
+
+int write_file_atomic(const char *path, const char *text, mode_t mode, WriteFileFlags flags) {
+        _cleanup_free_ char *tmp = NULL, *dir = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        size_t len = strlen(text);
+        int r;
+
+        if (asprintf(&tmp, "%s.XXXXXX", path) < 0)
+                return -ENOMEM;
+        fd = mkostemp(tmp, O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        errno = 0;
+        if (write(fd, text, len) != (ssize_t) len || write(fd, "\n", 1) != 1 || fchmod(fd, mode) < 0 ||
+            ((flags & WRITE_FILE_SYNC) && fsync(fd) < 0)) {
+                r = errno ? -errno : -EIO;
+                (void) unlink(tmp);
+                return r;
+        }
+        if (rename(tmp, path) < 0) {
+                r = -errno;
+                (void) unlink(tmp);
+                return r;
+        }
+        if (!(flags & WRITE_FILE_SYNC))
+                return 0;
+        dir = strdup(path);
+        if (!dir)
+                return -ENOMEM;
+        char *slash = strrchr(dir, '/');
+        if (slash == dir)
+                slash[1] = 0;
+        else if (slash)
+                *slash = 0;
+        else
+                strcpy(dir, ".");
+        return fsync_directory(dir);
 }

@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "cleanup.h"
 
@@ -58,6 +59,17 @@ int kernel_version_parse(const char *release, unsigned *ret);
 #define KERNEL_VERSION_CODE(a, b) (((unsigned) (a) << 16) | ((unsigned) (b) << 8))
 
 uint64_t now_usec(int clock);
+
+/* Writes text and a newline to path whole or not at all: a temporary file
+ * beside it (mode mode), renamed over path. With WRITE_FILE_SYNC the file is
+ * fsync()ed before the rename and its directory after, so a crash or a power
+ * cut leaves the old content or the new; without, it is for a tmpfs such as
+ * /run. */
+typedef enum WriteFileFlags {
+        WRITE_FILE_SYNC = 1 << 0,
+} WriteFileFlags;
+int write_file_atomic(const char *path, const char *text, mode_t mode, WriteFileFlags flags);
+int fsync_directory(const char *dir);
 
 /* Crash tests: when BLKMQD_TEST_KILL_AT names this point (a comma-separated
  * list), the process kills itself with SIGKILL right here, as a power cut

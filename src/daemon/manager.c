@@ -790,23 +790,12 @@ int manager_reload(Manager *m, ConfigError *err) {
 
 #define PROFILE_FILE "profile"
 
-static int fsync_directory(const char *dir) {
-        _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-
-        if (fd < 0 || fsync(fd) < 0)
-                return -errno;
-        return 0;
-}
-
 /* StateDirectory=/profile holds the name and a newline, or is absent (no
  * profile): written to a temporary file, synced, renamed over, and the
  * directory synced, so a crash or a power cut leaves the old or the new
  * one. */
 static int profile_save(const char *dir, const char *profile) {
-        _cleanup_free_ char *path = path_join(dir, PROFILE_FILE), *tmp = NULL;
-        _cleanup_close_ int fd = -EBADF;
-        size_t len;
-        int r;
+        _cleanup_free_ char *path = path_join(dir, PROFILE_FILE);
 
         if (!path)
                 return -ENOMEM;
@@ -817,24 +806,7 @@ static int profile_save(const char *dir, const char *profile) {
         }
         if (mkdir(dir, 0755) < 0 && errno != EEXIST)
                 return -errno;
-        if (asprintf(&tmp, "%s.XXXXXX", path) < 0)
-                return -ENOMEM;
-        fd = mkostemp(tmp, O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        len = strlen(profile);
-        if (write(fd, profile, len) != (ssize_t) len || write(fd, "\n", 1) != 1 || fchmod(fd, 0644) < 0 ||
-            fsync(fd) < 0) {
-                r = errno ? -errno : -EIO;
-                (void) unlink(tmp);
-                return r;
-        }
-        if (rename(tmp, path) < 0) {
-                r = -errno;
-                (void) unlink(tmp);
-                return r;
-        }
-        return fsync_directory(dir);
+        return write_file_atomic(path, profile, 0644, WRITE_FILE_SYNC);
 }
 
 /* The profile on record (NULL in *ret: none). */

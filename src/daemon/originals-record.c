@@ -105,18 +105,15 @@ static json_t *str_or_null(const char *s) {
 }
 
 int originals_record_write(const char *dir, const OriginalsIdentity *id, const Original *o, size_t n) {
-        _cleanup_free_ char *path = NULL, *tmp = NULL, *text = NULL;
-        _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ char *path = NULL, *text = NULL;
         json_t *root, *list;
         uint64_t now = now_usec(CLOCK_REALTIME);
         int pid = (int) getpid();
-        size_t len;
-        int r;
 
         if (n == 0)
                 return originals_record_remove(dir, id->sysname);
         path = originals_record_path(dir, id->sysname);
-        if (!path || asprintf(&tmp, "%s.XXXXXX", path) < 0)
+        if (!path)
                 return -ENOMEM;
 
         list = json_array();
@@ -141,21 +138,8 @@ int originals_record_write(const char *dir, const OriginalsIdentity *id, const O
         if (!text)
                 return -ENOMEM;
 
-        fd = mkostemp(tmp, O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        len = strlen(text);
-        if (write(fd, text, len) != (ssize_t) len || write(fd, "\n", 1) != 1) {
-                r = errno ? -errno : -EIO;
-                (void) unlink(tmp);
-                return r;
-        }
-        if (rename(tmp, path) < 0) {
-                r = -errno;
-                (void) unlink(tmp);
-                return r;
-        }
-        return 0;
+        /* The runtime directory is a tmpfs: renamed whole, not synced. */
+        return write_file_atomic(path, text, 0600, 0);
 }
 
 int originals_record_remove(const char *dir, const char *sysname) {
