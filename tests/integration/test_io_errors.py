@@ -64,8 +64,8 @@ import shutil
 import sqlite3
 import subprocess
 
-from blkmqtest import (Ctl, Env, FuseDisk, Runner, ctl_path, log, main_guard, need_loop, need_root, read_img, run,
-                       sha, show, skip, wait_for)
+from blkmqtest import (Ctl, Env, FuseDisk, Runner, ctl_path, log, main_guard, need_powerdisk, read_img, run, sha, show,
+                       skip, wait_for)
 from test_power_cut import BLOCK, extents
 from test_zone_crash import Service
 
@@ -458,16 +458,7 @@ def seal_read_case(r, env, zdisk, ddisk, ctl_bin):
 
 
 def main():
-    need_root()
-    need_loop()
-    powerdisk = os.environ.get("POWERDISK")
-    if not powerdisk or not os.access(powerdisk, os.X_OK):
-        skip("set POWERDISK=/path/to/powerdisk (built with libfuse3-dev)")
-    if not os.path.exists("/dev/fuse"):
-        skip("no /dev/fuse")
-    for tool in ("mkfs.ext4", "filefrag"):
-        if not shutil.which(tool):
-            skip(f"{tool} missing (e2fsprogs)")
+    powerdisk = need_powerdisk()
     ctl_bin = ctl_path()
     r = Runner("io-errors")
     with Env("io-errors") as env:

@@ -67,8 +67,8 @@ import subprocess
 import threading
 import time
 
-from blkmqtest import (Ctl, Env, FuseDisk, Runner, ctl_path, log, main_guard, need_loop, need_root, run, skip,
-                       timeout_scale, wait_for)
+from blkmqtest import (Ctl, Env, FuseDisk, Runner, ctl_path, log, main_guard, need_powerdisk, run, skip, timeout_scale,
+                       wait_for)
 from test_zone_crash import Book, Service, Stager, check_round
 
 DISK = 160 << 20
@@ -499,16 +499,7 @@ def main():
     a = ap.parse_args()
     if a.negative_control:
         os.environ["BLKMQD"] = os.path.abspath(a.negative_control)
-    need_root()
-    need_loop()
-    powerdisk = os.environ.get("POWERDISK")
-    if not powerdisk or not os.access(powerdisk, os.X_OK):
-        skip("set POWERDISK=/path/to/powerdisk (built with libfuse3-dev)")
-    if not os.path.exists("/dev/fuse"):
-        skip("no /dev/fuse")
-    for tool in ("mkfs.ext4", "filefrag"):
-        if not shutil.which(tool):
-            skip(f"{tool} missing (e2fsprogs)")
+    powerdisk = need_powerdisk()
     ctl_bin = ctl_path()
     seed = a.seed if a.seed is not None else random.randrange(1 << 30)
     r = Runner("power-cut")

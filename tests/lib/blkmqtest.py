@@ -108,6 +108,23 @@ def daemon_path():
     return os.path.abspath(p)
 
 
+def need_powerdisk():
+    """What the power-cut and I/O error tests need besides root and loop
+    devices: tools/powerdisk ($POWERDISK), /dev/fuse, and e2fsprogs' mkfs.ext4
+    and filefrag for ext4 over it. Returns powerdisk's path."""
+    need_root()
+    need_loop()
+    powerdisk = os.environ.get("POWERDISK")
+    if not powerdisk or not os.access(powerdisk, os.X_OK):
+        skip("set POWERDISK=/path/to/powerdisk (built with libfuse3-dev)")
+    if not os.path.exists("/dev/fuse"):
+        skip("no /dev/fuse")
+    for tool in ("mkfs.ext4", "filefrag"):
+        if not shutil.which(tool):
+            skip(f"{tool} missing (e2fsprogs)")
+    return powerdisk
+
+
 def need_all():
     need_root()
     need_loop()
