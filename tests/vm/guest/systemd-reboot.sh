@@ -62,7 +62,7 @@ check "hot-added $H tuned" vm_wait_for 20 tuned_conv $H
 
 # --- disabled -> a hotplug starts nothing -----------------------------------------
 systemctl disable --now blkmqd.service blkmqd.socket > /dev/null 2>&1
-check_eq "disabled and stopped (service and socket)" "inactive inactive disabled disabled" \
+check_eq "disabled and stopped (service and socket; the socket is static: no [Install])" "inactive inactive disabled static" \
         "$(prop blkmqd.service ActiveState) $(prop blkmqd.socket ActiveState) $(systemctl is-enabled blkmqd.service blkmqd.socket | tr '\n' ' ' | sed 's/ $//')"
 hotplug_conv conv-add2 hot4
 udevadm settle -t 20
