@@ -4,10 +4,18 @@
 # vm-systemd: the Debian package's whole life on Debian bookworm booted with
 # systemd as PID 1 (QEMU TCG, the 6.1 cloud kernel, --subsys --conventional:
 # a conventional and a ZNS NVMe namespace, QMP hotplug). One disk image,
-# three boots of it:
+# four boots of it:
 #   boot 1, guest/systemd-install.sh: apt-get install of this tree's .debs
 #          (no network); nothing enabled or started, no queue attribute
 #          changed.
+#   boot "stop", guest/systemd-stop.sh: the README's quick start blocks
+#          marked "<!-- quickstart-systemd: enable -->" and "off", taken
+#          from README.md here; after `systemctl stop blkmqd.service`
+#          nothing listens, and blkmqctl status (root, a user), bash's
+#          completion and a profile timer's service start nothing and
+#          change no attribute; a start tunes and listens again, kill -9
+#          restarts with the socket; the off switch leaves nothing
+#          listening or timed. Ends disabled, every attribute restored.
 #   boot 2, guest/systemd-running.sh: the same attributes after the reboot;
 #          enable --now (ActiveState, StatusText, sysfs, start job -> READY,
 #          the journal's fields); SCHED_RR only on the event loop;
@@ -29,6 +37,8 @@
 # built once beside the debootstrap tarball ($DEB_CHROOT_CACHE, default
 # tests/package/cache).
 # Usage: test-vm-systemd.sh   (root; exit 0 pass, 1 fail, 77 skip; 1 when CI=true)
+#        VM_SYSTEMD_BOOTS="install stop" runs those boots only (in this
+#        order; default: install stop running reboot)
 set -uo pipefail
 
 VM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -65,19 +75,38 @@ t2=$(date +%s.%N)
 echo "$DEB_VERSION" > "$work/deb-version"
 echo "$v2" > "$work/deb-version2"
 
+# The README's quick start under systemd, as the README has it: the fenced
+# block after each mark (the way test-deb-chroot.sh takes the others).
+for b in enable off; do
+        awk -v mark="<!-- quickstart-systemd: $b -->" '
+                $0 == mark { want = 1; next }
+                want && !inside && /^```/ { inside = 1; next }
+                inside && /^```/ { exit }
+                inside { print }' "$SRC/README.md" > "$work/quickstart-$b.sh"
+        [ -s "$work/quickstart-$b.sh" ] ||
+                { echo "FAIL: README.md has no block marked <!-- quickstart-systemd: $b -->"; exit 1; }
+done
+
 common=(--rootfs "$work/root.img" --subsys --conventional
         --hotplug-script "$VM_GUEST/systemd-hotplug.actions"
         --file "$VM_GUEST/daemon-lib.sh:/vm/daemon-lib.sh"
         --file "$VM_GUEST/systemd-lib.sh:/vm/systemd-lib.sh"
-        --file "$work/deb-version:/vm/deb-version" --file "$work/deb-version2:/vm/deb-version2")
+        --file "$work/deb-version:/vm/deb-version" --file "$work/deb-version2:/vm/deb-version2"
+        --file "$work/quickstart-enable.sh:/vm/quickstart-enable.sh"
+        --file "$work/quickstart-off.sh:/vm/quickstart-off.sh")
+boots=" ${VM_SYSTEMD_BOOTS:-install stop running reboot} "
+want() { case $boots in *" $1 "*) ;; *) return 1 ;; esac; }
 # Boots 2 and 3 need the installation of boot 1; boot 3 runs after a failed
 # boot 2 too (it reads boot 2's poweroff, and its own checks stand alone).
 # Boot 3 took 387 s from QEMU's start to its result at load 9 (two cores).
-if vm_boot vm-systemd-install 300 "${common[@]}" --script "$VM_GUEST/systemd-install.sh"; then
-        vm_boot vm-systemd-running 600 "${common[@]}" --script "$VM_GUEST/systemd-running.sh"
-        vm_boot vm-systemd-reboot 500 "${common[@]}" --script "$VM_GUEST/systemd-reboot.sh"
+# The stop boot runs between them and leaves blkmqd disabled, stopped,
+# every attribute restored, as boot 2 expects.
+if want install && vm_boot vm-systemd-install 300 "${common[@]}" --script "$VM_GUEST/systemd-install.sh"; then
+        want stop && vm_boot vm-systemd-stop 600 "${common[@]}" --script "$VM_GUEST/systemd-stop.sh"
+        want running && vm_boot vm-systemd-running 600 "${common[@]}" --script "$VM_GUEST/systemd-running.sh"
+        want reboot && vm_boot vm-systemd-reboot 500 "${common[@]}" --script "$VM_GUEST/systemd-reboot.sh"
 fi
 t3=$(date +%s.%N)
 awk -v a="$t0" -v b="$t1" -v c="$t2" -v d="$t3" 'BEGIN {
-        printf "=== timing: packages %.1fs, disk image %.1fs, three boots %.1fs, total %.1fs\n", b-a, c-b, d-c, d-a }'
+        printf "=== timing: packages %.1fs, disk image %.1fs, boots %.1fs, total %.1fs\n", b-a, c-b, d-c, d-a }'
 vm_finish vm-systemd
