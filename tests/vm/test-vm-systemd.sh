@@ -13,9 +13,11 @@
 #          from README.md here; after `systemctl stop blkmqd.service`
 #          nothing listens, and blkmqctl status (root, a user), bash's
 #          completion and a profile timer's service start nothing and
-#          change no attribute; a start tunes and listens again, kill -9
-#          restarts with the socket; the off switch leaves nothing
-#          listening or timed. Ends disabled, every attribute restored.
+#          change no attribute; with the socket started by hand, the
+#          completion still starts nothing; a start tunes and listens
+#          again, kill -9 restarts the service and its socket; the off
+#          switch leaves nothing listening or timed. Ends disabled, every
+#          attribute restored.
 #   boot 2, guest/systemd-running.sh: the same attributes after the reboot;
 #          enable --now (ActiveState, StatusText, sysfs, start job -> READY,
 #          the journal's fields); SCHED_RR only on the event loop;
