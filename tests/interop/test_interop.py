@@ -87,7 +87,7 @@ ReadAheadKB=384
             iface = client.get_interface(MANAGER)
             methods = {n for n, m in iface.members.items() if type(m).__name__ == "_Method"}
             want = {"GetStatus", "ListDevices", "GetDevice", "Explain", "Apply", "Restore", "Reload",
-                    "SetProfile", "ClearProfile", "SetLogLevel", "Monitor", "Trial"}
+                    "SetProfile", "ClearProfile", "SetLogLevel", "Monitor", "Trial", "Verify", "ListProfiles"}
             r.eq(methods, want, "all Manager methods known to the package")
             errors = {n for n, m in iface.members.items() if type(m).__name__ == "_Error"}
             r.ok(errors >= {"NoSuchDevice", "NoSuchProfile", "ConfigInvalid", "AttributeNotWritable"},
@@ -131,6 +131,13 @@ ReadAheadKB=384
                 raw = varlink_replies(sock, MANAGER + ".GetDevice", {"device": a.name})
                 good, why = conforms("GetDevice", raw[0]["parameters"])
                 r.ok(good, "GetDevice reply passes the package's IDL filter unchanged", why)
+                raw = varlink_replies(sock, MANAGER + ".Verify", {"device": a.name})
+                good, why = conforms("Verify", raw[0]["parameters"])
+                r.ok(good and raw[0]["parameters"]["devices"], "Verify reply passes the package's IDL filter unchanged",
+                     why)
+                raw = varlink_replies(sock, MANAGER + ".ListProfiles")
+                good, why = conforms("ListProfiles", raw[0]["parameters"])
+                r.ok(good, "ListProfiles reply passes the package's IDL filter unchanged", why)
                 ex = mgr.Explain(b.name)
                 r.ok(ex.get("device") == b.name and ex.get("managed") is True and
                      any(v.get("key") == "ReadAheadKB" and v.get("value") == "384" for v in ex.get("values", [])),
