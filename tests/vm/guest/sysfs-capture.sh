@@ -34,7 +34,7 @@ for d in /sys/block/nvme*n*; do
         none) C=$n ;;
         esac
 done
-check "a conventional and a ZNS namespace" [ -n "$C" ] && [ -n "$Z" ]
+check "a conventional and a ZNS namespace" sh -c "[ -n '$C' ] && [ -n '$Z' ]"
 fx nvme-conventional "$C"
 fx nvme-zns "$Z"
 
