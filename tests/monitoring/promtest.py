@@ -51,15 +51,20 @@ def parse_textfile(text):
         m = _SAMPLE.match(line)
         if not m:
             raise ValueError(f"not a sample line: {line!r}")
-        labels, rest = {}, m.group(3) or ""
-        while rest:
-            lm = _LABEL.match(rest)
-            if not lm:
-                raise ValueError(f"bad labels in {line!r}")
-            labels[lm.group(1)] = _unescape(lm.group(2))
-            rest = rest[lm.end():]
-        samples.append((m.group(1), labels, float(m.group(4))))
+        samples.append((m.group(1), _labels(m.group(3), line), float(m.group(4))))
     return samples, types
+
+
+def _labels(rest, where):
+    """The label="value" pairs of a sample or a selector, {label: value}."""
+    labels, rest = {}, rest or ""
+    while rest:
+        lm = _LABEL.match(rest)
+        if not lm:
+            raise ValueError(f"bad labels in {where!r}")
+        labels[lm.group(1)] = _unescape(lm.group(2))
+        rest = rest[lm.end():]
+    return labels
 
 
 def parse_selector(text):
@@ -67,14 +72,7 @@ def parse_selector(text):
     m = re.match(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?$', text.strip())
     if not m:
         raise ValueError(f"not a series selector: {text!r}")
-    labels, rest = {}, m.group(2) or ""
-    while rest:
-        lm = _LABEL.match(rest)
-        if not lm:
-            raise ValueError(f"bad labels in {text!r}")
-        labels[lm.group(1)] = _unescape(lm.group(2))
-        rest = rest[lm.end():]
-    return m.group(1), labels
+    return m.group(1), _labels(m.group(2), text)
 
 
 def textfile_versions(path, n, timeout):
