@@ -7,13 +7,16 @@
 #
 # Built from the package test's debootstrap tarball (tools/chroot-lib.sh,
 # CACHE/bookworm-minbase.tar, made first if missing) plus systemd,
-# systemd-sysv, udev, kmod, nvme-cli, zbd-utils and every dependency the
-# given .debs declare, so that `apt-get install ./blkmqd_*.deb` works in the
-# guest with no network. The list is kept in CACHE/rootfs-systemd.list: a
+# systemd-sysv, udev, kmod, nvme-cli, zbd-utils, lvm2, mdadm, cryptsetup-bin,
+# multipath-tools and every dependency the given .debs declare, so that
+# `apt-get install ./blkmqd_*.deb` works in the guest with no network. The list is kept in CACHE/rootfs-systemd.list: a
 # .deb that depends on something new makes the next run build it again.
 # Set up for the tests: a persistent journal, a fixed machine id, the user
 # `tester` (uid 1000), no getty, no logind, no apt/fstrim/e2scrub timers
-# (nothing runs that the checks did not start), no fstab entry to wait for. ~60 s with a warm apt cache.
+# (nothing runs that the checks did not start), none of the boot-time units
+# of lvm2, mdadm and multipath-tools (a test that wants multipathd or
+# dmeventd unmasks and starts it), no fstab entry to wait for. ~60 s with a
+# warm apt cache.
 # Needs root and, the first time, Debian's mirror.
 set -euo pipefail
 
@@ -23,13 +26,17 @@ cache=$1
 shift
 tar=$cache/rootfs-systemd.tar
 
-base="systemd systemd-sysv udev kmod nvme-cli zbd-utils util-linux procps"
+# lvm2, mdadm, cryptsetup-bin and multipath-tools: the stacked devices
+# (device mapper, md, dm-crypt, dm-multipath) the guest tests build on the
+# NVMe namespaces; their boot-time units are masked below.
+base="systemd systemd-sysv udev kmod nvme-cli zbd-utils util-linux procps
+      lvm2 mdadm cryptsetup-bin multipath-tools"
 deps=$(for d in "$@"; do dpkg-deb -f "$d" Depends; done | tr ',' '\n' |
         sed -e 's/([^)]*)//g' -e 's/|.*//' -e 's/[[:space:]]//g' | grep -v '^$' |
         grep -vxE 'blkmqd|libblkmq0|libblkmq-dev' || true)
 list=$(printf '%s\n' $base $deps | sort -u | tr '\n' ' ')
 # The stamp: the list and the setup below (bump setup-N when that changes).
-stamp="setup-3 $list"
+stamp="setup-4 $list"
 
 mkdir -p "$cache/apt-archives/partial"
 exec 9>"$cache/.lock"
@@ -66,7 +73,10 @@ chroot_run "$dir" "
         for u in serial-getty@ttyS0.service getty@tty1.service console-getty.service \
                  apt-daily.timer apt-daily-upgrade.timer dpkg-db-backup.timer nvmf-autoconnect.service \
                  e2scrub_all.timer e2scrub_reap.service fstrim.timer systemd-timesyncd.service \
-                 systemd-logind.service; do
+                 systemd-logind.service \
+                 lvm2-monitor.service lvm2-lvmpolld.socket dm-event.socket blk-availability.service \
+                 mdmonitor.service mdmonitor-oneshot.timer mdcheck_start.timer mdcheck_continue.timer \
+                 multipathd.service multipathd.socket; do
                 systemctl mask \$u >/dev/null 2>&1
         done
         apt-get clean
