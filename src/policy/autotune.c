@@ -900,7 +900,66 @@ static void series_values(const AutoTunePolicy *p, const AutoSeries *s, bool p99
         *ret_n = n;
 }
 
-/* Each candidate's medians; returns the best write throughput seen. */
+static double t_upper(double t, double df);
+
+/* The t with P(T >= t) = alpha for Student's t with df degrees of freedom
+ * (by bisection: t_upper() falls as t grows). */
+static double t_quantile_upper(double alpha, double df) {
+        double lo = 0, hi = 1e3;
+        if (alpha >= 0.5)
+                return 0;
+        for (int i = 0; i < 100; i++) {
+                double mid = (lo + hi) / 2;
+                if (t_upper(mid, df) > alpha)
+                        lo = mid;
+                else
+                        hi = mid;
+        }
+        return hi;
+}
+
+/* An epoch that wrote nothing beside ones that wrote: its logarithm as if
+ * it wrote this little (a huge spread, not an infinite one). */
+#define WRITE_LOG_FLOOR_MBPS 0.1
+
+/* The lower one-sided confidence bound (at AutoConfidence=) of each
+ * candidate's write MB/s: its median less the noise of its few epochs,
+ * from Student's t on the logarithms of the per-epoch figures, the
+ * variance pooled over every candidate measured (dropped or not) and at
+ * least its own, as the race's tests take it. The read-latency bound
+ * judges a challenger by it: a short, noisy measurement must not admit a
+ * setting that writes less than it seemed to. */
+static void write_lower_bounds(const AutoTunePolicy *p, const AutoSeries *series, size_t n, AutoSummary *sum) {
+        double lw[AUTOTUNE_MAX_CANDIDATES][AUTOTUNE_MAX_EPOCHS], var[AUTOTUNE_MAX_CANDIDATES], ss = 0, df = 0;
+        size_t k[AUTOTUNE_MAX_CANDIDATES];
+
+        for (size_t c = 0; c < n && c < AUTOTUNE_MAX_CANDIDATES; c++) {
+                double m = 0, q = 0;
+                k[c] = 0;
+                for (size_t i = 0; i < series[c].n; i++)
+                        if (series[c].epochs[i].valid)
+                                lw[c][k[c]++] = log(fmax(series[c].epochs[i].write_mbps, WRITE_LOG_FLOOR_MBPS));
+                for (size_t i = 0; i < k[c]; i++)
+                        m += lw[c][i];
+                m = k[c] ? m / (double) k[c] : 0;
+                for (size_t i = 0; i < k[c]; i++)
+                        q += (lw[c][i] - m) * (lw[c][i] - m);
+                var[c] = k[c] > 1 ? q / (double) (k[c] - 1) : 0;
+                ss += q;
+                df += k[c] > 1 ? (double) (k[c] - 1) : 0;
+        }
+        /* a floor of 1 % relative noise per epoch, as the race's */
+        double pooled = fmax(df > 0 ? ss / df : 0, 0.01 * 0.01);
+        double t = df >= 1 ? t_quantile_upper(1.0 - p->confidence_pct / 100.0, df) : 0;
+        for (size_t c = 0; c < n && c < AUTOTUNE_MAX_CANDIDATES; c++)
+                sum[c].write_low_mbps = k[c] == 0 || df < 1
+                                                ? sum[c].write_mbps
+                                                : sum[c].write_mbps * exp(-t * sqrt(fmax(pooled, var[c]) / (double) k[c]));
+}
+
+/* Each candidate's medians; returns the best write throughput seen, among
+ * every candidate measured: one that left the race early (for its read
+ * latency, say) still showed in its epochs what it writes. */
 static double summarize(const AutoTunePolicy *p, const AutoSeries *series, size_t n, bool p99, AutoSummary *sum,
                         double obj[][AUTOTUNE_MAX_EPOCHS]) {
         double best_write = 0;
@@ -924,12 +983,17 @@ static double summarize(const AutoTunePolicy *p, const AutoSeries *series, size_
                 if (k > 0 && sum[c].write_mbps > best_write)
                         best_write = sum[c].write_mbps;
         }
+        write_lower_bounds(p, series, n, sum);
         return best_write;
 }
 
 /* Marks the candidates inside the objective's bound, tests each challenger
  * against the current setting, and returns the best admissible one (-1:
- * none). */
+ * none). For read latency a challenger is inside the write bound when the
+ * lower confidence bound of its writes (not their median) is at least
+ * (1 - tolerance) times the best writer's median, the best among every
+ * candidate measured; the current setting by its median (keeping it
+ * promises nothing new). */
 static int pick_best(const AutoTunePolicy *p, size_t n, bool p99, AutoSummary *sum,
                      double obj[][AUTOTUNE_MAX_EPOCHS], double best_write) {
         bool lower = autotune_objective_lower_better(p);
@@ -938,7 +1002,8 @@ static int pick_best(const AutoTunePolicy *p, size_t n, bool p99, AutoSummary *s
         for (size_t c = 0; c < n; c++) {
                 if (p->objective == AUTO_OBJECTIVE_READ_LATENCY)
                         sum[c].admissible = best_write < AUTOTUNE_MIN_WRITE_MBPS ||
-                                            sum[c].write_mbps >= best_write * (1.0 - p->write_tolerance_pct / 100.0);
+                                            (c == 0 ? sum[c].write_mbps : sum[c].write_low_mbps) >=
+                                                    best_write * (1.0 - p->write_tolerance_pct / 100.0);
                 else if (p->objective == AUTO_OBJECTIVE_SEQ_READ)
                         sum[c].admissible = true; /* the reader waits on its throughput, not one request */
                 else
@@ -1375,9 +1440,11 @@ size_t autotune_race(const AutoTunePolicy *p, const AutoSeries *series, size_t n
         if (df < 2)
                 return 0;
         double pooled = fmax(ss / df, floor_var), wpooled = fmax(wss / df, floor_var);
+        /* the best writer among every candidate measured, those that left
+         * the race included: they showed in their epochs what they write */
         double best_write = 0;
         for (size_t c = 0; c < n; c++)
-                if (usable[c])
+                if (k[c] > 0)
                         best_write = fmax(best_write, autotune_median(wmb[c], k[c]));
 
         for (size_t c = 1; c < n; c++) {
@@ -1537,7 +1604,8 @@ static bool far_worse_seq(const AutoTunePolicy *p, const AutoSeries *series, siz
 }
 
 /* The far-worse test's reference for candidate c: among the candidates
- * still in the race (c aside) inside the write bound so far, the one with
+ * still in the race (c aside) inside the write bound so far (against the
+ * best writer of every candidate measured, dropped or not), the one with
  * the lowest median read latency (p99 or mean await); *ret_base is its
  * slowest epoch, at least AUTOTUNE_GUARD_FLOOR_MS. -1: none yet. */
 static int far_ref(const AutoTunePolicy *p, const AutoSeries *series, size_t n, const AutoDrop *drops, size_t c,
@@ -1550,7 +1618,7 @@ static int far_ref(const AutoTunePolicy *p, const AutoSeries *series, size_t n, 
         for (size_t b = 0; b < n && b < AUTOTUNE_MAX_CANDIDATES; b++) {
                 double w[AUTOTUNE_MAX_EPOCHS], r[AUTOTUNE_MAX_EPOCHS];
                 size_t k = 0;
-                if (b == c || (drops && drops[b].dropped))
+                if (b == c)
                         continue;
                 for (size_t i = 0; i < series[b].n; i++) {
                         const EpochFigures *f = &series[b].epochs[i];
@@ -1568,10 +1636,10 @@ static int far_ref(const AutoTunePolicy *p, const AutoSeries *series, size_t n, 
                 worst_r[b] = r[0];
                 for (size_t i = 1; i < k; i++)
                         worst_r[b] = fmax(worst_r[b], r[i]);
-                best_write = fmax(best_write, med_w[b]);
+                best_write = fmax(best_write, med_w[b]); /* the best writer: dropped ones count */
         }
         for (size_t b = 0; b < n && b < AUTOTUNE_MAX_CANDIDATES; b++) {
-                if (!has[b])
+                if (!has[b] || (drops && drops[b].dropped))
                         continue;
                 if (p->objective == AUTO_OBJECTIVE_READ_LATENCY && best_write >= AUTOTUNE_MIN_WRITE_MBPS &&
                     med_w[b] < best_write * (1.0 - p->write_tolerance_pct / 100.0))
@@ -1822,8 +1890,8 @@ void autotune_promise_make(const AutoTunePolicy *p, const AutoSeries *series, co
         double best_write = 0;
 
         *ret = (AutoPromise) {};
-        for (size_t c = 0; c < n; c++)
-                if (sum[c].n > 0 && !sum[c].dropped)
+        for (size_t c = 0; c < n; c++) /* every candidate measured, dropped or not */
+                if (sum[c].n > 0)
                         best_write = fmax(best_write, sum[c].write_mbps);
         (void) autotune_series_signature(series, n, &ret->sig);
         if (winner < 0 || (size_t) winner >= n)

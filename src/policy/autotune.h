@@ -284,7 +284,11 @@ typedef struct AutoSummary {
         double objective;   /* median of the per-epoch objective */
         double read_await_ms, write_mbps, read_mbps, iops, in_flight; /* medians */
         double read_p99_ms; /* median of the epochs' probe p99s; 0: not measured */
-        bool admissible;    /* meets the bound of the objective */
+        double write_low_mbps; /* the lower confidence bound of its write MB/s (at AutoConfidence=, Student's
+                                * t on the logs of its epochs): the write bound judges a challenger by it */
+        bool admissible;    /* meets the bound of the objective: for read latency, a challenger's write_low_mbps
+                             * (the current setting's median) at least (1 - tolerance) times the best
+                             * median write of every candidate measured, dropped ones included */
         double p_vs_current; /* p of "better than the current setting" (1 for the current) */
         size_t n;
 } AutoSummary;
@@ -366,7 +370,9 @@ bool autotune_race_settled(const AutoDrop *drops, size_t n);
 /* Whether epoch e of candidate c (not 0) is far worse than the best so
  * far: a read await more than the guard factor times the slowest epoch of
  * the candidate still in the race with the lowest median read await among
- * those inside the write bound so far (at least AUTOTUNE_GUARD_FLOOR_MS).
+ * those inside the write bound so far (against the best writer among
+ * every candidate measured, dropped ones included; at least
+ * AUTOTUNE_GUARD_FLOOR_MS).
  * *why says against what. */
 bool autotune_far_worse(const AutoTunePolicy *p, const AutoSeries *series, size_t n, const AutoDrop *drops,
                         size_t c, const EpochFigures *e, char *why, size_t why_size);

@@ -1154,6 +1154,115 @@ static void test_promise(void **state) {
         assert_int_equal(autotune_fallback(&p, sum, 3, d.winner), -1);
 }
 
+/* A trial run the way the daemon's runner runs it: rounds in
+ * autotune_round_order(), each epoch judged by autotune_far_worse() as it
+ * ends (a far-worse candidate leaves at once), autotune_race() after each
+ * round, the trial stopping when the race settles, then
+ * autotune_decide_raced(). The epoch of candidate c at its j-th epoch is
+ * made by epoch(c, j). */
+static void runner_trial(const AutoTunePolicy *p, const AutoCandidate *cand, size_t n,
+                         EpochFigures (*epoch)(size_t c, size_t j), AutoSeries *s, AutoDrop *drops,
+                         AutoSummary *sum, AutoDecision *d) {
+        memset(s, 0, sizeof(AutoSeries) * n);
+        memset(drops, 0, sizeof(AutoDrop) * n);
+        for (unsigned r = 0; r < p->rounds; r++) {
+                size_t order[AUTOTUNE_MAX_CANDIDATES];
+                size_t k = autotune_round_order(cand, n, drops, r, order);
+                for (size_t i = 0; i < k; i++) {
+                        size_t c = order[i];
+                        char why[256];
+                        EpochFigures e = epoch(c, s[c].n);
+                        bool far = autotune_far_worse(p, s, n, drops, c, &e, why, sizeof why);
+                        s[c].epochs[s[c].n++] = e;
+                        if (far)
+                                drops[c] = (AutoDrop) { .dropped = true, .by = -1, .epochs = (unsigned) s[c].n };
+                }
+                (void) autotune_race(p, s, n, drops);
+                if (autotune_race_settled(drops, n))
+                        break;
+        }
+        autotune_decide_raced(p, s, n, drops, sum, d);
+}
+
+/* Issue 32's trial (pgbench's SELECTs beside a bulk writer on ext4 on a
+ * model disk, AutoWriteTolerance=25%): bfq/64 reads best and writes 800
+ * MB/s on average; mq-deadline/256 writes 1,403 MB/s and leaves in its
+ * first epoch for its reads; from mq-deadline/64 (1,081 MB/s). Here bfq's
+ * writes come in bursts (1,150, 1,100, 150: 800 on average), so that the
+ * median of a few epochs says 1,100, inside 0.75 x 1,403; a decision by
+ * the median, or a bound against the best of the candidates left in the
+ * race only, chose bfq/64. */
+static double issue32_bfq_writes[3] = { 1150, 1100, 150 };
+
+static EpochFigures issue32_epoch(size_t c, size_t j) {
+        static const double rd[4] = { 80, 11, 400, 120 }, wr[4] = { 1081, 0, 1403, 1090 };
+        double w = c == 1 ? issue32_bfq_writes[j % 3] : wr[c];
+        return (EpochFigures) {
+                .valid = true, .read_iops = 900, .write_iops = noisy(w, 0.03),
+                .read_await_ms = noisy(rd[c], 0.05), .write_mbps = noisy(w, 0.03), .read_mbps = 3.6, .in_flight = 60,
+        };
+}
+
+static void test_write_bound_every_candidate(void **state) {
+        AutoTunePolicy p = policy();
+        AutoCandidate cand[4] = {
+                { .scheduler = "mq-deadline", .nr_requests = 64, .wbt_lat_usec = AUTO_WBT_UNSET, .baseline = true },
+                { .scheduler = "bfq", .nr_requests = 64, .wbt_lat_usec = AUTO_WBT_UNSET },
+                { .scheduler = "mq-deadline", .nr_requests = 256, .wbt_lat_usec = AUTO_WBT_UNSET },
+                { .scheduler = "none", .nr_requests = 64, .wbt_lat_usec = AUTO_WBT_UNSET },
+        };
+        AutoSeries s[4];
+        AutoDrop drops[4];
+        AutoSummary sum[4];
+        AutoDecision d;
+        AutoPromise pr;
+
+        p.write_tolerance_pct = 25;
+        rng_state = 32;
+        runner_trial(&p, cand, 4, issue32_epoch, s, drops, sum, &d);
+        print_message("bursty bfq/64 (median %.0f, lower bound %.0f MB/s; mq-deadline/256 %.0f MB/s in %zu epoch, "
+                      "dropped: %s): %s, winner %d (%s)\n", sum[1].write_mbps, sum[1].write_low_mbps,
+                      sum[2].write_mbps, s[2].n, drops[2].why[0] ? drops[2].why : "far worse",
+                      auto_verdict_to_string(d.verdict), d.winner, d.reason);
+        assert_true(drops[2].dropped && s[2].n == 1);
+        assert_true(sum[1].write_mbps >= 0.75 * 1403); /* its median alone would admit it */
+        assert_false(sum[1].admissible);
+        assert_int_not_equal(d.winner, 1);
+        assert_true(sum[d.winner].write_mbps >= 0.75 * sum[2].write_mbps);
+
+        /* bfq/64 writing a steady 1,100 MB/s is inside the bound: the
+         * change, and its promise is against the best writer measured,
+         * the dropped mq-deadline/256, not the best of those left */
+        issue32_bfq_writes[2] = 1100;
+        runner_trial(&p, cand, 4, issue32_epoch, s, drops, sum, &d);
+        issue32_bfq_writes[2] = 150;
+        print_message("steady bfq/64 (lower bound %.0f MB/s): %s, winner %d (%s)\n", sum[1].write_low_mbps,
+                      auto_verdict_to_string(d.verdict), d.winner, d.reason);
+        assert_int_equal(d.verdict, AUTO_VERDICT_CHANGE);
+        assert_int_equal(d.winner, 1);
+        autotune_promise_make(&p, s, sum, 4, d.winner, &pr);
+        assert_true(fabs(pr.write_floor_mbps - 0.75 * sum[2].write_mbps) < 1e-9);
+
+        /* the far-worse test's reference must be inside the bound of
+         * every writer measured: with mq-deadline/256 (1,403) gone, a
+         * reader writing 900 is no reference */
+        AutoSeries s2[3] = {};
+        AutoDrop dr2[3] = {};
+        char why[256];
+        double base;
+        for (unsigned i = 0; i < 3; i++) {
+                s2[0].epochs[s2[0].n++] = (EpochFigures) { .valid = true, .read_iops = 900, .read_await_ms = 10,
+                                                           .write_mbps = 900 };
+                s2[1].epochs[s2[1].n++] = (EpochFigures) { .valid = true, .read_iops = 900, .read_await_ms = 100,
+                                                           .write_mbps = 1403 };
+        }
+        dr2[1].dropped = true;
+        EpochFigures e = { .valid = true, .read_iops = 900, .read_await_ms = 50, .write_mbps = 1300 };
+        assert_false(autotune_far_worse(&p, s2, 3, dr2, 2, &e, why, sizeof why));
+        int ref = -2;
+        assert_true(autotune_far_worse_limit(&p, s2, 3, dr2, 2, &ref, &base) == 0);
+}
+
 static void test_signature_memory(void **state) {
         AutoSignature oltp = { .read_share = 0.7, .avg_kb = 8, .iops = 5000, .depth = 24 },
                       oltp2 = { .read_share = 0.66, .avg_kb = 9, .iops = 3200, .depth = 60 },
@@ -1523,6 +1632,7 @@ int main(void) {
                 cmocka_unit_test(test_round_order),
                 cmocka_unit_test(test_drained),
                 cmocka_unit_test(test_promise),
+                cmocka_unit_test(test_write_bound_every_candidate),
                 cmocka_unit_test(test_signature_memory),
                 cmocka_unit_test(test_family_order),
                 cmocka_unit_test(test_family_tunables),
