@@ -1,0 +1,281 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* stack.c over sysfs trees captured in a guest
+ * (tests/fixtures/sysfs/guest-6.12-stacks.tsv, tests/vm/capture-stacks.sh):
+ * an LV striped over two NVMe namespaces, dm-crypt on an LV, md RAID1 and
+ * RAID0 over partitions of the same two disks, a request-based dm-multipath
+ * map; down through slaves/ to the request-based members, up through
+ * holders/ to every top. */
+
+#include <errno.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "cleanup.h"
+#include "fake-sysfs.h"
+#include "stack.h"
+#include "sysfs.h"
+#include "util.h"
+
+#define STACKS "guest-6.12-stacks.tsv"
+
+/* The fixture as a tree below a fresh directory: "block/..." lines with an
+ * octal mode are files (value + "\n", 0x1c back to newlines), "link" lines
+ * symbolic links to another path of the tree (slaves/, holders/); "udev/"
+ * lines (the udev database) are left to the match tests. */
+static char *stacks_tree(void) {
+        _cleanup_free_ char *fx = NULL;
+        char *root = NULL;
+        char line[8192];
+        FILE *f;
+
+        assert_true(asprintf(&fx, "%s/sysfs/%s", t_fixtures_dir(), STACKS) > 0);
+        assert_int_equal(t_mkdtemp("blkmqd-stack", &root), 0);
+        f = fopen(fx, "re");
+        assert_non_null(f);
+        while (fgets(line, sizeof line, f)) {
+                char *path = line, *mode, *value, *nl;
+
+                if (line[0] == '#' || strncmp(line, "block/", 6) != 0)
+                        continue;
+                if ((nl = strchr(line, '\n')))
+                        *nl = 0;
+                mode = strchr(path, '\t');
+                assert_non_null(mode);
+                *mode++ = 0;
+                value = strchr(mode, '\t');
+                assert_non_null(value);
+                *value++ = 0;
+
+                _cleanup_free_ char *p = path_join(root, path), *dir = strdup(p);
+                assert_non_null(dir);
+                *strrchr(dir, '/') = 0;
+                assert_int_equal(t_mkdir_p(dir), 0);
+                if (streq(mode, "link")) {
+                        _cleanup_free_ char *t = path_join(root, value);
+                        assert_int_equal(symlink(t, p), 0);
+                        continue;
+                }
+                for (char *c = value; *c; c++)
+                        if (*c == '\034')
+                                *c = '\n';
+                _cleanup_free_ char *v = NULL;
+                assert_true(asprintf(&v, "%s\n", value) >= 0);
+                assert_int_equal(t_write_file(p, v), 0);
+        }
+        fclose(f);
+        return root;
+}
+
+static void free_tree(char *root) {
+        assert_int_equal(t_rm_rf(root), 0);
+        free(root);
+}
+
+/* The dm-N of a dm name, read from the tree as the daemon would. */
+static char *dm_by_name(const char *root, const char *name) {
+        for (int i = 0; i < 32; i++) {
+                _cleanup_free_ char *p = NULL;
+                char buf[256] = "";
+                FILE *f;
+
+                assert_true(asprintf(&p, "%s/block/dm-%d/dm/name", root, i) > 0);
+                if (!(f = fopen(p, "re")))
+                        continue;
+                if (fgets(buf, sizeof buf, f))
+                        buf[strcspn(buf, "\n")] = 0;
+                fclose(f);
+                if (streq(buf, name)) {
+                        char *r = NULL;
+                        assert_true(asprintf(&r, "dm-%d", i) > 0);
+                        return r;
+                }
+        }
+        fail_msg("no dm device named %s in the fixture", name);
+        return NULL;
+}
+
+static char *joined(char *const *l) {
+        char *j = strv_join((char **) l, " ");
+        assert_non_null(j);
+        return j;
+}
+
+static void test_lv_striped(void **state) {
+        (void) state;
+        char *root = stacks_tree();
+        _cleanup_free_ char *lv = dm_by_name(root, "vgdata-striped"), *m = NULL;
+        _cleanup_(stack_freep) Stack *s = NULL;
+
+        assert_int_equal(stack_resolve(root, lv, &s), 0);
+        assert_false(s->top->request_based);          /* an LV is bio-based */
+        assert_int_equal(s->top->n_children, 2);
+        m = joined(s->members);
+        assert_string_equal(m, "nvme0n1 nvme0n2");
+        assert_false(stack_is_trivial(s));
+
+        _cleanup_strv_free_ char **path = NULL;
+        assert_int_equal(stack_path_to(s, "nvme0n2", &path), 0);
+        assert_int_equal(strv_length(path), 2);
+        assert_string_equal(path[0], lv);
+        assert_string_equal(path[1], "nvme0n2");
+        free_tree(root);
+}
+
+/* Three layers: the crypt mapping on an LV on a namespace. */
+static void test_crypt_on_lv(void **state) {
+        (void) state;
+        char *root = stacks_tree();
+        _cleanup_free_ char *crypt = dm_by_name(root, "secret"), *lv = dm_by_name(root, "vgdata-cryptlv"), *m = NULL;
+        _cleanup_(stack_freep) Stack *s = NULL;
+        _cleanup_strv_free_ char **path = NULL;
+
+        assert_int_equal(stack_resolve(root, crypt, &s), 0);
+        assert_int_equal(s->top->n_children, 1);
+        assert_string_equal(s->top->children[0]->name, lv);
+        assert_false(s->top->children[0]->request_based);
+        m = joined(s->members);
+        assert_string_equal(m, "nvme0n1");  /* the linear LV took its extents from the first PV */
+        assert_int_equal(stack_path_to(s, s->members[0], &path), 0);
+        assert_int_equal(strv_length(path), 3);
+        assert_string_equal(path[0], crypt);
+        assert_string_equal(path[1], lv);
+        assert_int_equal(stack_path_to(s, "nvme0n5", &path), -ENOENT);
+        free_tree(root);
+}
+
+/* md over partitions: the partitions' disks are the members. */
+static void test_md_on_partitions(void **state) {
+        (void) state;
+        char *root = stacks_tree();
+        _cleanup_(stack_freep) Stack *s = NULL;
+        _cleanup_strv_free_ char **path = NULL;
+        _cleanup_free_ char *m = NULL;
+
+        assert_int_equal(stack_resolve(root, "md0", &s), 0);
+        assert_false(s->top->request_based);
+        assert_int_equal(s->top->n_children, 2);
+        assert_true(s->top->children[0]->partition);
+        assert_string_equal(s->top->children[0]->name, "nvme0n3p1");
+        assert_string_equal(s->top->children[0]->disk, "nvme0n3");
+        assert_true(s->top->children[0]->request_based);
+        m = joined(s->members);
+        assert_string_equal(m, "nvme0n3 nvme0n4");
+        assert_int_equal(stack_path_to(s, "nvme0n4", &path), 0);
+        assert_int_equal(strv_length(path), 3);
+        assert_string_equal(path[1], "nvme0n4p1");
+        assert_string_equal(path[2], "nvme0n4");
+        free_tree(root);
+}
+
+/* The request-based multipath map is its own member: its path's queue
+ * is below its scheduler. */
+static void test_multipath_request_based(void **state) {
+        (void) state;
+        char *root = stacks_tree();
+        _cleanup_free_ char *mp = dm_by_name(root, "mpatha"), *m = NULL;
+        _cleanup_(stack_freep) Stack *s = NULL;
+
+        assert_int_equal(stack_resolve(root, mp, &s), 0);
+        assert_true(s->top->request_based);
+        assert_int_equal(s->top->n_children, 0);
+        m = joined(s->members);
+        assert_string_equal(m, mp);
+        assert_true(stack_is_trivial(s));
+        free_tree(root);
+}
+
+/* A bare disk is a stack of one; a missing one is -ENOENT. */
+static void test_plain_and_missing(void **state) {
+        (void) state;
+        char *root = stacks_tree();
+        _cleanup_(stack_freep) Stack *s = NULL, *s2 = NULL;
+
+        assert_int_equal(stack_resolve(root, "nvme0n5", &s), 0);
+        assert_true(stack_is_trivial(s));
+        assert_string_equal(s->members[0], "nvme0n5");
+        assert_null(s->members[1]);
+        assert_int_equal(stack_resolve(root, "dm-99", &s2), -ENOENT);
+        free_tree(root);
+}
+
+/* Up through holders/: the disks of two md arrays (through their
+ * partitions) have two tops; a PV has both LVs and the crypt mapping
+ * above the LV it carries, not the LV itself. */
+static void test_tops(void **state) {
+        (void) state;
+        char *root = stacks_tree();
+        _cleanup_free_ char *striped = dm_by_name(root, "vgdata-striped"), *crypt = dm_by_name(root, "secret"),
+                            *mp = dm_by_name(root, "mpatha"), *t = NULL, *want = NULL;
+        _cleanup_strv_free_ char **tops = NULL;
+
+        assert_int_equal(stack_tops(root, "nvme0n3", &tops), 0);
+        t = joined(tops);
+        assert_string_equal(t, "md0 md1");
+        tops = (strv_free(tops), NULL);
+        t = mfree(t);
+
+        assert_int_equal(stack_tops(root, "nvme0n1", &tops), 0);
+        assert_true(asprintf(&want, "%s %s", striped, crypt) > 0);
+        t = joined(tops);
+        assert_string_equal(t, want);
+        tops = (strv_free(tops), NULL);
+        t = mfree(t);
+
+        assert_int_equal(stack_tops(root, "nvme0n5", &tops), 0);
+        t = joined(tops);
+        assert_string_equal(t, mp);
+        tops = (strv_free(tops), NULL);
+
+        /* the top itself has nothing above */
+        assert_int_equal(stack_tops(root, "md0", &tops), 0);
+        assert_null(tops);
+        free_tree(root);
+}
+
+/* A loop in the links (no kernel makes one) ends in -ELOOP, not a crash. */
+static void test_loop_guard(void **state) {
+        (void) state;
+        char *root = stacks_tree();
+        _cleanup_free_ char *lv = dm_by_name(root, "vgdata-striped"), *l = NULL, *t = NULL;
+        _cleanup_(stack_freep) Stack *s = NULL;
+
+        assert_true(asprintf(&l, "%s/block/nvme0n1/queue/scheduler", root) > 0);
+        assert_int_equal(t_write_file(l, "none\n"), 0); /* as if bio-based */
+        l = mfree(l);
+        assert_true(asprintf(&l, "%s/block/nvme0n1/slaves", root) > 0);
+        assert_int_equal(t_mkdir_p(l), 0);
+        l = mfree(l);
+        assert_true(asprintf(&l, "%s/block/nvme0n1/slaves/%s", root, lv) > 0);
+        assert_true(asprintf(&t, "%s/block/%s", root, lv) > 0);
+        assert_int_equal(symlink(t, l), 0);
+        assert_int_equal(stack_resolve(root, lv, &s), -ELOOP);
+        free_tree(root);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_lv_striped),
+                cmocka_unit_test(test_crypt_on_lv),
+                cmocka_unit_test(test_md_on_partitions),
+                cmocka_unit_test(test_multipath_request_based),
+                cmocka_unit_test(test_plain_and_missing),
+                cmocka_unit_test(test_tops),
+                cmocka_unit_test(test_loop_guard),
+        };
+
+        if (!t_fixtures_dir()) {
+                fprintf(stderr, "FIXTURES_DIR is not set (meson test sets it): skipping.\n");
+                return 77;
+        }
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
