@@ -28,30 +28,30 @@ char *autotune_clock_hm(uint64_t realtime_usec, char buf[static 16]) {
 
 static json_t *candidate_json(const AutoDevice *a, size_t c) {
         char buf[AUTOTUNE_CANDIDATE_STRMAX];
-        const AutoSummary *s = &a->summary[c];
-        json_t *o = json_pack("{s:s, s:s, s:b, s:i}", "setting", autotune_candidate_format(&a->cand[c], buf, sizeof buf),
-                              "scheduler", a->cand[c].scheduler, "baseline", a->cand[c].baseline, "epochs",
-                              (int) a->series[c].n);
-        if (a->cand[c].nr_requests)
-                json_object_set_new(o, "nrRequests", json_integer(a->cand[c].nr_requests));
-        if (a->cand[c].wbt_lat_usec != AUTO_WBT_UNSET)
-                json_object_set_new(o, "wbtLatUsec", json_integer(a->cand[c].wbt_lat_usec));
-        if (a->cand[c].set & AUTO_SET_READ_AHEAD)
-                json_object_set_new(o, "readAheadKB", json_integer(a->cand[c].read_ahead_kb));
+        const AutoSummary *s = &a->trial.summary[c];
+        json_t *o = json_pack("{s:s, s:s, s:b, s:i}", "setting", autotune_candidate_format(&a->trial.cand[c], buf, sizeof buf),
+                              "scheduler", a->trial.cand[c].scheduler, "baseline", a->trial.cand[c].baseline, "epochs",
+                              (int) a->trial.series[c].n);
+        if (a->trial.cand[c].nr_requests)
+                json_object_set_new(o, "nrRequests", json_integer(a->trial.cand[c].nr_requests));
+        if (a->trial.cand[c].wbt_lat_usec != AUTO_WBT_UNSET)
+                json_object_set_new(o, "wbtLatUsec", json_integer(a->trial.cand[c].wbt_lat_usec));
+        if (a->trial.cand[c].set & AUTO_SET_READ_AHEAD)
+                json_object_set_new(o, "readAheadKB", json_integer(a->trial.cand[c].read_ahead_kb));
         for (AutoTunable t = 0; t < _AUTO_TUN_MAX; t++)
-                if (a->cand[c].set & (1U << t)) {
+                if (a->trial.cand[c].set & (1U << t)) {
                         json_t *io = json_object_get(o, "iosched");
                         if (!io) {
                                 io = json_object();
                                 json_object_set_new(o, "iosched", io);
                         }
-                        json_object_set_new(io, autotune_tunable_info(t)->name, json_integer(a->cand[c].tun[t]));
+                        json_object_set_new(io, autotune_tunable_info(t)->name, json_integer(a->trial.cand[c].tun[t]));
                 }
-        if (a->refused[c])
+        if (a->trial.refused[c])
                 json_object_set_new(o, "refused", json_true());
-        if (a->drops[c].dropped && !a->refused[c]) {
+        if (a->trial.drops[c].dropped && !a->trial.refused[c]) {
                 json_object_set_new(o, "dropped", json_true());
-                json_object_set_new(o, "dropReason", json_string(a->drops[c].why));
+                json_object_set_new(o, "dropReason", json_string(a->trial.drops[c].why));
         }
         if (s->n > 0) {
                 json_object_set_new(o, "readAwaitMs", json_real(s->read_await_ms));
@@ -62,7 +62,7 @@ static json_t *candidate_json(const AutoDevice *a, size_t c) {
                 json_object_set_new(o, "objective", json_real(s->objective));
                 if (s->read_p99_ms > 0)
                         json_object_set_new(o, "readP99Ms", json_real(s->read_p99_ms));
-                if (a->has_result) {
+                if (a->trial.has_result) {
                         json_object_set_new(o, "admissible", json_boolean(s->admissible));
                         json_object_set_new(o, "pVsCurrent", json_real(s->p_vs_current));
                 }
@@ -70,90 +70,58 @@ static json_t *candidate_json(const AutoDevice *a, size_t c) {
         return o;
 }
 
-/* Medians so far, for progress while the trial runs. */
-void autotune_summarise_partial(AutoDevice *a) {
-        bool p99 = autotune_have_p99(a->series, a->n_cand);
-
-        for (size_t c = 0; c < a->n_cand; c++) {
-                double rd[AUTOTUNE_MAX_EPOCHS], wm[AUTOTUNE_MAX_EPOCHS], rm[AUTOTUNE_MAX_EPOCHS],
-                        io[AUTOTUNE_MAX_EPOCHS], inf[AUTOTUNE_MAX_EPOCHS], ob[AUTOTUNE_MAX_EPOCHS],
-                        pq[AUTOTUNE_MAX_EPOCHS];
-                size_t k = 0;
-                for (size_t i = 0; i < a->series[c].n; i++) {
-                        const EpochFigures *e = &a->series[c].epochs[i];
-                        if (!e->valid)
-                                continue;
-                        rd[k] = e->read_await_ms, wm[k] = e->write_mbps, rm[k] = e->read_mbps;
-                        io[k] = e->read_iops + e->write_iops, inf[k] = e->in_flight;
-                        ob[k] = autotune_objective_value(&a->policy, e, p99);
-                        pq[k] = e->read_p99_ms;
-                        k++;
-                }
-                a->summary[c] = (AutoSummary) { .n = k, .p_vs_current = 1 };
-                if (k) {
-                        a->summary[c].read_await_ms = autotune_median(rd, k);
-                        a->summary[c].write_mbps = autotune_median(wm, k);
-                        a->summary[c].read_mbps = autotune_median(rm, k);
-                        a->summary[c].iops = autotune_median(io, k);
-                        a->summary[c].in_flight = autotune_median(inf, k);
-                        a->summary[c].objective = autotune_median(ob, k);
-                        a->summary[c].read_p99_ms = p99 ? autotune_median(pq, k) : 0;
-                }
-        }
-}
-
 json_t *autotune_trial_json(const AutoDevice *a) {
         json_t *o = json_object(), *cands = json_array();
-        const char *state = autotune_running(a) ? "running" : a->aborted ? "aborted" : a->has_result ? "decided" : "idle";
+        const char *state = autotune_running(a) ? "running" : a->trial.aborted ? "aborted" : a->trial.has_result ? "decided" : "idle";
         char buf[AUTOTUNE_CANDIDATE_STRMAX];
 
         json_object_set_new(o, "state", json_string(state));
-        for (size_t c = 0; c < a->n_cand; c++)
+        for (size_t c = 0; c < a->trial.n_cand; c++)
                 json_array_append_new(cands, candidate_json(a, c));
         json_object_set_new(o, "candidates", cands);
-        if (a->policy_copied)
-                json_object_set_new(o, "objective", json_string(auto_objective_to_string(a->policy.objective)));
+        if (a->trial.policy_copied)
+                json_object_set_new(o, "objective", json_string(auto_objective_to_string(a->trial.policy.objective)));
         if (autotune_running(a)) {
-                json_object_set_new(o, "epoch", json_integer((json_int_t) a->slot + 1));
-                json_object_set_new(o, "epochs", json_integer((json_int_t) a->n_slots));
-                json_object_set_new(o, "measuring", json_string(autotune_candidate_format(&a->cand[a->current], buf, sizeof buf)));
+                json_object_set_new(o, "epoch", json_integer((json_int_t) a->trial.slot + 1));
+                json_object_set_new(o, "epochs", json_integer((json_int_t) a->trial.n_slots));
+                json_object_set_new(o, "measuring", json_string(autotune_candidate_format(&a->trial.cand[a->trial.current], buf, sizeof buf)));
         }
         if (a->started_usec)
                 json_object_set_new(o, "startedUsec", json_integer((json_int_t) a->started_usec));
         if (a->ended_usec)
                 json_object_set_new(o, "endedUsec", json_integer((json_int_t) a->ended_usec));
-        if (a->has_result) {
-                json_object_set_new(o, "verdict", json_string(auto_verdict_to_string(a->decision.verdict)));
-                json_object_set_new(o, "reason", json_string(a->decision.reason));
-                json_object_set_new(o, "winner", json_string(autotune_candidate_format(&a->cand[a->decision.winner], buf, sizeof buf)));
+        if (a->trial.has_result) {
+                json_object_set_new(o, "verdict", json_string(auto_verdict_to_string(a->trial.decision.verdict)));
+                json_object_set_new(o, "reason", json_string(a->trial.decision.reason));
+                json_object_set_new(o, "winner", json_string(autotune_candidate_format(&a->trial.cand[a->trial.decision.winner], buf, sizeof buf)));
                 /* the winner's own fields (scheduler, nrRequests, wbtLatUsec) are those of candidates[winnerIndex] */
-                json_object_set_new(o, "winnerIndex", json_integer(a->decision.winner));
-                json_object_set_new(o, "confidence", json_real(a->decision.confidence));
-                json_object_set_new(o, "improvement", json_real(a->decision.improvement));
-                json_object_set_new(o, "readLatency", json_string(a->decision.by_p99 ? "p99" : "await"));
+                json_object_set_new(o, "winnerIndex", json_integer(a->trial.decision.winner));
+                json_object_set_new(o, "confidence", json_real(a->trial.decision.confidence));
+                json_object_set_new(o, "improvement", json_real(a->trial.decision.improvement));
+                json_object_set_new(o, "readLatency", json_string(a->trial.decision.by_p99 ? "p99" : "await"));
         }
-        if (a->aborted)
-                json_object_set_new(o, "abortReason", json_string(a->abort_reason));
-        if (a->note[0])
-                json_object_set_new(o, "note", json_string(a->note));
-        json_object_set_new(o, "schedulerSwitches", json_integer(a->switches));
-        if (a->policy_copied)
-                json_object_set_new(o, "maxSchedulerSwitches", json_integer(a->policy.max_switches));
-        json_object_set_new(o, "applyUsec", json_integer((json_int_t) a->apply_usec));
-        json_object_set_new(o, "settleUsec", json_integer((json_int_t) a->drain_usec));
-        json_object_set_new(o, "rounds", json_integer(a->round));
-        if (a->stop_reason[0])
-                json_object_set_new(o, "stopReason", json_string(a->stop_reason));
-        if (a->search) {
+        if (a->trial.aborted)
+                json_object_set_new(o, "abortReason", json_string(a->trial.abort_reason));
+        if (a->trial.note[0])
+                json_object_set_new(o, "note", json_string(a->trial.note));
+        json_object_set_new(o, "schedulerSwitches", json_integer(a->trial.switches));
+        if (a->trial.policy_copied)
+                json_object_set_new(o, "maxSchedulerSwitches", json_integer(a->trial.policy.max_switches));
+        json_object_set_new(o, "applyUsec", json_integer((json_int_t) a->trial.apply_usec));
+        json_object_set_new(o, "settleUsec", json_integer((json_int_t) a->trial.drain_usec));
+        json_object_set_new(o, "rounds", json_integer(a->trial.round));
+        if (a->trial.stop_reason[0])
+                json_object_set_new(o, "stopReason", json_string(a->trial.stop_reason));
+        if (a->trial.search) {
                 /* a search by families: candidates are the last phase's */
-                json_t *se = json_pack("{s:s, s:i, s:i, s:i, s:s, s:b}", "family", auto_family_to_string(a->family),
-                                       "phases", (int) a->n_phases + (autotune_running(a) ? 1 : 0), "candidatesGenerated",
-                                       (int) a->n_generated, "candidatesMeasured", (int) a->n_measured, "phasesText",
-                                       a->phases_text, "sequentialReads", a->sequential);
+                json_t *se = json_pack("{s:s, s:i, s:i, s:i, s:s, s:b}", "family", auto_family_to_string(a->trial.family),
+                                       "phases", (int) a->trial.n_phases + (autotune_running(a) ? 1 : 0), "candidatesGenerated",
+                                       (int) a->trial.n_generated, "candidatesMeasured", (int) a->trial.n_measured, "phasesText",
+                                       a->trial.phases_text, "sequentialReads", a->trial.sequential);
                 if (se)
                         json_object_set_new(o, "search", se);
         }
-        if (a->has_result) {
+        if (a->trial.has_result) {
                 json_t *price = json_object();
                 if (a->p99_before > 0)
                         json_object_set_new(price, "readP99MsBefore", json_real(a->p99_before));
@@ -268,9 +236,9 @@ char *autotuner_explain(AutoTuner *t, const Device *d) {
         char *s = NULL, w[AUTOTUNE_CANDIDATE_STRMAX], b[AUTOTUNE_CANDIDATE_STRMAX], hm[16];
         int r;
 
-        if (a && a->has_choice && a->recalled_usec && !a->has_result)
+        if (a && a->has_choice && a->recalled_usec && !a->trial.has_result)
                 return explain_with_memory(t, d, strdup(a->choice_text));
-        if (!a || !a->has_result) {
+        if (!a || !a->trial.has_result) {
                 if (p && p->enabled)
                         return explain_with_memory(t, d,
                                                    strdup("AutoTune=yes: no trial has run yet; the static keys are in force."));
@@ -278,20 +246,20 @@ char *autotuner_explain(AutoTuner *t, const Device *d) {
         }
         if (autotune_running(a))
                 return strdup("a trial is running.");
-        autotune_candidate_format(&a->cand[a->decision.winner], w, sizeof w);
-        autotune_candidate_format(&a->cand[0], b, sizeof b);
+        autotune_candidate_format(&a->trial.cand[a->trial.decision.winner], w, sizeof w);
+        autotune_candidate_format(&a->trial.cand[0], b, sizeof b);
         autotune_clock_hm(a->ended_usec, hm);
         if (a->has_choice && a->choice_trial == a->n_trials)
                 r = asprintf(&s, "%s", a->choice_text);
         else if (a->has_choice)
                 r = asprintf(&s, "%s The last trial, at %s, kept it: %s (%s).", a->choice_text, hm,
-                             auto_verdict_to_string(a->decision.verdict), a->decision.reason);
-        else if (a->decision.verdict == AUTO_VERDICT_CHANGE)
+                             auto_verdict_to_string(a->trial.decision.verdict), a->trial.decision.reason);
+        else if (a->trial.decision.verdict == AUTO_VERDICT_CHANGE)
                 r = asprintf(&s, "the trial at %s chose %s, since put back by a restore: the static keys are in force.",
                              hm, w);
         else
-                r = asprintf(&s, "%s kept by the trial at %s: %s (%s).", b, hm, auto_verdict_to_string(a->decision.verdict),
-                             a->decision.reason);
+                r = asprintf(&s, "%s kept by the trial at %s: %s (%s).", b, hm, auto_verdict_to_string(a->trial.decision.verdict),
+                             a->trial.decision.reason);
         if (r < 0)
                 return NULL;
         char price[256], *t2 = NULL;
@@ -305,9 +273,9 @@ char *autotuner_explain(AutoTuner *t, const Device *d) {
                 s = t2;
                 t2 = NULL;
         }
-        if (a->stop_reason[0] || price[0]) {
-                r = asprintf(&t2, "%s%s%s%s%s%s", s, a->stop_reason[0] ? " The last trial " : "", a->stop_reason,
-                             a->stop_reason[0] ? "." : "", price[0] ? " The last trial's price: " : "", price);
+        if (a->trial.stop_reason[0] || price[0]) {
+                r = asprintf(&t2, "%s%s%s%s%s%s", s, a->trial.stop_reason[0] ? " The last trial " : "", a->trial.stop_reason,
+                             a->trial.stop_reason[0] ? "." : "", price[0] ? " The last trial's price: " : "", price);
                 free(s);
                 if (r < 0)
                         return NULL;
@@ -332,8 +300,8 @@ void autotuner_metrics(AutoTuner *t, StrBuf *sb) {
                             "The verdict of the device's last trial once it has finished (value 1; none while one runs).");
         for (AutoDevice *a = t->devices; a; a = a->next) {
                 MetricLabel l[] = { { "device", a->device->sysname },
-                                    { "verdict", auto_verdict_to_string(a->decision.verdict) } };
-                if (a->has_result && l[1].value)
+                                    { "verdict", auto_verdict_to_string(a->trial.decision.verdict) } };
+                if (a->trial.has_result && l[1].value)
                         metrics_text_gauge(sb, "blkmqd_autotune_last_verdict_info", l, 2, 1);
         }
         metrics_text_family(sb, "blkmqd_autotune_recalls_total", METRIC_COUNTER,
@@ -347,7 +315,7 @@ void autotuner_metrics(AutoTuner *t, StrBuf *sb) {
         for (AutoDevice *a = t->devices; a; a = a->next) {
                 MetricLabel l[] = { { "device", a->device->sysname } };
                 if (a->n_trials)
-                        metrics_text_gauge(sb, "blkmqd_autotune_scheduler_switches", l, 1, a->switches);
+                        metrics_text_gauge(sb, "blkmqd_autotune_scheduler_switches", l, 1, a->trial.switches);
         }
         metrics_text_family(sb, "blkmqd_autotune_trial_read_p99_seconds", METRIC_GAUGE,
                             "The price of the last trial: the probes' read p99 before it (the setting before, over "
@@ -359,31 +327,31 @@ void autotuner_metrics(AutoTuner *t, StrBuf *sb) {
                 } w[] = { { "before", a->p99_before }, { "during", a->p99_during }, { "after", a->p99_after } };
                 for (size_t i = 0; i < ELEMENTSOF(w); i++) {
                         MetricLabel l[] = { { "device", a->device->sysname }, { "when", w[i].when } };
-                        if (a->has_result && w[i].v > 0)
+                        if (a->trial.has_result && w[i].v > 0)
                                 metrics_text_gauge(sb, "blkmqd_autotune_trial_read_p99_seconds", l, 2, w[i].v / 1000);
                 }
         }
         metrics_text_family(sb, "blkmqd_autotune_candidate_read_await_seconds", METRIC_GAUGE,
                             "Median read await of each candidate in the last trial.");
         for (AutoDevice *a = t->devices; a; a = a->next)
-                for (size_t c = 0; c < a->n_cand; c++) {
+                for (size_t c = 0; c < a->trial.n_cand; c++) {
                         char buf[AUTOTUNE_CANDIDATE_STRMAX];
                         MetricLabel l[] = { { "device", a->device->sysname },
-                                                    { "setting", autotune_candidate_format(&a->cand[c], buf, sizeof buf) } };
-                        if (a->summary[c].n)
+                                                    { "setting", autotune_candidate_format(&a->trial.cand[c], buf, sizeof buf) } };
+                        if (a->trial.summary[c].n)
                                 metrics_text_gauge(sb, "blkmqd_autotune_candidate_read_await_seconds", l, 2,
-                                                   a->summary[c].read_await_ms / 1000);
+                                                   a->trial.summary[c].read_await_ms / 1000);
                 }
         metrics_text_family(sb, "blkmqd_autotune_candidate_read_p99_seconds", METRIC_GAUGE,
                             "Median over the epochs of each candidate's probe read p99 in the last trial.");
         for (AutoDevice *a = t->devices; a; a = a->next)
-                for (size_t c = 0; c < a->n_cand; c++) {
+                for (size_t c = 0; c < a->trial.n_cand; c++) {
                         char buf[AUTOTUNE_CANDIDATE_STRMAX];
                         MetricLabel l[] = { { "device", a->device->sysname },
-                                            { "setting", autotune_candidate_format(&a->cand[c], buf, sizeof buf) } };
-                        if (a->summary[c].read_p99_ms > 0)
+                                            { "setting", autotune_candidate_format(&a->trial.cand[c], buf, sizeof buf) } };
+                        if (a->trial.summary[c].read_p99_ms > 0)
                                 metrics_text_gauge(sb, "blkmqd_autotune_candidate_read_p99_seconds", l, 2,
-                                                   a->summary[c].read_p99_ms / 1000);
+                                                   a->trial.summary[c].read_p99_ms / 1000);
                 }
 }
 

@@ -23,11 +23,6 @@
 #include "util.h"
 #include "varlink.h"
 
-/* After an apply, before an epoch starts: the queue's refill after the
- * freeze the apply made; the tail of the candidate before is the drain's. */
-#define SETTLE_MAX_USEC 125000ULL
-#define DRAIN_POLL_USEC 50000ULL      /* then until the queue of the candidate before drained */
-#define PEEK_USEC 100000ULL           /* a challenger's probes are looked at this often in its epoch */
 #define HOTPLUG_DELAY_USEC 10000000ULL /* a new disk gets its workload first */
 #define WATCH_INTERVAL_USEC 10000000ULL /* periodic and workload-change checks */
 /* The watch ticks this often: a workload seen before is recalled from the
@@ -66,6 +61,7 @@ static AutoDevice *get(AutoTuner *t, Device *d) {
                 return NULL;
         a->tuner = t;
         a->device = d;
+        trial_engine_init(&a->trial, d->sysname);
         a->generation = d->generation;
         a->next = t->devices;
         t->devices = a;
@@ -92,8 +88,7 @@ static void auto_device_free(AutoTuner *t, AutoDevice *a) {
         a->timer = sd_event_source_disable_unref(a->timer);
         a->hotplug_timer = sd_event_source_disable_unref(a->hotplug_timer);
         calls_finish(a, NULL);
-        if (a->policy_copied)
-                autotune_policy_done(&a->policy);
+        trial_engine_done(&a->trial);
         free(a->probe0);
         free(a->cand_hist);
         free(a->trial_h0);
@@ -101,7 +96,7 @@ static void auto_device_free(AutoTuner *t, AutoDevice *a) {
 }
 
 bool autotune_running(const AutoDevice *a) {
-        return a->phase != PHASE_IDLE && a->phase != PHASE_FINISHING;
+        return trial_engine_running(&a->trial);
 }
 
 static int read_stat(const Device *d, BlockStat *ret) {
@@ -159,30 +154,23 @@ static uint64_t probes_max(const AutoTuner *t, const Device *d, uint64_t usec) {
         return step ? usec / step + 1 : 0;
 }
 
-/* Whether the probes of the epoch so far settle that the candidate is far
- * worse than the best so far: more of them above a->peek_limit_ms than
- * the p99 of the most probes the epoch can hold allows (then its p99
- * would be over the limit whatever the rest of the epoch brings).
- * *ret_p99 is the p99 of the probes so far (over the limit then). */
-static bool peek_far_worse(AutoDevice *a, uint64_t now, double *ret_p99, char *why, size_t why_size) {
+/* A look at the probes of the epoch so far, against the engine's
+ * far-worse limit: how many, how many above it, their p99, and the most
+ * an epoch (and a look's slack: its end may come a little late) can hold.
+ * n = 0: nothing to look at. */
+static TrialPeek peek_figures(AutoDevice *a, uint64_t now) {
         const Hist *h = probe_hist(a->tuner, a->device);
-        /* the epoch's end may come a little late: a look's worth of slack */
-        uint64_t n_max = probes_max(a->tuner, a->device, a->policy.epoch_usec + PEEK_USEC), ns;
+        uint64_t n_max = probes_max(a->tuner, a->device, a->trial.policy.epoch_usec + TRIAL_PEEK_USEC), ns;
+        TrialPeek pk = { .now = now, .n_max = n_max };
         Hist d;
 
         if (!h || !a->probe0 || n_max == 0 || hist_diff(&d, h, a->probe0) < 0 || d.count == 0)
-                return false;
-        uint64_t above = d.count - hist_count_le(&d, (uint64_t) (a->peek_limit_ms * 1e6));
-        if (!autotune_p99_above_certain(above, n_max) || hist_percentile(&d, 99, &ns) < 0 ||
-            !((double) ns / 1e6 > a->peek_limit_ms))
-                return false;
-        *ret_p99 = (double) ns / 1e6;
-        snprintf(why, why_size,
-                 "%" PRIu64 " of its first %" PRIu64 " probes (%.1f s into the epoch) read slower than %.2f ms, %u times "
-                 "the best so far's %.2f ms (candidate %d, its slowest epoch): more than its epoch's p99 can allow",
-                 above, d.count, (double) (now - a->t0) / 1e6, a->peek_limit_ms, a->policy.guard_factor,
-                 a->peek_base_ms, a->peek_ref);
-        return true;
+                return pk;
+        pk.n = d.count;
+        pk.above = d.count - hist_count_le(&d, (uint64_t) (a->trial.peek_limit_ms * 1e6));
+        if (hist_percentile(&d, 99, &ns) >= 0)
+                pk.p99_ms = (double) ns / 1e6;
+        return pk;
 }
 
 /* Adds the probes of the epoch just ended to candidate c's pool. */
@@ -213,8 +201,8 @@ static void price_compute(AutoDevice *a) {
         a->p99_before = a->p99_during = a->p99_after = 0;
         if (!a->cand_hist)
                 return;
-        a->p99_before = a->search && a->n_phases > 0 ? a->p99_before0 : hist_p99_ms(&a->cand_hist[0]);
-        a->p99_after = hist_p99_ms(&a->cand_hist[a->decision.winner]);
+        a->p99_before = a->trial.search && a->trial.n_phases > 0 ? a->p99_before0 : hist_p99_ms(&a->cand_hist[0]);
+        a->p99_after = hist_p99_ms(&a->cand_hist[a->trial.decision.winner]);
         if (h && a->trial_h0 && hist_diff(&d, h, a->trial_h0) >= 0)
                 a->p99_during = hist_p99_ms(&d);
 }
@@ -238,34 +226,33 @@ static void emit(AutoDevice *a) {
 }
 
 static void progress(AutoDevice *a) {
-        autotune_summarise_partial(a);
+        trial_engine_summarise(&a->trial);
         for (size_t i = 0; i < a->n_calls; i++)
                 if (varlink_call_wants_more(a->calls[i]) && varlink_call_is_connected(a->calls[i]))
                         (void) varlink_call_notify(a->calls[i], json_pack("{s:s, s:o}", "device", a->device->sysname,
                                                                            "trial", autotune_trial_json(a)));
 }
 
-/* ---- the trial ---- */
-
-static void apply_slot(AutoDevice *a);
+/* ---- the trial: the engine's I/O driver ---- */
 
 /* What the trial chose (or kept) for the workload it measured, for when
  * that workload comes back. Not after an abort, an idle disk or too few
  * epochs: those learned nothing of it. */
 static void remember(AutoDevice *a) {
-        AutoVerdict v = a->decision.verdict;
+        const TrialEngine *e = &a->trial;
+        AutoVerdict v = e->decision.verdict;
         AutoSignature sig;
         AutoMemoryDisk *m;
 
-        if (!a->policy.remember || a->aborted ||
+        if (!e->policy.remember || e->aborted ||
             (v != AUTO_VERDICT_CHANGE && v != AUTO_VERDICT_KEEP_BEST && v != AUTO_VERDICT_KEEP_NOISE &&
              v != AUTO_VERDICT_KEEP_HYSTERESIS) ||
-            !autotune_series_signature(a->series, a->n_cand, &sig) || sig.iops < a->policy.min_iops)
+            !autotune_series_signature(e->series, e->n_cand, &sig) || sig.iops < e->policy.min_iops)
                 return;
         m = autotune_memory_disk(a->tuner, a->device, true);
         if (!m)
                 return;
-        autotune_memory_record(m->m, &m->n, &sig, &a->cand[a->decision.winner], now_usec(CLOCK_REALTIME));
+        autotune_memory_record(m->m, &m->n, &sig, &e->cand[e->decision.winner], now_usec(CLOCK_REALTIME));
         (void) autotune_memory_save(a->tuner);
         /* the workload the watch compares with from now on; it is in
          * force, not arriving */
@@ -274,177 +261,162 @@ static void remember(AutoDevice *a) {
         a->changed_samples = 0;
 }
 
-static bool plan_round(AutoDevice *a);
+/* The probes of a search's phases: the first phase's p99 of the setting
+ * before the trial is the trial's "before"; a phase begun anew (apply)
+ * pools its candidates' probes afresh. */
+static void sync_phases(AutoDevice *a, bool apply) {
+        if (a->seen_phases == 0 && a->trial.n_phases > 0 && a->cand_hist)
+                a->p99_before0 = hist_p99_ms(&a->cand_hist[0]);
+        if (apply && a->trial.n_phases != a->seen_phases)
+                for (size_t c = 0; a->cand_hist && c < AUTOTUNE_MAX_CANDIDATES; c++)
+                        hist_reset(&a->cand_hist[c]);
+        a->seen_phases = a->trial.n_phases;
+}
 
-/* The candidates of family f around incumbent, the kernel guards and the
- * candidates that tripped applied; -ENOENT: nothing to compare (why is
- * appended to the trial's note). */
-static int family_candidates(AutoDevice *a, AutoFamily f, const AutoCandidate *incumbent, const char *line) {
-        Manager *m = a->tuner->manager;
-        Device *d = a->device;
-        char note[256];
-        size_t n;
+static void finish(AutoDevice *a);
+static int on_timer(sd_event_source *s, uint64_t usec, void *userdata);
+static TrialAction on_wait(AutoDevice *a, TrialWait w);
+
+/* Carries out what the engine asks, until it waits for an event. */
+static void carry_out(AutoDevice *a, TrialAction act) {
+        char why[256];
         int r;
 
-        r = autotune_family_candidates(&a->policy, f, incumbent, line, d->info->zoned && !streq(d->info->zoned, "none"),
-                                       m->tune.kernel_version, 0, a->cand, &n, note, sizeof note);
-        if (r >= 0)
-                n = autotune_drop_tripped(a->cand, n, a->tripped, a->n_tripped, now_usec(CLOCK_MONOTONIC), note,
-                                          sizeof note);
-        if (note[0]) {
-                size_t len = strlen(a->note);
-                if (len + 1 < sizeof a->note)
-                        snprintf(a->note + len, sizeof a->note - len, "%s%s: %s", len ? "; " : "",
-                                 auto_family_to_string(f), note);
-        }
-        a->n_cand = n;
-        return r < 0 || n < 2 ? -ENOENT : 0;
-}
-
-/* The state of a phase about to be measured. */
-static void phase_begin(AutoDevice *a, AutoFamily f) {
-        a->family = f;
-        a->policy.objective = f == AUTO_FAMILY_READ_AHEAD ? AUTO_OBJECTIVE_SEQ_READ : a->objective0;
-        memset(a->series, 0, sizeof a->series);
-        memset(a->refused, 0, sizeof a->refused);
-        memset(a->summary, 0, sizeof a->summary);
-        memset(a->drops, 0, sizeof a->drops);
-        a->round = 0;
-        a->n_generated += (unsigned) a->n_cand - (a->n_phases > 0); /* the incumbent was counted already */
-        for (size_t c = 0; a->cand_hist && c < AUTOTUNE_MAX_CANDIDATES; c++)
-                hist_reset(&a->cand_hist[c]);
-}
-
-/* A search's phase is over: its winner is the next phase's incumbent.
- * true: the next phase runs; false: the search is over (no family left,
- * none with a candidate, or the switch cap reached), and finish() decides
- * with the last phase. */
-static bool next_phase(AutoDevice *a) {
-        AutoDecision dec;
-        AutoSignature sig;
-        char w[AUTOTUNE_CANDIDATE_STRMAX];
-        char active[32];
-
-        autotune_decide_raced(&a->policy, a->series, a->n_cand, a->drops, a->summary, &dec);
-        for (size_t c = 0; c < a->n_cand; c++)
-                a->n_measured += a->series[c].n > 0 && (c > 0 || a->n_phases == 0);
-        if (a->n_phases == 0 && a->cand_hist)
-                a->p99_before0 = hist_p99_ms(&a->cand_hist[0]);
-        a->n_phases++;
-        if (autotune_series_signature(a->series, a->n_cand, &sig))
-                a->sequential = autotune_sequential_reads(&sig, a->policy.min_iops);
-        AutoCandidate inc = a->cand[dec.winner];
-        size_t len = strlen(a->phases_text);
-        if (len + 1 < sizeof a->phases_text)
-                snprintf(a->phases_text + len, sizeof a->phases_text - len, "%s%s: %s (%s)", len ? "; " : "",
-                         auto_family_to_string(a->family), autotune_candidate_format(&inc, w, sizeof w),
-                         auto_verdict_to_string(dec.verdict));
-        a->search_changed = a->search_changed || dec.verdict == AUTO_VERDICT_CHANGE;
-        if (dec.verdict != AUTO_VERDICT_CHANGE && dec.verdict != AUTO_VERDICT_KEEP_BEST &&
-            dec.verdict != AUTO_VERDICT_KEEP_NOISE && dec.verdict != AUTO_VERDICT_KEEP_HYSTERESIS)
-                return false; /* idle, too few epochs: the next phase would learn no more */
-        snprintf(active, sizeof active, "%s", a->cand[a->current].scheduler);
-
-        _cleanup_free_ char *ps = path_join(a->device->info->blockdir, "queue/scheduler"), *line = NULL;
-        if (!ps || sysfs_read(ps, &line) < 0 || scheduler_line_add_loadable(&line) < 0)
-                return false;
-        for (AutoFamily f = autotune_next_family(&a->policy, a->family, a->sequential); f < _AUTO_FAMILY_MAX;
-             f = autotune_next_family(&a->policy, f, a->sequential)) {
-                AutoCandidate keep[AUTOTUNE_MAX_CANDIDATES];
-                size_t n_keep = a->n_cand;
-                memcpy(keep, a->cand, sizeof keep);
-                a->policy.objective = a->objective0;
-                if (family_candidates(a, f, &inc, line) < 0) {
-                        /* the decision of finish() is on the last phase measured */
-                        memcpy(a->cand, keep, sizeof keep);
-                        a->n_cand = n_keep;
-                        continue;
-                }
-                phase_begin(a, f);
-                a->current = 0;
-                for (size_t c = 0; c < a->n_cand; c++)
-                        if (streq(a->cand[c].scheduler, active)) {
-                                a->current = c; /* what is in force, for the switch count of the plan */
+        for (;;)
+                switch (act.what) {
+                case TRIAL_DO_NOTHING:
+                        return;
+                case TRIAL_DO_APPLY:
+                        sync_phases(a, true);
+                        r = manager_apply(a->tuner->manager, a->device);
+                        if (r < 0) {
+                                snprintf(why, sizeof why, "cannot apply: %s", strerror(-r));
+                                act = trial_engine_abort(&a->trial, why);
+                        } else if (!a->device->busy)
+                                /* no job: the device matches no section any more
+                                 * (a loop device detached from its file, say) */
+                                act = trial_engine_abort(&a->trial, "the device no longer matches its policy");
+                        else
+                                return;
+                        break;
+                case TRIAL_DO_WAIT:
+                        if (act.usec == 0) {
+                                act = on_wait(a, act.wait);
                                 break;
                         }
-                log_info("%s: search phase %u: %s, %zu settings around %s.", a->device->sysname, a->n_phases + 1,
-                         auto_family_to_string(f), a->n_cand, autotune_candidate_format(&inc, w, sizeof w));
-                if (!plan_round(a)) {
-                        a->n_cand = 1; /* measured nothing: the incumbent stands */
-                        a->cand[0] = inc;
-                        a->series[0].n = 0;
-                        return false;
+                        a->timer = sd_event_source_disable_unref(a->timer);
+                        a->timer_wait = act.wait;
+                        r = sd_event_add_time_relative(a->tuner->manager->event, &a->timer, CLOCK_MONOTONIC, act.usec,
+                                                       1000, on_timer, a);
+                        if (r >= 0)
+                                return;
+                        snprintf(why, sizeof why, "cannot arm a timer: %s", strerror(-r));
+                        act = trial_engine_abort(&a->trial, why);
+                        break;
+                case TRIAL_DO_NEXT:
+                        progress(a);
+                        act = trial_engine_next(&a->trial, now_usec(CLOCK_MONOTONIC));
+                        break;
+                case TRIAL_DO_FINISH:
+                        sync_phases(a, false);
+                        finish(a);
+                        return;
                 }
-                apply_slot(a);
-                return true;
-        }
-        return false;
 }
 
+/* The event a wait was for. */
+static TrialAction on_wait(AutoDevice *a, TrialWait w) {
+        uint64_t now = now_usec(CLOCK_MONOTONIC);
+        BlockStat st;
+        int r;
+
+        switch (w) {
+        case TRIAL_WAIT_SETTLE: {
+                r = read_stat(a->device, &st);
+                TrialAction act = trial_engine_settled(&a->trial, r < 0 ? NULL : &st, r,
+                                                       probe_hist(a->tuner, a->device) != NULL, now);
+                if (a->trial.phase == TRIAL_MEASURING && act.what == TRIAL_DO_WAIT && act.wait != TRIAL_WAIT_SETTLE) {
+                        /* the epoch begins: its probes from here */
+                        a->probe_errors0 = probe_errors(a->tuner, a->device);
+                        probe_mark(a);
+                }
+                return act;
+        }
+        case TRIAL_WAIT_PEEK: {
+                TrialPeek pk = peek_figures(a, now);
+                return trial_engine_peek(&a->trial, &pk);
+        }
+        case TRIAL_WAIT_EPOCH:
+                r = read_stat(a->device, &st);
+                if (r >= 0)
+                        probe_pool(a, a->trial.current);
+                return trial_engine_epoch(&a->trial, r < 0 ? NULL : &st, r,
+                                          (unsigned) (probe_errors(a->tuner, a->device) - a->probe_errors0),
+                                          probe_p99_ms(a), now);
+        }
+        return (TrialAction) { .what = TRIAL_DO_NOTHING };
+}
+
+static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        AutoDevice *a = userdata;
+
+        a->timer = sd_event_source_disable_unref(a->timer);
+        carry_out(a, on_wait(a, a->timer_wait));
+        return 0;
+}
+
+/* The trial's chosen setting becomes what is in force: the choice, where
+ * it came from and explain's sentence of it; the change is counted. */
+static void install_choice(AutoDevice *a, const AutoCandidate *c, const char *origin, const char *text,
+                           uint64_t now) {
+        a->choice = *c;
+        a->choice.baseline = false;
+        a->has_choice = true;
+        a->choice_trial = a->n_trials;
+        snprintf(a->origin, sizeof a->origin, "%s", origin);
+        snprintf(a->choice_text, sizeof a->choice_text, "%s", text);
+        a->history.last_change_usec = now;
+        a->n_changes++;
+        a->tuner->n_changes++;
+}
+
+/* The engine decided (or aborted): what the daemon makes of it. */
 static void finish(AutoDevice *a) {
         Device *d = a->device;
         AutoTuner *t = a->tuner;
-        char w[AUTOTUNE_CANDIDATE_STRMAX], b[AUTOTUNE_CANDIDATE_STRMAX], hm[16];
+        TrialEngine *e = &a->trial;
+        char w[AUTOTUNE_CANDIDATE_STRMAX], b[AUTOTUNE_CANDIDATE_STRMAX], hm[16], origin[128], text[768];
 
         a->ended_usec = now_usec(CLOCK_REALTIME);
         a->timer = sd_event_source_disable_unref(a->timer);
-        if (a->search && !a->aborted && a->n_cand > 1 && next_phase(a))
-                return;
-        if (!a->aborted) {
-                autotune_decide_raced(&a->policy, a->series, a->n_cand, a->drops, a->summary, &a->decision);
-                a->has_result = true;
-                if (a->search && a->decision.verdict != AUTO_VERDICT_CHANGE && a->search_changed &&
-                    !autotune_candidate_equal(&a->cand[a->decision.winner], &a->origin0)) {
-                        /* an earlier phase changed the setting, the last kept it */
-                        a->decision.verdict = AUTO_VERDICT_CHANGE;
-                        snprintf(a->decision.reason, sizeof a->decision.reason, "a search by families: %.200s",
-                                 a->phases_text);
-                }
-        } else {
-                autotune_summarise_partial(a);
-                a->decision = (AutoDecision) { .verdict = AUTO_VERDICT_ABORTED, .winner = 0, .best = -1, .p = 1 };
-                snprintf(a->decision.reason, sizeof a->decision.reason, "%s", a->abort_reason);
-                a->has_result = true;
-                if (a->search) {
-                        a->cand[0] = a->origin0; /* back to the setting before the trial, not a phase's */
-                        a->n_cand = a->n_cand ? a->n_cand : 1;
-                }
-        }
-        a->policy.objective = a->search ? a->objective0 : a->policy.objective;
         price_compute(a);
         remember(a);
         /* the watch's next interval starts after the trial, not across it */
         a->watch_mono = a->recall_mono = 0;
-        const AutoCandidate *chosen = &a->cand[a->decision.winner];
+        const AutoCandidate *chosen = &e->cand[e->decision.winner];
         autotune_candidate_format(chosen, w, sizeof w);
-        autotune_candidate_format(&a->cand[0], b, sizeof b);
-        if (a->decision.verdict == AUTO_VERDICT_CHANGE) {
-                a->choice = *chosen;
-                a->choice.baseline = false;
-                a->has_choice = true;
-                snprintf(a->origin, sizeof a->origin, "trial at %s", autotune_clock_hm(a->ended_usec, hm));
-                a->choice_trial = a->n_trials;
-                const AutoSummary *sw = &a->summary[a->decision.winner], *s0 = &a->summary[0];
+        autotune_candidate_format(&e->cand[0], b, sizeof b);
+        if (e->decision.verdict == AUTO_VERDICT_CHANGE) {
+                snprintf(origin, sizeof origin, "trial at %s", autotune_clock_hm(a->ended_usec, hm));
+                const AutoSummary *sw = &e->summary[e->decision.winner], *s0 = &e->summary[0];
                 double dw = s0->write_mbps > 0 ? (sw->write_mbps - s0->write_mbps) / s0->write_mbps * 100 : 0;
-                if (a->search) {
-                        autotune_candidate_format(&a->origin0, b, sizeof b);
-                        if (snprintf(a->choice_text, sizeof a->choice_text,
+                if (e->search) {
+                        autotune_candidate_format(&e->origin0, b, sizeof b);
+                        if (snprintf(text, sizeof text,
                                      "%s, chosen by %s over %s: a search by families, %u candidates measured in %u "
                                      "phases (%.200s). AutoTune= wins over the static keys of these knobs.",
-                                     w, a->origin, b, a->n_measured, a->n_phases, a->phases_text) < 0)
-                                a->choice_text[0] = 0;
-                } else if (snprintf(a->choice_text, sizeof a->choice_text,
+                                     w, origin, b, e->n_measured, e->n_phases, e->phases_text) < 0)
+                                text[0] = 0;
+                } else if (snprintf(text, sizeof text,
                          "%s, chosen by %s: read %s %.2f ms against %.2f ms for %s, write throughput %+.0f %%; "
                          "confidence %.1f %%. AutoTune= wins over the static keys of these knobs.",
-                         w, a->origin, a->decision.by_p99 ? "p99" : "await",
-                         a->decision.by_p99 ? sw->read_p99_ms : sw->read_await_ms,
-                         a->decision.by_p99 ? s0->read_p99_ms : s0->read_await_ms, b, dw,
-                         a->decision.confidence * 100) < 0)
-                        a->choice_text[0] = 0;
-                a->history.last_change_usec = now_usec(CLOCK_MONOTONIC);
-                a->n_changes++;
-                t->n_changes++;
-                autotune_promise_make(&a->policy, a->series, a->summary, a->n_cand, a->decision.winner, &a->promise);
+                         w, origin, e->decision.by_p99 ? "p99" : "await",
+                         e->decision.by_p99 ? sw->read_p99_ms : sw->read_await_ms,
+                         e->decision.by_p99 ? s0->read_p99_ms : s0->read_await_ms, b, dw,
+                         e->decision.confidence * 100) < 0)
+                        text[0] = 0;
+                install_choice(a, chosen, origin, text, now_usec(CLOCK_MONOTONIC));
+                autotune_promise_make(&e->policy, e->series, e->summary, e->n_cand, e->decision.winner, &a->promise);
                 a->has_promise = a->promising = true;
                 a->promise_state = AUTO_PROMISE_WATCHING;
                 a->promise_until = now_usec(CLOCK_MONOTONIC) + AUTOTUNE_PROMISE_USEC;
@@ -452,263 +424,40 @@ static void finish(AutoDevice *a) {
                 a->fell_back = false;
                 snprintf(a->promise_why, sizeof a->promise_why, "watching the chosen setting on the workload");
                 log_struct(LOG_INFO, BLKMQD_MESSAGE_TRIAL_DECISION,
-                           LOG_FIELDS({ "BLKMQD_DEVICE", d->sysname }, { "BLKMQD_VERDICT", auto_verdict_to_string(a->decision.verdict) },
-                                      { "BLKMQD_OLD", b }, { "BLKMQD_NEW", w }, { "BLKMQD_REASON", a->decision.reason }),
+                           LOG_FIELDS({ "BLKMQD_DEVICE", d->sysname }, { "BLKMQD_VERDICT", auto_verdict_to_string(e->decision.verdict) },
+                                      { "BLKMQD_OLD", b }, { "BLKMQD_NEW", w }, { "BLKMQD_REASON", e->decision.reason }),
                            "%s: trial chose %s over %s: %s (switches %u, apply time %" PRIu64 " ms).", d->sysname, w, b,
-                           a->decision.reason, a->switches, a->apply_usec / 1000);
+                           e->decision.reason, e->switches, e->apply_usec / 1000);
         } else {
                 /* Keep what was there; a choice of an earlier trial stays. */
-                if (a->decision.verdict == AUTO_VERDICT_ABORTED)
+                if (e->decision.verdict == AUTO_VERDICT_ABORTED)
                         t->n_aborted++;
                 log_struct(LOG_INFO, BLKMQD_MESSAGE_TRIAL_DECISION,
-                           LOG_FIELDS({ "BLKMQD_DEVICE", d->sysname }, { "BLKMQD_VERDICT", auto_verdict_to_string(a->decision.verdict) },
-                                      { "BLKMQD_OLD", b }, { "BLKMQD_NEW", b }, { "BLKMQD_REASON", a->decision.reason }),
-                           "%s: trial kept %s: %s: %s.", d->sysname, b, auto_verdict_to_string(a->decision.verdict),
-                           a->decision.reason);
+                           LOG_FIELDS({ "BLKMQD_DEVICE", d->sysname }, { "BLKMQD_VERDICT", auto_verdict_to_string(e->decision.verdict) },
+                                      { "BLKMQD_OLD", b }, { "BLKMQD_NEW", b }, { "BLKMQD_REASON", e->decision.reason }),
+                           "%s: trial kept %s: %s: %s.", d->sysname, b, auto_verdict_to_string(e->decision.verdict),
+                           e->decision.reason);
         }
-        /* Put the chosen (or the kept) setting in place; the callers get
-         * their reply once it is (autotuner_event()). */
-        a->current = a->decision.winner;
-        a->phase = PHASE_FINISHING;
+        /* Put the chosen (or the kept) setting in place (the engine made
+         * it cand[current]); the callers get their reply once it is
+         * (autotuner_event()). */
         emit(a);
         /* No job (the device no longer matches a section, or the apply
          * failed): nothing to wait for. */
         if (manager_apply(t->manager, d) < 0 || !d->busy) {
-                a->phase = PHASE_IDLE;
+                trial_engine_finished(e);
                 calls_finish(a, json_pack("{s:s, s:o}", "device", d->sysname, "trial", autotune_trial_json(a)));
         }
-}
-
-static void abort_trial(AutoDevice *a, const char *fmt, const char *arg) {
-        snprintf(a->abort_reason, sizeof a->abort_reason, fmt, arg);
-        a->aborted = true;
-        log_warning("%s: trial ended early: %s; going back to the setting before it.", a->device->sysname,
-                    a->abort_reason);
-        finish(a);
 }
 
 /* Ends a running trial at once, from outside it (a restore, the device
  * removed or replaced): no setting is applied; its calls get the trial as it
  * stands. */
 static void end_trial_now(AutoDevice *a, const char *reason) {
-        snprintf(a->abort_reason, sizeof a->abort_reason, "%s", reason);
-        a->aborted = true;
-        a->phase = PHASE_IDLE;
+        trial_engine_end_now(&a->trial, reason);
         a->timer = sd_event_source_disable_unref(a->timer);
         a->ended_usec = now_usec(CLOCK_REALTIME);
         calls_finish(a, json_pack("{s:s, s:o}", "device", a->device->sysname, "trial", autotune_trial_json(a)));
-}
-
-/* Candidates still in the race, the current setting included. */
-static size_t in_race(const AutoDevice *a) {
-        size_t k = 0;
-        for (size_t c = 0; c < a->n_cand; c++)
-                k += !a->drops[c].dropped;
-        return k;
-}
-
-/* The next round's order, unless the trial is over: its last round done,
- * every challenger gone, or the round's switches beyond AutoMaxSwitches=. */
-static bool plan_round(AutoDevice *a) {
-        if (a->round >= a->policy.rounds || in_race(a) < 2)
-                return false;
-        a->n_order = autotune_round_order(a->cand, a->n_cand, a->drops, a->round, a->order);
-        a->pos = 0;
-        unsigned need = autotune_order_switches(a->cand, a->order, a->n_order, a->cand[a->current].scheduler);
-        if (a->switches + need > a->policy.max_switches) {
-                snprintf(a->stop_reason, sizeof a->stop_reason,
-                         "ended after %u of %u rounds: the next would take the scheduler switches to %u, above "
-                         "AutoMaxSwitches=%u", a->round, a->policy.rounds, a->switches + need, a->policy.max_switches);
-                return false;
-        }
-        a->n_slots = a->slot + a->n_order * (a->policy.rounds - a->round);
-        return true;
-}
-
-/* After an epoch (or a candidate the kernel refused): the next candidate
- * of the round, or the race's look at the round's end and the next round. */
-static void next_epoch(AutoDevice *a) {
-        char buf[AUTOTUNE_CANDIDATE_STRMAX];
-
-        a->pos++;
-        if (a->pos < a->n_order) {
-                apply_slot(a);
-                return;
-        }
-        bool was[AUTOTUNE_MAX_CANDIDATES];
-        for (size_t c = 0; c < a->n_cand; c++)
-                was[c] = a->drops[c].dropped;
-        if (autotune_race(&a->policy, a->series, a->n_cand, a->drops) > 0)
-                for (size_t c = 1; c < a->n_cand; c++)
-                        if (a->drops[c].dropped && !was[c])
-                                log_info("%s: %s leaves the trial: %s.", a->device->sysname,
-                                         autotune_candidate_format(&a->cand[c], buf, sizeof buf), a->drops[c].why);
-        a->round++;
-        if (autotune_race_settled(a->drops, a->n_cand) && a->round < a->policy.rounds) {
-                const AutoDrop *d0 = &a->drops[0];
-                snprintf(a->stop_reason, sizeof a->stop_reason,
-                         "settled after %u of %u rounds: %s beats the current setting with confidence (p=%.2g)",
-                         a->round, a->policy.rounds, autotune_candidate_format(&a->cand[d0->by], buf, sizeof buf),
-                         d0->p);
-                log_info("%s: trial %s.", a->device->sysname, a->stop_reason);
-                finish(a);
-                return;
-        }
-        if (plan_round(a))
-                apply_slot(a);
-        else
-                finish(a);
-}
-
-/* An epoch ends: at its time, or cut short by a look at its probes
- * (peek_why: why it is far worse already, its probes' p99 in peek_p99). */
-static void end_epoch(AutoDevice *a, const char *peek_why, double peek_p99) {
-        BlockStat b;
-        EpochFigures e;
-        char why[256], buf[AUTOTUNE_CANDIDATE_STRMAX];
-        int r;
-
-        a->timer = sd_event_source_disable_unref(a->timer);
-        r = read_stat(a->device, &b);
-        if (r < 0) {
-                abort_trial(a, "cannot read stat: %s", strerror(-r));
-                return;
-        }
-        autotune_epoch_figures(&a->stat0, &b, now_usec(CLOCK_MONOTONIC) - a->t0, &e);
-        e.errors = (unsigned) (probe_errors(a->tuner, a->device) - a->probe_errors0);
-        /* cut short: the p99 of the probes it had, over the limit */
-        e.read_p99_ms = peek_why ? peek_p99 : probe_p99_ms(a);
-        probe_pool(a, a->current);
-        autotune_candidate_format(&a->cand[a->current], buf, sizeof buf);
-        log_debug("%s: epoch %zu/%zu %s: read await %.2f ms, probe p99 %.2f ms, %.0f r/s, write %.1f MB/s, "
-                  "in flight %.1f",
-                  a->device->sysname, a->slot + 1, a->n_slots, buf, e.read_await_ms, e.read_p99_ms, e.read_iops,
-                  e.write_mbps, e.in_flight);
-        if (e.errors && autotune_guard(&a->policy, &a->series[0], &e, why, sizeof why)) {
-                char msg[512];
-                if (snprintf(msg, sizeof msg, "guard rail: %s with %s", why, buf) < 0)
-                        msg[0] = 0;
-                if (a->current != 0)
-                        autotune_tripped_add(a->tripped, &a->n_tripped, &a->cand[a->current],
-                                             now_usec(CLOCK_MONOTONIC));
-                abort_trial(a, "%s", msg);
-                return;
-        }
-        /* The price: a candidate far worse than the best so far leaves the
-         * trial after this one epoch (and the next trials for an hour). */
-        bool far;
-        if (peek_why) {
-                far = true;
-                snprintf(why, sizeof why, "%s", peek_why);
-        } else
-                far = autotune_far_worse(&a->policy, a->series, a->n_cand, a->drops, a->current, &e, why, sizeof why);
-        AutoSeries *ser = &a->series[a->current];
-        if (ser->n < AUTOTUNE_MAX_EPOCHS)
-                ser->epochs[ser->n++] = e;
-        if (far) {
-                AutoDrop *dr = &a->drops[a->current];
-                *dr = (AutoDrop) { .dropped = true, .by = -1, .epochs = (unsigned) ser->n };
-                snprintf(dr->why, sizeof dr->why, "far worse than the best so far: %.200s", why);
-                autotune_tripped_add(a->tripped, &a->n_tripped, &a->cand[a->current], now_usec(CLOCK_MONOTONIC));
-                log_info("%s: %s leaves the trial: %s.", a->device->sysname, buf, dr->why);
-        }
-        a->slot++;
-        progress(a);
-        next_epoch(a);
-}
-
-static int on_epoch_end(sd_event_source *s, uint64_t usec, void *userdata) {
-        end_epoch(userdata, NULL, 0);
-        return 0;
-}
-
-/* Every PEEK_USEC of a challenger's epoch: its probes so far, against the
- * far-worse limit. A setting that starves the reads costs the workload
- * for as long as it is measured; its verdict is often certain in a tenth
- * of the epoch. */
-static int on_peek(sd_event_source *s, uint64_t usec, void *userdata) {
-        AutoDevice *a = userdata;
-        uint64_t now = now_usec(CLOCK_MONOTONIC);
-        char why[256];
-        double p99 = 0;
-
-        a->timer = sd_event_source_disable_unref(a->timer);
-        if (now + 1000 >= a->epoch_end) {
-                end_epoch(a, NULL, 0);
-                return 0;
-        }
-        if (peek_far_worse(a, now, &p99, why, sizeof why)) {
-                end_epoch(a, why, p99);
-                return 0;
-        }
-        uint64_t left = a->epoch_end - now;
-        int r = sd_event_add_time_relative(a->tuner->manager->event, &a->timer, CLOCK_MONOTONIC,
-                                           left < PEEK_USEC ? left : PEEK_USEC, 1000, on_peek, a);
-        if (r < 0)
-                abort_trial(a, "cannot arm a timer: %s", strerror(-r));
-        return 0;
-}
-
-static int on_settled(sd_event_source *s, uint64_t usec, void *userdata) {
-        AutoDevice *a = userdata;
-        int r;
-
-        a->timer = sd_event_source_disable_unref(a->timer);
-        r = read_stat(a->device, &a->stat0);
-        if (r < 0) {
-                abort_trial(a, "cannot read stat: %s", strerror(-r));
-                return 0;
-        }
-        /* The queue of the candidate before must have drained first. */
-        uint64_t now = now_usec(CLOCK_MONOTONIC);
-        if (!autotune_drained(&a->stat_applied, &a->stat0) && now < a->applied_mono + AUTOTUNE_DRAIN_MAX_USEC) {
-                r = sd_event_add_time_relative(a->tuner->manager->event, &a->timer, CLOCK_MONOTONIC,
-                                               DRAIN_POLL_USEC, 1000, on_settled, a);
-                if (r < 0)
-                        abort_trial(a, "cannot arm a timer: %s", strerror(-r));
-                return 0;
-        }
-        a->drain_usec += now - a->applied_mono;
-        a->t0 = now_usec(CLOCK_MONOTONIC);
-        a->probe_errors0 = probe_errors(a->tuner, a->device);
-        probe_mark(a);
-        a->phase = PHASE_MEASURING;
-        a->epoch_end = a->t0 + a->policy.epoch_usec;
-        a->peek_ref = -1;
-        a->peek_limit_ms = a->probe0 && a->policy.epoch_usec > PEEK_USEC
-                                   ? autotune_far_worse_limit(&a->policy, a->series, a->n_cand, a->drops, a->current,
-                                                              &a->peek_ref, &a->peek_base_ms)
-                                   : 0;
-        if (a->peek_limit_ms > 0)
-                r = sd_event_add_time_relative(a->tuner->manager->event, &a->timer, CLOCK_MONOTONIC, PEEK_USEC, 1000,
-                                               on_peek, a);
-        else
-                r = sd_event_add_time_relative(a->tuner->manager->event, &a->timer, CLOCK_MONOTONIC,
-                                               a->policy.epoch_usec, 1000, on_epoch_end, a);
-        if (r < 0)
-                abort_trial(a, "cannot arm a timer: %s", strerror(-r));
-        return 0;
-}
-
-static void apply_slot(AutoDevice *a) {
-        /* Candidates the kernel refused, or that left the race in this
-         * round, are passed over. */
-        while (a->pos < a->n_order && (a->refused[a->order[a->pos]] || a->drops[a->order[a->pos]].dropped))
-                a->pos++;
-        if (a->pos >= a->n_order) {
-                a->pos = a->n_order - 1;
-                next_epoch(a);
-                return;
-        }
-        a->current = a->order[a->pos];
-        a->phase = PHASE_APPLYING;
-        int r = manager_apply(a->tuner->manager, a->device);
-        if (r < 0)
-                abort_trial(a, "cannot apply: %s", strerror(-r));
-        else if (!a->device->busy)
-                /* no job: the device matches no section any more (a loop
-                 * device detached from its file, say) */
-                abort_trial(a, "%s", "the device no longer matches its policy");
 }
 
 /* Whether knob k is one candidate c sets (its refusal refuses c). */
@@ -727,51 +476,26 @@ static bool trial_knob(const AutoCandidate *c, int k) {
 static void on_applied(AutoDevice *a) {
         Device *d = a->device;
         const TuneJob *j = d->last;
-        bool refused = false;
+        TrialApplied ev = {};
 
         /* A job that was running when the candidate was asked for came
          * back; the candidate's own job follows (dirty). */
         if (!j || d->dirty)
                 return;
-        a->apply_usec += j->usec;
+        ev.usec = j->usec;
         for (size_t i = 0; i < j->n_entries; i++) {
-                const TuneEntry *e = &j->entries[i];
-                if (!trial_knob(&a->cand[a->current], e->knob))
+                const TuneEntry *te = &j->entries[i];
+                if (!trial_knob(&a->trial.cand[a->trial.current], te->knob))
                         continue;
-                if (e->outcome == TUNE_FAILED)
-                        refused = true;
-                if (e->knob == KNOB_SCHEDULER && e->outcome == TUNE_CHANGED)
-                        a->switches++;
+                if (te->outcome == TUNE_FAILED)
+                        ev.refused = true;
+                if (te->knob == KNOB_SCHEDULER && te->outcome == TUNE_CHANGED)
+                        ev.switches++;
         }
-        if (j->device_error) {
-                abort_trial(a, "%s", "the device vanished");
-                return;
-        }
-        if (refused) {
-                char buf[AUTOTUNE_CANDIDATE_STRMAX];
-                log_notice("%s: the kernel refused %s; left out of this trial.", d->sysname,
-                           autotune_candidate_format(&a->cand[a->current], buf, sizeof buf));
-                if (a->current == 0) {
-                        abort_trial(a, "%s", "the current setting cannot be put back");
-                        return;
-                }
-                a->refused[a->current] = true;
-                a->drops[a->current] = (AutoDrop) { .dropped = true, .by = -1,
-                                                    .epochs = (unsigned) a->series[a->current].n };
-                snprintf(a->drops[a->current].why, sizeof a->drops[a->current].why, "refused by the kernel");
-                next_epoch(a);
-                return;
-        }
-        uint64_t settle = a->policy.epoch_usec / 16;
-        if (settle > SETTLE_MAX_USEC)
-                settle = SETTLE_MAX_USEC;
-        a->phase = PHASE_SETTLING;
-        a->applied_mono = now_usec(CLOCK_MONOTONIC);
-        if (read_stat(d, &a->stat_applied) < 0)
-                a->stat_applied = (BlockStat) {}; /* nothing in flight: settle by time alone */
-        if (sd_event_add_time_relative(a->tuner->manager->event, &a->timer, CLOCK_MONOTONIC, settle, 1000, on_settled,
-                                       a) < 0)
-                abort_trial(a, "%s", "cannot arm a timer");
+        ev.device_error = j->device_error;
+        ev.have_stat = !ev.refused && !ev.device_error && read_stat(d, &ev.stat) >= 0;
+        ev.now = now_usec(CLOCK_MONOTONIC);
+        carry_out(a, trial_engine_applied(&a->trial, &ev));
 }
 
 static int current_setting(const Device *d, const AutoTunePolicy *p, AutoCandidate *ret, char **ret_line) {
@@ -867,17 +591,14 @@ static int add_call(AutoDevice *a, VarlinkCall *call) {
         return 0;
 }
 
-/* A new trial of a's candidates: its counters and clocks, and the caps'
+/* A new trial: the driver's counters and clocks, its probes, and the caps'
  * history. */
-static void trial_begin(AutoDevice *a, bool forced) {
+static void trial_begin(AutoDevice *a) {
         AutoTuner *t = a->tuner;
 
-        a->n_slots = a->n_cand * a->policy.rounds;
-        a->slot = 0;
-        a->round = 0;
-        a->stop_reason[0] = 0;
         a->p99_before = a->p99_during = a->p99_after = 0;
-        memset(a->drops, 0, sizeof a->drops);
+        a->p99_before0 = 0;
+        a->seen_phases = 0;
         free(a->trial_h0);
         a->trial_h0 = NULL;
         const Hist *h = probe_hist(t, a->device);
@@ -887,12 +608,6 @@ static void trial_begin(AutoDevice *a, bool forced) {
         a->cand_hist = calloc(AUTOTUNE_MAX_CANDIDATES, sizeof *a->cand_hist);
         for (size_t c = 0; a->cand_hist && c < AUTOTUNE_MAX_CANDIDATES; c++)
                 hist_reset(&a->cand_hist[c]);
-        a->forced = forced;
-        a->aborted = a->has_result = false;
-        a->abort_reason[0] = 0;
-        a->switches = 0;
-        a->apply_usec = 0;
-        a->drain_usec = 0;
         a->promising = a->has_promise = a->fell_back = false;
         a->started_usec = now_usec(CLOCK_REALTIME);
         a->started_mono = now_usec(CLOCK_MONOTONIC);
@@ -923,7 +638,7 @@ int autotuner_start(AutoTuner *t, Device *d, bool forced, VarlinkCall *call, cha
         a = get(t, d);
         if (!a)
                 return -ENOMEM;
-        if (autotune_running(a) || a->phase == PHASE_FINISHING) {
+        if (autotune_running(a) || a->trial.phase == TRIAL_FINISHING) {
                 /* joined: it gets the running trial's replies */
                 r = add_call(a, call);
                 return r < 0 ? r : -EBUSY;
@@ -936,80 +651,27 @@ int autotuner_start(AutoTuner *t, Device *d, bool forced, VarlinkCall *call, cha
                 snprintf(why, why_size, "cannot read the current setting: %s", strerror(-r));
                 return -EPERM;
         }
-
-        if (a->policy_copied)
-                autotune_policy_done(&a->policy);
-        r = autotune_policy_copy(&a->policy, p);
+        TrialSetup setup = {
+                .policy = p,
+                .current = cur,
+                .scheduler_line = line,
+                .zoned = d->info->zoned && !streq(d->info->zoned, "none"),
+                .kernel_version = m->tune.kernel_version,
+                .forced = forced,
+                .now = now_usec(CLOCK_MONOTONIC),
+        };
+        r = trial_engine_start(&a->trial, &setup, why, why_size);
         if (r < 0)
                 return r;
-        a->policy_copied = true;
-        memset(a->series, 0, sizeof a->series);
-        memset(a->refused, 0, sizeof a->refused);
-        memset(a->summary, 0, sizeof a->summary);
-        a->search = p->knobs != 0;
-        a->n_phases = a->n_generated = a->n_measured = 0;
-        a->search_changed = a->sequential = false;
-        a->phases_text[0] = 0;
-        a->origin0 = cur;
-        a->objective0 = p->objective;
-        a->p99_before0 = 0;
-        if (a->search) {
-                /* Every phase may change the setting: their tests share
-                 * the trial's error rate (AutoTunePolicy.looks), counted
-                 * over the families the search may run (read-ahead
-                 * included: whether the workload reads sequentially is
-                 * known only later; an upper bound keeps it honest). */
-                a->policy.looks = 0;
-                for (AutoFamily f = autotune_next_family(p, -1, true); f < _AUTO_FAMILY_MAX;
-                     f = autotune_next_family(p, f, true))
-                        a->policy.looks++;
-                /* the first family with something to compare */
-                a->note[0] = 0;
-                r = -ENOENT;
-                for (AutoFamily f = autotune_next_family(p, -1, false); f < _AUTO_FAMILY_MAX && r < 0;
-                     f = autotune_next_family(p, f, false))
-                        if (family_candidates(a, f, &cur, line) >= 0) {
-                                r = 0;
-                                a->family = f;
-                        }
-        } else
-                r = autotune_candidates(p, &cur, line, d->info->zoned && !streq(d->info->zoned, "none"),
-                                        m->tune.kernel_version, 0, a->cand, &a->n_cand, a->note, sizeof a->note);
-        if (r >= 0 && !a->search) {
-                a->n_cand = autotune_drop_tripped(a->cand, a->n_cand, a->tripped, a->n_tripped,
-                                                  now_usec(CLOCK_MONOTONIC), a->note, sizeof a->note);
-                if (a->n_cand < 2)
-                        r = -EPERM;
-        }
-        if (r < 0) {
-                snprintf(why, why_size, "nothing to compare: the bounds leave only the current setting%s%s",
-                         a->note[0] ? "; " : "", a->note);
-                a->n_cand = 0;
-                return -EPERM;
-        }
-        {
-                size_t order[AUTOTUNE_MAX_CANDIDATES], k;
-                k = autotune_round_order(a->cand, a->n_cand, NULL, 0, order);
-                unsigned need = autotune_order_switches(a->cand, order, k, a->cand[0].scheduler);
-                if (need > p->max_switches) {
-                        snprintf(why, why_size, "one round of these candidates takes %u scheduler switches, above "
-                                                "AutoMaxSwitches=%u", need, p->max_switches);
-                        a->n_cand = 0;
-                        return -EPERM;
-                }
-        }
-        trial_begin(a, forced);
-        if (a->search)
-                phase_begin(a, a->family);
+        trial_begin(a);
         r = add_call(a, call);
         if (r < 0)
                 return r;
-        log_info("%s: trial of %zu settings, %u rounds of %.1f s epochs (%s%s%s).", d->sysname, a->n_cand, p->rounds,
-                 (double) p->epoch_usec / 1e6, forced ? "asked for" : "automatic", a->note[0] ? "; " : "", a->note);
+        log_info("%s: trial of %zu settings, %u rounds of %.1f s epochs (%s%s%s).", d->sysname, a->trial.n_cand,
+                 p->rounds, (double) p->epoch_usec / 1e6, forced ? "asked for" : "automatic",
+                 a->trial.note[0] ? "; " : "", a->trial.note);
         emit(a);
-        a->current = 0;
-        (void) plan_round(a);
-        apply_slot(a);
+        carry_out(a, trial_engine_begin(&a->trial, now_usec(CLOCK_MONOTONIC)));
         return 0;
 }
 
@@ -1044,10 +706,10 @@ static void check_replaced(AutoTuner *t, Device *d) {
         log_info("%s: another disk (%s): what earlier trials found is dropped.", d->sysname, d->info->id);
         if (autotune_running(a))
                 end_trial_now(a, "another disk appeared under the name");
-        a->phase = PHASE_IDLE;
+        trial_engine_finished(&a->trial);
         a->has_choice = false;
         a->promising = false;
-        a->n_tripped = 0;
+        a->trial.n_tripped = 0;
         autotune_memory_forget(t, d);
         a->has_sig = a->has_prev_sig = false;
         a->watch_mono = a->recall_mono = 0;
@@ -1069,18 +731,18 @@ void autotuner_overlay(AutoTuner *t, Device *d, Resolved *r) {
         if (!autotune_device_policy(t, d)) {
                 /* The Auto* keys are gone (reload), or the device matches
                  * no section any more: so is what they chose. A running
-                 * trial ends at its next step (apply_slot() sees no job). */
+                 * trial ends at its next apply (no job). */
                 a->has_choice = false;
                 return;
         }
-        if (a->phase != PHASE_IDLE && a->phase != PHASE_FINISHING) {
-                c = &a->cand[a->current];
+        if (a->trial.phase != TRIAL_IDLE && a->trial.phase != TRIAL_FINISHING) {
+                c = &a->trial.cand[a->trial.current];
                 origin = "trial running";
         } else if (a->has_choice) {
                 c = &a->choice;
                 origin = a->origin;
-        } else if (a->phase == PHASE_FINISHING) {
-                c = &a->cand[a->current]; /* the setting before the trial */
+        } else if (a->trial.phase == TRIAL_FINISHING) {
+                c = &a->trial.cand[a->trial.current]; /* the setting before the trial */
                 origin = "trial kept the setting before it";
         } else
                 return;
@@ -1140,7 +802,7 @@ void autotuner_forget(AutoTuner *t, Device *d) {
                         log_info("%s: trial ended by a restore.", a->device->sysname);
                         end_trial_now(a, "restore");
                 }
-                a->phase = PHASE_IDLE;
+                trial_engine_finished(&a->trial);
                 a->has_choice = false;
                 a->promising = false;
         }
@@ -1166,11 +828,11 @@ void autotuner_event(AutoTuner *t, ManagerEventType type, Device *d) {
                 a = autotune_find(t, d);
                 if (!a)
                         break;
-                if (a->phase == PHASE_APPLYING)
+                if (a->trial.phase == TRIAL_APPLYING)
                         on_applied(a);
-                else if (a->phase == PHASE_FINISHING && !d->dirty) {
+                else if (a->trial.phase == TRIAL_FINISHING && !d->dirty) {
                         /* The chosen setting (or the one before the trial) is in place. */
-                        a->phase = PHASE_IDLE;
+                        trial_engine_finished(&a->trial);
                         emit(a);
                         calls_finish(a, json_pack("{s:s, s:o}", "device", d->sysname, "trial", autotune_trial_json(a)));
                 }
@@ -1182,8 +844,8 @@ void autotuner_event(AutoTuner *t, ManagerEventType type, Device *d) {
                 if (autotune_running(a)) {
                         log_warning("%s: device removed during a trial; trial ended.", d->sysname);
                         end_trial_now(a, "the device was removed");
-                } else if (a->phase == PHASE_FINISHING) {
-                        a->phase = PHASE_IDLE;
+                } else if (a->trial.phase == TRIAL_FINISHING) {
+                        trial_engine_finished(&a->trial);
                         calls_finish(a, json_pack("{s:s, s:o}", "device", d->sysname, "trial", autotune_trial_json(a)));
                 }
                 auto_device_free(t, a);
@@ -1217,23 +879,23 @@ static void watch_promise(AutoDevice *a, const EpochFigures *e, uint64_t now) {
         }
         if (a->n_promise_e < AUTOTUNE_PROMISE_MAX_INTERVALS)
                 a->promise_e[a->n_promise_e++] = *e;
-        AutoPromiseState st = autotune_promise_check(&a->policy, &a->promise, a->promise_e, a->n_promise_e, why,
+        AutoPromiseState st = autotune_promise_check(&a->trial.policy, &a->promise, a->promise_e, a->n_promise_e, why,
                                                      sizeof why);
         if (st != AUTO_PROMISE_WATCHING)
                 snprintf(a->promise_why, sizeof a->promise_why, "%s", why);
         a->promise_state = st;
         if (st == AUTO_PROMISE_BROKEN) {
-                int fb = autotune_fallback(&a->policy, a->summary, a->n_cand, a->decision.winner);
-                const AutoCandidate *c = &a->cand[fb >= 0 ? fb : 0];
-                autotune_candidate_format(&a->cand[a->decision.winner], w, sizeof w);
+                int fb = autotune_fallback(&a->trial.policy, a->trial.summary, a->trial.n_cand, a->trial.decision.winner);
+                const AutoCandidate *c = &a->trial.cand[fb >= 0 ? fb : 0];
+                autotune_candidate_format(&a->trial.cand[a->trial.decision.winner], w, sizeof w);
                 autotune_candidate_format(c, f, sizeof f);
                 a->promising = false;
                 a->fell_back = true;
                 a->fallback = *c;
                 a->fallback.baseline = false;
-                autotune_tripped_add(a->tripped, &a->n_tripped, &a->cand[a->decision.winner], now);
+                autotune_tripped_add(a->trial.tripped, &a->trial.n_tripped, &a->trial.cand[a->trial.decision.winner], now);
                 /* the workload's memory gets the fallback, not the broken choice */
-                AutoMemoryDisk *m = a->policy.remember ? autotune_memory_disk(t, a->device, true) : NULL;
+                AutoMemoryDisk *m = a->trial.policy.remember ? autotune_memory_disk(t, a->device, true) : NULL;
                 if (m) {
                         autotune_memory_record(m->m, &m->n, &a->promise.sig, &a->fallback, now_usec(CLOCK_REALTIME));
                         (void) autotune_memory_save(t);
@@ -1350,7 +1012,7 @@ static int on_watch(sd_event_source *s, uint64_t usec, void *userdata) {
                 if (!p->interval_usec && !p->on_workload_change && (!mem || mem->n == 0) && !(known && known->promising))
                         continue;
                 AutoDevice *a = get(t, d);
-                if (!a || autotune_running(a) || a->phase == PHASE_FINISHING)
+                if (!a || autotune_running(a) || a->trial.phase == TRIAL_FINISHING)
                         continue;
                 BlockStat st;
                 if (read_stat(d, &st) < 0)
@@ -1397,7 +1059,7 @@ static int on_watch(sd_event_source *s, uint64_t usec, void *userdata) {
                                 a->changed_samples = 0;
                         if (start) {
                                 a->sig = sig;
-                                a->n_tripped = 0; /* another workload: what tripped may do well now */
+                                a->trial.n_tripped = 0; /* another workload: what tripped may do well now */
                         }
                 }
                 a->watch_stat = st;

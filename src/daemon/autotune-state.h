@@ -14,18 +14,12 @@
 #include "autotune.h"
 #include "hist.h"
 #include "manager.h"
+#include "trial-engine.h"
 
 typedef struct AutoTuner AutoTuner;
 typedef struct Prober Prober;
 struct VarlinkCall;
 
-typedef enum Phase {
-        PHASE_IDLE,
-        PHASE_APPLYING,  /* a candidate's apply is on the work pool */
-        PHASE_SETTLING,  /* applied; the queue refills before measuring */
-        PHASE_MEASURING, /* an epoch */
-        PHASE_FINISHING, /* the chosen setting's apply is on the work pool */
-} Phase;
 
 typedef struct AutoDevice AutoDevice;
 
@@ -43,34 +37,10 @@ struct AutoDevice {
         char choice_text[768]; /* explain's sentence about it */
         unsigned choice_trial; /* n_trials of the trial that chose it */
 
-        /* The trial (running, or the last one) */
-        Phase phase;
-        bool forced;
-        AutoTunePolicy policy;
-        bool policy_copied;
-        AutoCandidate cand[AUTOTUNE_MAX_CANDIDATES];
-        bool refused[AUTOTUNE_MAX_CANDIDATES];
-        AutoDrop drops[AUTOTUNE_MAX_CANDIDATES]; /* the race: who left, after how many epochs, why */
-        AutoSeries series[AUTOTUNE_MAX_CANDIDATES];
-        AutoSummary summary[AUTOTUNE_MAX_CANDIDATES];
-        size_t n_cand, current;
-        size_t slot;    /* epochs measured so far */
-        size_t n_slots; /* the epochs the trial will measure at most, as the race stands */
-        unsigned round; /* of policy.rounds */
-        size_t order[AUTOTUNE_MAX_CANDIDATES], n_order, pos; /* the round's order, and where it is */
-        char stop_reason[160]; /* why the trial ended before its last round (the switch cap), or "" */
-        /* A search by families (AutoKnobs=): one phase per family, each a
-         * race against the winner of the phase before (candidate 0). */
-        bool search;
-        int family;             /* the phase's AutoFamily */
-        unsigned n_phases;      /* phases measured */
-        unsigned n_generated;   /* candidates generated over the phases, the incumbents once */
-        unsigned n_measured;    /* of them, measured at least one epoch */
-        bool search_changed;    /* a phase before the last chose another setting */
-        bool sequential;        /* the workload read sequentially in the last phase */
-        AutoCandidate origin0;  /* the setting before the trial */
-        AutoObjective objective0;
-        char phases_text[512];  /* "scheduler: kyber (change); nr_requests: kept (keep-noise); ..." */
+        /* The trial (running, or the last one): its state machine, and
+         * what the driver keeps beside it. */
+        TrialEngine trial;
+        unsigned seen_phases;   /* of trial.n_phases: a search's phase begun anew resets cand_hist */
         double p99_before0;     /* the first phase's p99 of the setting before the trial */
         /* The price: probe latencies pooled over each candidate's epochs
          * (n_cand) and over the whole trial (its start, then the span);
@@ -78,36 +48,17 @@ struct AutoDevice {
         Hist *cand_hist;
         Hist *trial_h0;
         double p99_before, p99_during, p99_after;
-        BlockStat stat0;
-        BlockStat stat_applied; /* when the candidate's apply came back */
-        uint64_t applied_mono;
-        uint64_t drain_usec;    /* settling and draining, all candidates */
-        uint64_t t0;
         uint64_t probe_errors0; /* the device's probe errors when the epoch began */
         Hist *probe0;           /* its probe latencies when the epoch began (NULL: no probes) */
-        /* A look at the probes during an epoch of a challenger: the p99
-         * over which it is far worse (0: no look), against what. */
-        uint64_t epoch_end;     /* CLOCK_MONOTONIC */
-        double peek_limit_ms, peek_base_ms;
-        int peek_ref;
         sd_event_source *timer;
-        char note[512];
-        char abort_reason[256];
-        bool has_result, aborted;
-        AutoDecision decision;
+        TrialWait timer_wait;   /* what the timer waits for */
         uint64_t started_usec, ended_usec; /* CLOCK_REALTIME */
         uint64_t started_mono;
-        unsigned switches;   /* scheduler switches made by the trial */
-        uint64_t apply_usec; /* time its applies took on the worker (the queue freezes among it) */
         unsigned n_trials, n_changes;
         struct VarlinkCall **calls;
         size_t n_calls;
 
         unsigned generation; /* of the disk the trials knew (Device.generation) */
-
-        /* candidates that tripped the guard rail lately, left out */
-        AutoTripped tripped[AUTOTUNE_TRIPPED_MAX];
-        size_t n_tripped;
 
         /* After a change: the chosen setting watched against the bound
          * the trial admitted it under, for AUTOTUNE_PROMISE_USEC. */
@@ -172,8 +123,6 @@ const AutoTunePolicy *autotune_device_policy(AutoTuner *t, const Device *d);
 AutoDevice *autotune_find(AutoTuner *t, const Device *d);
 /* A trial is on (applying, settling or measuring a candidate). */
 bool autotune_running(const AutoDevice *a);
-/* Medians so far, for progress while the trial runs. */
-void autotune_summarise_partial(AutoDevice *a);
 /* The trial as Trial, GetDevice and Monitor give it. */
 json_t *autotune_trial_json(const AutoDevice *a);
 /* autotune-memory.c: the disk's memory (NULL: none; create: a new empty

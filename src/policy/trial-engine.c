@@ -1,0 +1,523 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* One trial as a state machine (trial-engine.h): what to apply, how long
+ * to wait, when to measure, when the race or the search is over and what
+ * it chose. Pure: the clock, the stat and the probes come in as events. */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "trial-engine.h"
+#include "util.h"
+
+static const TrialAction NOTHING = { .what = TRIAL_DO_NOTHING };
+
+static TrialAction wait_for(TrialWait w, uint64_t usec) {
+        return (TrialAction) { .what = TRIAL_DO_WAIT, .wait = w, .usec = usec };
+}
+
+void trial_engine_init(TrialEngine *e, const char *name) {
+        *e = (TrialEngine) {};
+        snprintf(e->name, sizeof e->name, "%s", name);
+}
+
+void trial_engine_done(TrialEngine *e) {
+        if (e->policy_copied)
+                autotune_policy_done(&e->policy);
+        e->policy_copied = false;
+        e->scheduler_line = mfree(e->scheduler_line);
+}
+
+bool trial_engine_running(const TrialEngine *e) {
+        return e->phase != TRIAL_IDLE && e->phase != TRIAL_FINISHING;
+}
+
+static bool decided(AutoVerdict v) {
+        return v == AUTO_VERDICT_CHANGE || v == AUTO_VERDICT_KEEP_BEST || v == AUTO_VERDICT_KEEP_NOISE ||
+               v == AUTO_VERDICT_KEEP_HYSTERESIS;
+}
+
+void trial_engine_summarise(TrialEngine *e) {
+        bool p99 = autotune_have_p99(e->series, e->n_cand);
+
+        for (size_t c = 0; c < e->n_cand; c++) {
+                double rd[AUTOTUNE_MAX_EPOCHS], wm[AUTOTUNE_MAX_EPOCHS], rm[AUTOTUNE_MAX_EPOCHS],
+                        io[AUTOTUNE_MAX_EPOCHS], inf[AUTOTUNE_MAX_EPOCHS], ob[AUTOTUNE_MAX_EPOCHS],
+                        pq[AUTOTUNE_MAX_EPOCHS];
+                size_t k = 0;
+                for (size_t i = 0; i < e->series[c].n; i++) {
+                        const EpochFigures *f = &e->series[c].epochs[i];
+                        if (!f->valid)
+                                continue;
+                        rd[k] = f->read_await_ms, wm[k] = f->write_mbps, rm[k] = f->read_mbps;
+                        io[k] = f->read_iops + f->write_iops, inf[k] = f->in_flight;
+                        ob[k] = autotune_objective_value(&e->policy, f, p99);
+                        pq[k] = f->read_p99_ms;
+                        k++;
+                }
+                e->summary[c] = (AutoSummary) { .n = k, .p_vs_current = 1 };
+                if (k) {
+                        e->summary[c].read_await_ms = autotune_median(rd, k);
+                        e->summary[c].write_mbps = autotune_median(wm, k);
+                        e->summary[c].read_mbps = autotune_median(rm, k);
+                        e->summary[c].iops = autotune_median(io, k);
+                        e->summary[c].in_flight = autotune_median(inf, k);
+                        e->summary[c].objective = autotune_median(ob, k);
+                        e->summary[c].read_p99_ms = p99 ? autotune_median(pq, k) : 0;
+                }
+        }
+}
+
+/* The candidates of family f around incumbent, the kernel guards and the
+ * candidates that tripped applied; -ENOENT: nothing to compare (why is
+ * appended to the trial's note). */
+static int family_candidates(TrialEngine *e, AutoFamily f, const AutoCandidate *incumbent, uint64_t now) {
+        char note[256];
+        size_t n;
+        int r;
+
+        r = autotune_family_candidates(&e->policy, f, incumbent, e->scheduler_line, e->zoned, e->kernel_version, 0,
+                                       e->cand, &n, note, sizeof note);
+        if (r >= 0)
+                n = autotune_drop_tripped(e->cand, n, e->tripped, e->n_tripped, now, note, sizeof note);
+        if (note[0]) {
+                size_t len = strlen(e->note);
+                if (len + 1 < sizeof e->note)
+                        snprintf(e->note + len, sizeof e->note - len, "%s%s: %s", len ? "; " : "",
+                                 auto_family_to_string(f), note);
+        }
+        e->n_cand = n;
+        return r < 0 || n < 2 ? -ENOENT : 0;
+}
+
+/* The state of a phase about to be measured. */
+static void phase_begin(TrialEngine *e, AutoFamily f) {
+        e->family = f;
+        e->policy.objective = f == AUTO_FAMILY_READ_AHEAD ? AUTO_OBJECTIVE_SEQ_READ : e->objective0;
+        memset(e->series, 0, sizeof e->series);
+        memset(e->refused, 0, sizeof e->refused);
+        memset(e->summary, 0, sizeof e->summary);
+        memset(e->drops, 0, sizeof e->drops);
+        e->round = 0;
+        e->n_generated += (unsigned) e->n_cand - (e->n_phases > 0); /* the incumbent was counted already */
+}
+
+/* Candidates still in the race, the current setting included. */
+static size_t in_race(const TrialEngine *e) {
+        size_t k = 0;
+        for (size_t c = 0; c < e->n_cand; c++)
+                k += !e->drops[c].dropped;
+        return k;
+}
+
+/* The next round's order, unless the trial is over: its last round done,
+ * every challenger gone, or the round's switches beyond AutoMaxSwitches=. */
+static bool plan_round(TrialEngine *e) {
+        if (e->round >= e->policy.rounds || in_race(e) < 2)
+                return false;
+        e->n_order = autotune_round_order(e->cand, e->n_cand, e->drops, e->round, e->order);
+        e->pos = 0;
+        unsigned need = autotune_order_switches(e->cand, e->order, e->n_order, e->cand[e->current].scheduler);
+        if (e->switches + need > e->policy.max_switches) {
+                snprintf(e->stop_reason, sizeof e->stop_reason,
+                         "ended after %u of %u rounds: the next would take the scheduler switches to %u, above "
+                         "AutoMaxSwitches=%u", e->round, e->policy.rounds, e->switches + need, e->policy.max_switches);
+                return false;
+        }
+        e->n_slots = e->slot + e->n_order * (e->policy.rounds - e->round);
+        return true;
+}
+
+static TrialAction finish(TrialEngine *e, uint64_t now);
+static TrialAction next_epoch(TrialEngine *e, uint64_t now);
+
+/* The candidate at the round's position, passing over those the kernel
+ * refused or that left the race in this round. */
+static TrialAction apply_slot(TrialEngine *e, uint64_t now) {
+        while (e->pos < e->n_order && (e->refused[e->order[e->pos]] || e->drops[e->order[e->pos]].dropped))
+                e->pos++;
+        if (e->pos >= e->n_order) {
+                e->pos = e->n_order - 1;
+                return next_epoch(e, now);
+        }
+        e->current = e->order[e->pos];
+        e->phase = TRIAL_APPLYING;
+        return (TrialAction) { .what = TRIAL_DO_APPLY };
+}
+
+/* A search's phase is over: its winner is the next phase's incumbent.
+ * true, with *ret its first apply: the next phase runs; false: the search
+ * is over (no family left, none with a candidate, or the switch cap
+ * reached), and finish() decides with the last phase. */
+static bool next_phase(TrialEngine *e, uint64_t now, TrialAction *ret) {
+        AutoDecision dec;
+        AutoSignature sig;
+        char w[AUTOTUNE_CANDIDATE_STRMAX];
+        char active[32];
+
+        autotune_decide_raced(&e->policy, e->series, e->n_cand, e->drops, e->summary, &dec);
+        for (size_t c = 0; c < e->n_cand; c++)
+                e->n_measured += e->series[c].n > 0 && (c > 0 || e->n_phases == 0);
+        e->n_phases++;
+        if (autotune_series_signature(e->series, e->n_cand, &sig))
+                e->sequential = autotune_sequential_reads(&sig, e->policy.min_iops);
+        AutoCandidate inc = e->cand[dec.winner];
+        size_t len = strlen(e->phases_text);
+        if (len + 1 < sizeof e->phases_text)
+                snprintf(e->phases_text + len, sizeof e->phases_text - len, "%s%s: %s (%s)", len ? "; " : "",
+                         auto_family_to_string(e->family), autotune_candidate_format(&inc, w, sizeof w),
+                         auto_verdict_to_string(dec.verdict));
+        e->search_changed = e->search_changed || dec.verdict == AUTO_VERDICT_CHANGE;
+        if (!decided(dec.verdict))
+                return false; /* idle, too few epochs: the next phase would learn no more */
+        snprintf(active, sizeof active, "%s", e->cand[e->current].scheduler);
+        if (!e->scheduler_line)
+                return false;
+        for (AutoFamily f = autotune_next_family(&e->policy, e->family, e->sequential); f < _AUTO_FAMILY_MAX;
+             f = autotune_next_family(&e->policy, f, e->sequential)) {
+                AutoCandidate keep[AUTOTUNE_MAX_CANDIDATES];
+                size_t n_keep = e->n_cand;
+                memcpy(keep, e->cand, sizeof keep);
+                e->policy.objective = e->objective0;
+                if (family_candidates(e, f, &inc, now) < 0) {
+                        /* the decision of finish() is on the last phase measured */
+                        memcpy(e->cand, keep, sizeof keep);
+                        e->n_cand = n_keep;
+                        continue;
+                }
+                phase_begin(e, f);
+                e->current = 0;
+                for (size_t c = 0; c < e->n_cand; c++)
+                        if (streq(e->cand[c].scheduler, active)) {
+                                e->current = c; /* what is in force, for the switch count of the plan */
+                                break;
+                        }
+                log_info("%s: search phase %u: %s, %zu settings around %s.", e->name, e->n_phases + 1,
+                         auto_family_to_string(f), e->n_cand, autotune_candidate_format(&inc, w, sizeof w));
+                if (!plan_round(e)) {
+                        e->n_cand = 1; /* measured nothing: the incumbent stands */
+                        e->cand[0] = inc;
+                        e->series[0].n = 0;
+                        return false;
+                }
+                *ret = apply_slot(e, now);
+                return true;
+        }
+        return false;
+}
+
+/* The decision (or the abort's): the setting to put in place is
+ * cand[current]. */
+static TrialAction finish(TrialEngine *e, uint64_t now) {
+        TrialAction act;
+
+        if (e->search && !e->aborted && e->n_cand > 1 && next_phase(e, now, &act))
+                return act;
+        if (!e->aborted) {
+                autotune_decide_raced(&e->policy, e->series, e->n_cand, e->drops, e->summary, &e->decision);
+                e->has_result = true;
+                if (e->search && e->decision.verdict != AUTO_VERDICT_CHANGE && e->search_changed &&
+                    !autotune_candidate_equal(&e->cand[e->decision.winner], &e->origin0)) {
+                        /* an earlier phase changed the setting, the last kept it */
+                        e->decision.verdict = AUTO_VERDICT_CHANGE;
+                        snprintf(e->decision.reason, sizeof e->decision.reason, "a search by families: %.200s",
+                                 e->phases_text);
+                }
+        } else {
+                trial_engine_summarise(e);
+                e->decision = (AutoDecision) { .verdict = AUTO_VERDICT_ABORTED, .winner = 0, .best = -1, .p = 1 };
+                snprintf(e->decision.reason, sizeof e->decision.reason, "%s", e->abort_reason);
+                e->has_result = true;
+                if (e->search) {
+                        e->cand[0] = e->origin0; /* back to the setting before the trial, not a phase's */
+                        e->n_cand = e->n_cand ? e->n_cand : 1;
+                }
+        }
+        e->policy.objective = e->search ? e->objective0 : e->policy.objective;
+        e->current = e->decision.winner;
+        e->phase = TRIAL_FINISHING;
+        return (TrialAction) { .what = TRIAL_DO_FINISH };
+}
+
+TrialAction trial_engine_abort(TrialEngine *e, const char *reason) {
+        snprintf(e->abort_reason, sizeof e->abort_reason, "%s", reason);
+        e->aborted = true;
+        log_warning("%s: trial ended early: %s; going back to the setting before it.", e->name, e->abort_reason);
+        return finish(e, 0);
+}
+
+void trial_engine_end_now(TrialEngine *e, const char *reason) {
+        snprintf(e->abort_reason, sizeof e->abort_reason, "%s", reason);
+        e->aborted = true;
+        e->phase = TRIAL_IDLE;
+}
+
+void trial_engine_finished(TrialEngine *e) {
+        e->phase = TRIAL_IDLE;
+}
+
+/* After an epoch (or a candidate the kernel refused): the next candidate
+ * of the round, or the race's look at the round's end and the next round. */
+static TrialAction next_epoch(TrialEngine *e, uint64_t now) {
+        char buf[AUTOTUNE_CANDIDATE_STRMAX];
+
+        e->pos++;
+        if (e->pos < e->n_order)
+                return apply_slot(e, now);
+        bool was[AUTOTUNE_MAX_CANDIDATES];
+        for (size_t c = 0; c < e->n_cand; c++)
+                was[c] = e->drops[c].dropped;
+        if (autotune_race(&e->policy, e->series, e->n_cand, e->drops) > 0)
+                for (size_t c = 1; c < e->n_cand; c++)
+                        if (e->drops[c].dropped && !was[c])
+                                log_info("%s: %s leaves the trial: %s.", e->name,
+                                         autotune_candidate_format(&e->cand[c], buf, sizeof buf), e->drops[c].why);
+        e->round++;
+        if (autotune_race_settled(e->drops, e->n_cand) && e->round < e->policy.rounds) {
+                const AutoDrop *d0 = &e->drops[0];
+                snprintf(e->stop_reason, sizeof e->stop_reason,
+                         "settled after %u of %u rounds: %s beats the current setting with confidence (p=%.2g)",
+                         e->round, e->policy.rounds, autotune_candidate_format(&e->cand[d0->by], buf, sizeof buf),
+                         d0->p);
+                log_info("%s: trial %s.", e->name, e->stop_reason);
+                return finish(e, now);
+        }
+        if (plan_round(e))
+                return apply_slot(e, now);
+        return finish(e, now);
+}
+
+TrialAction trial_engine_next(TrialEngine *e, uint64_t now) {
+        return next_epoch(e, now);
+}
+
+int trial_engine_start(TrialEngine *e, const TrialSetup *s, char *why, size_t why_size) {
+        const AutoTunePolicy *p = s->policy;
+        int r;
+
+        if (e->policy_copied)
+                autotune_policy_done(&e->policy);
+        e->policy_copied = false;
+        r = autotune_policy_copy(&e->policy, p);
+        if (r < 0)
+                return r;
+        e->policy_copied = true;
+        free(e->scheduler_line);
+        e->scheduler_line = s->scheduler_line ? strdup(s->scheduler_line) : NULL;
+        if (s->scheduler_line && !e->scheduler_line)
+                return -ENOMEM;
+        e->zoned = s->zoned;
+        e->kernel_version = s->kernel_version;
+        memset(e->series, 0, sizeof e->series);
+        memset(e->refused, 0, sizeof e->refused);
+        memset(e->summary, 0, sizeof e->summary);
+        e->search = p->knobs != 0;
+        e->n_phases = e->n_generated = e->n_measured = 0;
+        e->search_changed = e->sequential = false;
+        e->phases_text[0] = 0;
+        e->origin0 = s->current;
+        e->objective0 = p->objective;
+        if (e->search) {
+                /* Every phase may change the setting: their tests share
+                 * the trial's error rate (AutoTunePolicy.looks), counted
+                 * over the families the search may run (read-ahead
+                 * included: whether the workload reads sequentially is
+                 * known only later; an upper bound keeps it honest). */
+                e->policy.looks = 0;
+                for (AutoFamily f = autotune_next_family(p, -1, true); f < _AUTO_FAMILY_MAX;
+                     f = autotune_next_family(p, f, true))
+                        e->policy.looks++;
+                /* the first family with something to compare */
+                e->note[0] = 0;
+                r = -ENOENT;
+                for (AutoFamily f = autotune_next_family(p, -1, false); f < _AUTO_FAMILY_MAX && r < 0;
+                     f = autotune_next_family(p, f, false))
+                        if (family_candidates(e, f, &s->current, s->now) >= 0) {
+                                r = 0;
+                                e->family = f;
+                        }
+        } else
+                r = autotune_candidates(p, &s->current, s->scheduler_line, s->zoned, s->kernel_version, 0, e->cand,
+                                        &e->n_cand, e->note, sizeof e->note);
+        if (r >= 0 && !e->search) {
+                e->n_cand = autotune_drop_tripped(e->cand, e->n_cand, e->tripped, e->n_tripped, s->now, e->note,
+                                                  sizeof e->note);
+                if (e->n_cand < 2)
+                        r = -EPERM;
+        }
+        if (r < 0) {
+                snprintf(why, why_size, "nothing to compare: the bounds leave only the current setting%s%s",
+                         e->note[0] ? "; " : "", e->note);
+                e->n_cand = 0;
+                return -EPERM;
+        }
+        size_t order[AUTOTUNE_MAX_CANDIDATES], k;
+        k = autotune_round_order(e->cand, e->n_cand, NULL, 0, order);
+        unsigned need = autotune_order_switches(e->cand, order, k, e->cand[0].scheduler);
+        if (need > p->max_switches) {
+                snprintf(why, why_size, "one round of these candidates takes %u scheduler switches, above "
+                                        "AutoMaxSwitches=%u", need, p->max_switches);
+                e->n_cand = 0;
+                return -EPERM;
+        }
+        /* a new trial: its counters */
+        e->n_slots = e->n_cand * e->policy.rounds;
+        e->slot = 0;
+        e->round = 0;
+        e->stop_reason[0] = 0;
+        memset(e->drops, 0, sizeof e->drops);
+        e->forced = s->forced;
+        e->aborted = e->has_result = false;
+        e->abort_reason[0] = 0;
+        e->switches = 0;
+        e->apply_usec = 0;
+        e->drain_usec = 0;
+        if (e->search)
+                phase_begin(e, e->family);
+        return 0;
+}
+
+TrialAction trial_engine_begin(TrialEngine *e, uint64_t now) {
+        e->current = 0;
+        (void) plan_round(e);
+        return apply_slot(e, now);
+}
+
+TrialAction trial_engine_applied(TrialEngine *e, const TrialApplied *ev) {
+        if (e->phase != TRIAL_APPLYING)
+                return NOTHING;
+        e->apply_usec += ev->usec;
+        e->switches += ev->switches;
+        if (ev->device_error)
+                return trial_engine_abort(e, "the device vanished");
+        if (ev->refused) {
+                char buf[AUTOTUNE_CANDIDATE_STRMAX];
+                log_notice("%s: the kernel refused %s; left out of this trial.", e->name,
+                           autotune_candidate_format(&e->cand[e->current], buf, sizeof buf));
+                if (e->current == 0)
+                        return trial_engine_abort(e, "the current setting cannot be put back");
+                e->refused[e->current] = true;
+                e->drops[e->current] = (AutoDrop) { .dropped = true, .by = -1,
+                                                    .epochs = (unsigned) e->series[e->current].n };
+                snprintf(e->drops[e->current].why, sizeof e->drops[e->current].why, "refused by the kernel");
+                return next_epoch(e, ev->now);
+        }
+        uint64_t settle = e->policy.epoch_usec / 16;
+        if (settle > TRIAL_SETTLE_MAX_USEC)
+                settle = TRIAL_SETTLE_MAX_USEC;
+        e->phase = TRIAL_SETTLING;
+        e->applied_mono = ev->now;
+        /* nothing in flight without a stat: settle by time alone */
+        e->stat_applied = ev->have_stat ? ev->stat : (BlockStat) {};
+        return wait_for(TRIAL_WAIT_SETTLE, settle);
+}
+
+TrialAction trial_engine_settled(TrialEngine *e, const BlockStat *stat, int stat_error, bool probes, uint64_t now) {
+        char why[256];
+
+        if (e->phase != TRIAL_SETTLING)
+                return NOTHING;
+        if (!stat) {
+                snprintf(why, sizeof why, "cannot read stat: %s", strerror(-stat_error));
+                return trial_engine_abort(e, why);
+        }
+        e->stat0 = *stat;
+        /* The queue of the candidate before must have drained first. */
+        if (!autotune_drained(&e->stat_applied, &e->stat0) && now < e->applied_mono + AUTOTUNE_DRAIN_MAX_USEC)
+                return wait_for(TRIAL_WAIT_SETTLE, TRIAL_DRAIN_POLL_USEC);
+        e->drain_usec += now - e->applied_mono;
+        e->t0 = now;
+        e->phase = TRIAL_MEASURING;
+        e->epoch_end = e->t0 + e->policy.epoch_usec;
+        e->peek_ref = -1;
+        e->peek_why[0] = 0;
+        e->peek_p99 = 0;
+        e->peek_limit_ms = probes && e->policy.epoch_usec > TRIAL_PEEK_USEC
+                                   ? autotune_far_worse_limit(&e->policy, e->series, e->n_cand, e->drops, e->current,
+                                                              &e->peek_ref, &e->peek_base_ms)
+                                   : 0;
+        if (e->peek_limit_ms > 0)
+                return wait_for(TRIAL_WAIT_PEEK, TRIAL_PEEK_USEC);
+        return wait_for(TRIAL_WAIT_EPOCH, e->policy.epoch_usec);
+}
+
+/* Every TRIAL_PEEK_USEC of a challenger's epoch: its probes so far,
+ * against the far-worse limit. A setting that starves the reads costs the
+ * workload for as long as it is measured; its verdict is often certain in
+ * a tenth of the epoch: more of its probes above the limit than the p99
+ * of the most probes the epoch can hold allows (then its p99 would be
+ * over the limit whatever the rest of the epoch brings). */
+TrialAction trial_engine_peek(TrialEngine *e, const TrialPeek *pk) {
+        if (e->phase != TRIAL_MEASURING)
+                return NOTHING;
+        if (pk->now + 1000 >= e->epoch_end)
+                return wait_for(TRIAL_WAIT_EPOCH, 0);
+        if (pk->n > 0 && pk->n_max > 0 && autotune_p99_above_certain(pk->above, pk->n_max) &&
+            pk->p99_ms > e->peek_limit_ms) {
+                e->peek_p99 = pk->p99_ms;
+                snprintf(e->peek_why, sizeof e->peek_why,
+                         "%" PRIu64 " of its first %" PRIu64 " probes (%.1f s into the epoch) read slower than %.2f ms, "
+                         "%u times the best so far's %.2f ms (candidate %d, its slowest epoch): more than its epoch's "
+                         "p99 can allow",
+                         pk->above, pk->n, (double) (pk->now - e->t0) / 1e6, e->peek_limit_ms, e->policy.guard_factor,
+                         e->peek_base_ms, e->peek_ref);
+                return wait_for(TRIAL_WAIT_EPOCH, 0);
+        }
+        uint64_t left = e->epoch_end - pk->now;
+        return wait_for(TRIAL_WAIT_PEEK, left < TRIAL_PEEK_USEC ? left : TRIAL_PEEK_USEC);
+}
+
+TrialAction trial_engine_epoch(TrialEngine *e, const BlockStat *stat, int stat_error, unsigned errors,
+                               double p99_ms, uint64_t now) {
+        EpochFigures f;
+        char why[256], buf[AUTOTUNE_CANDIDATE_STRMAX];
+
+        if (e->phase != TRIAL_MEASURING)
+                return NOTHING;
+        if (!stat) {
+                snprintf(why, sizeof why, "cannot read stat: %s", strerror(-stat_error));
+                return trial_engine_abort(e, why);
+        }
+        autotune_epoch_figures(&e->stat0, stat, now - e->t0, &f);
+        f.errors = errors;
+        /* cut short: the p99 of the probes it had, over the limit */
+        bool peeked = e->peek_why[0] != 0;
+        f.read_p99_ms = peeked ? e->peek_p99 : p99_ms;
+        autotune_candidate_format(&e->cand[e->current], buf, sizeof buf);
+        log_debug("%s: epoch %zu/%zu %s: read await %.2f ms, probe p99 %.2f ms, %.0f r/s, write %.1f MB/s, "
+                  "in flight %.1f",
+                  e->name, e->slot + 1, e->n_slots, buf, f.read_await_ms, f.read_p99_ms, f.read_iops, f.write_mbps,
+                  f.in_flight);
+        if (f.errors && autotune_guard(&e->policy, &e->series[0], &f, why, sizeof why)) {
+                char msg[512];
+                if (snprintf(msg, sizeof msg, "guard rail: %s with %s", why, buf) < 0)
+                        msg[0] = 0;
+                if (e->current != 0)
+                        autotune_tripped_add(e->tripped, &e->n_tripped, &e->cand[e->current], now);
+                return trial_engine_abort(e, msg);
+        }
+        /* The price: a candidate far worse than the best so far leaves the
+         * trial after this one epoch (and the next trials for an hour). */
+        bool far;
+        if (peeked) {
+                far = true;
+                snprintf(why, sizeof why, "%s", e->peek_why);
+        } else
+                far = autotune_far_worse(&e->policy, e->series, e->n_cand, e->drops, e->current, &f, why, sizeof why);
+        AutoSeries *ser = &e->series[e->current];
+        if (ser->n < AUTOTUNE_MAX_EPOCHS)
+                ser->epochs[ser->n++] = f;
+        if (far) {
+                AutoDrop *dr = &e->drops[e->current];
+                *dr = (AutoDrop) { .dropped = true, .by = -1, .epochs = (unsigned) ser->n };
+                snprintf(dr->why, sizeof dr->why, "far worse than the best so far: %.200s", why);
+                autotune_tripped_add(e->tripped, &e->n_tripped, &e->cand[e->current], now);
+                log_info("%s: %s leaves the trial: %s.", e->name, buf, dr->why);
+        }
+        e->slot++;
+        return (TrialAction) { .what = TRIAL_DO_NEXT };
+}

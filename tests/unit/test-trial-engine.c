@@ -1,0 +1,365 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* trial-engine.c driven as the daemon's runner drives it: its actions
+ * carried out on a simulated disk with a fake clock. Whole trials (a clear
+ * winner, a tie, a refusal, aborts) and a search by families, at the
+ * policy's real cadence (2 s epochs, 6 rounds): seconds of simulated time,
+ * milliseconds of CPU. */
+
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "autotune.h"
+#include "trial-engine.h"
+#include "util.h"
+
+#define USEC 1000000ULL
+#define APPLY_USEC 20000ULL /* a candidate's apply on the worker */
+
+/* What the disk does under a setting: its read await and write MB/s. */
+typedef struct Model {
+        const char *setting; /* autotune_candidate_format()'s; NULL ends the list */
+        double await_ms, write_mbps;
+} Model;
+
+typedef struct Sim {
+        TrialEngine e;
+        uint64_t now; /* the fake CLOCK_MONOTONIC */
+        uint64_t rng;
+        double noise; /* relative, of each stretch's read await */
+        const Model *model;
+        const char *refuse;   /* a setting the kernel refuses (NULL: none) */
+        size_t errors_at;     /* the epoch (1-based) whose probes see read errors (0: none) */
+        bool stat_fails;      /* /sys/block/X/stat unreadable at the epoch's end */
+        AutoCandidate in_force;
+        double acc[4];        /* fractional counters: reads, read ticks, writes, sectors */
+        BlockStat st;
+        unsigned applies, epochs, switches;
+} Sim;
+
+static double rnd(Sim *s) { /* uniform [0, 1) */
+        s->rng = s->rng * 6364136223846793005ULL + 1442695040888963407ULL;
+        return (double) (s->rng >> 11) / (double) (1ULL << 53);
+}
+
+static const Model *model_of(const Sim *s, const AutoCandidate *c) {
+        char buf[AUTOTUNE_CANDIDATE_STRMAX];
+
+        autotune_candidate_format(c, buf, sizeof buf);
+        for (const Model *m = s->model; m->setting; m++)
+                if (streq(m->setting, buf))
+                        return m;
+        fail_msg("no model for %s", buf);
+        return NULL;
+}
+
+/* The disk runs usec under the setting in force: 1,000 reads a second of
+ * 4 KiB, and its writes. */
+static void advance(Sim *s, uint64_t usec) {
+        const Model *m = model_of(s, &s->in_force);
+        double sec = (double) usec / 1e6, await = m->await_ms * (1 + s->noise * (2 * rnd(s) - 1));
+        double rd = 1000 * sec, wr = m->write_mbps * 1e6 / 65536 * sec;
+
+        s->now += usec;
+        s->acc[0] += rd;
+        s->acc[1] += rd * await;
+        s->acc[2] += wr;
+        s->acc[3] += wr * 128;
+        s->st.rd_ios = (uint64_t) s->acc[0];
+        s->st.rd_sectors = s->st.rd_ios * 8;
+        s->st.rd_ticks = (uint64_t) s->acc[1];
+        s->st.wr_ios = (uint64_t) s->acc[2];
+        s->st.wr_sectors = (uint64_t) s->acc[3];
+        s->st.io_ticks += usec / 1000;
+        s->st.time_in_queue += (uint64_t) (4 * sec * 1000);
+}
+
+static void sim_init(Sim *s, const Model *model, const char *current, const char *line) {
+        *s = (Sim) { .rng = 42, .noise = 0.05, .model = model };
+        trial_engine_init(&s->e, "sim0");
+        s->in_force = (AutoCandidate) { .wbt_lat_usec = AUTO_WBT_UNSET, .baseline = true };
+        snprintf(s->in_force.scheduler, sizeof s->in_force.scheduler, "%s", current);
+        (void) line;
+}
+
+/* Carries out the engine's actions as the runner does, until it finishes
+ * (or waits for nothing). */
+static TrialAction drive(Sim *s, TrialAction act) {
+        char buf[AUTOTUNE_CANDIDATE_STRMAX];
+
+        for (;;)
+                switch (act.what) {
+                case TRIAL_DO_NOTHING:
+                case TRIAL_DO_FINISH:
+                        return act;
+                case TRIAL_DO_APPLY: {
+                        const AutoCandidate *c = &s->e.cand[s->e.current];
+                        TrialApplied ev = { .usec = APPLY_USEC };
+                        s->applies++;
+                        autotune_candidate_format(c, buf, sizeof buf);
+                        ev.refused = s->refuse && streq(s->refuse, buf);
+                        if (!ev.refused) {
+                                ev.switches = !streq(c->scheduler, s->in_force.scheduler);
+                                s->switches += ev.switches;
+                                s->in_force = *c;
+                        }
+                        advance(s, APPLY_USEC);
+                        ev.have_stat = true;
+                        ev.stat = s->st;
+                        ev.now = s->now;
+                        act = trial_engine_applied(&s->e, &ev);
+                        break;
+                }
+                case TRIAL_DO_WAIT:
+                        advance(s, act.usec);
+                        assert_true(act.wait == TRIAL_WAIT_SETTLE || act.wait == TRIAL_WAIT_EPOCH);
+                        if (act.wait == TRIAL_WAIT_SETTLE)
+                                act = trial_engine_settled(&s->e, &s->st, 0, false, s->now);
+                        else {
+                                s->epochs++;
+                                act = trial_engine_epoch(&s->e, s->stat_fails ? NULL : &s->st, -EIO,
+                                                         s->epochs == s->errors_at ? 3 : 0, 0, s->now);
+                        }
+                        break;
+                case TRIAL_DO_NEXT:
+                        act = trial_engine_next(&s->e, s->now);
+                        break;
+                }
+}
+
+static AutoTunePolicy policy(const char *schedulers) {
+        AutoTunePolicy p;
+        char buf[256];
+        const char *msg;
+
+        autotune_policy_init(&p);
+        p.enabled = true;
+        if (schedulers)
+                assert_int_equal(autotune_policy_parse(&p, "AutoScheduler", schedulers, buf, sizeof buf, &msg), 0);
+        return p;
+}
+
+/* Starts a trial from the setting in force and drives it to its end;
+ * returns the simulated time it took. */
+static uint64_t trial(Sim *s, const AutoTunePolicy *p, const char *line) {
+        char why[256];
+        uint64_t t0 = s->now;
+        TrialSetup setup = { .policy = p, .current = s->in_force, .scheduler_line = line, .now = s->now };
+
+        assert_int_equal(trial_engine_start(&s->e, &setup, why, sizeof why), 0);
+        assert_true(s->e.n_cand >= 2);
+        TrialAction act = drive(s, trial_engine_begin(&s->e, s->now));
+        assert_int_equal(act.what, TRIAL_DO_FINISH);
+        assert_int_equal(s->e.phase, TRIAL_FINISHING);
+        assert_true(s->e.has_result);
+        /* the chosen setting goes in; then the trial is over */
+        s->in_force = s->e.cand[s->e.current];
+        trial_engine_finished(&s->e);
+        assert_false(trial_engine_running(&s->e));
+        print_message("# %s: %s %s in %.1f s simulated (%u epochs, %u applies, %u switches): %s\n", s->e.name,
+                      auto_verdict_to_string(s->e.decision.verdict), s->e.cand[s->e.decision.winner].scheduler,
+                      (double) (s->now - t0) / 1e6, s->epochs, s->applies, s->switches, s->e.decision.reason);
+        return s->now - t0;
+}
+
+static const Model SCHEDULERS[] = {
+        { "none", 8.0, 100 },
+        { "mq-deadline", 2.0, 100 },
+        { "kyber", 8.5, 100 },
+        {},
+};
+
+static void test_clear_winner(void **state) {
+        AutoTunePolicy p = policy("none mq-deadline kyber");
+        Sim s;
+
+        sim_init(&s, SCHEDULERS, "none", NULL);
+        uint64_t took = trial(&s, &p, "[none] mq-deadline kyber");
+        assert_int_equal(s.e.decision.verdict, AUTO_VERDICT_CHANGE);
+        assert_string_equal(s.e.cand[s.e.decision.winner].scheduler, "mq-deadline");
+        assert_string_equal(s.in_force.scheduler, "mq-deadline");
+        /* the race: kyber, far behind, left before the last round, and
+         * the trial is shorter than its 3 x 6 epochs of 2 s */
+        assert_true(took < 3 * 6 * 2 * USEC);
+        assert_true(took > 3 * 2 * USEC);
+        assert_true(s.e.drops[2].dropped || s.e.round < p.rounds);
+        /* a second trial from the winner keeps it: no flapping */
+        s.applies = s.epochs = s.switches = 0;
+        trial(&s, &p, "none [mq-deadline] kyber");
+        assert_int_not_equal(s.e.decision.verdict, AUTO_VERDICT_CHANGE);
+        assert_string_equal(s.in_force.scheduler, "mq-deadline");
+        trial_engine_done(&s.e);
+        autotune_policy_done(&p);
+}
+
+static const Model TIE[] = {
+        { "none", 4.0, 100 },
+        { "mq-deadline", 4.1, 100 },
+        {},
+};
+
+static void test_tie(void **state) {
+        AutoTunePolicy p = policy("none mq-deadline");
+        Sim s;
+
+        sim_init(&s, TIE, "none", NULL);
+        s.noise = 0.15;
+        uint64_t took = trial(&s, &p, "[none] mq-deadline");
+        assert_int_not_equal(s.e.decision.verdict, AUTO_VERDICT_CHANGE);
+        assert_int_equal(s.e.decision.winner, 0);
+        assert_string_equal(s.in_force.scheduler, "none");
+        /* no winner: every round measured, 2 candidates x 6 rounds */
+        assert_int_equal(s.epochs, 2 * 6);
+        assert_true(took >= 2 * 6 * 2 * USEC);
+        assert_true(took < 2 * 6 * 2 * USEC + 2 * 6 * USEC / 2);
+        trial_engine_done(&s.e);
+        autotune_policy_done(&p);
+}
+
+static void test_refused(void **state) {
+        AutoTunePolicy p = policy("none mq-deadline kyber");
+        Sim s;
+
+        /* the kernel refuses kyber: left out, the trial goes on */
+        sim_init(&s, SCHEDULERS, "none", NULL);
+        s.refuse = "kyber";
+        trial(&s, &p, "[none] mq-deadline kyber");
+        assert_true(s.e.refused[2]);
+        assert_true(s.e.drops[2].dropped);
+        assert_string_equal(s.e.drops[2].why, "refused by the kernel");
+        assert_int_equal(s.e.series[2].n, 0);
+        assert_int_equal(s.e.decision.verdict, AUTO_VERDICT_CHANGE);
+        assert_string_equal(s.in_force.scheduler, "mq-deadline");
+        trial_engine_done(&s.e);
+
+        /* the setting in force refused: nothing can be put back */
+        sim_init(&s, SCHEDULERS, "none", NULL);
+        s.refuse = "none";
+        trial(&s, &p, "[none] mq-deadline kyber");
+        assert_int_equal(s.e.decision.verdict, AUTO_VERDICT_ABORTED);
+        assert_true(s.e.aborted);
+        assert_string_equal(s.e.abort_reason, "the current setting cannot be put back");
+        assert_int_equal(s.e.current, 0);
+        trial_engine_done(&s.e);
+        autotune_policy_done(&p);
+}
+
+static void test_abort(void **state) {
+        AutoTunePolicy p = policy("none mq-deadline kyber");
+        Sim s;
+
+        /* read errors in a challenger's epoch: the guard rail ends the
+         * trial, back to the setting before it, and the candidate is left
+         * out of the next trials */
+        sim_init(&s, SCHEDULERS, "none", NULL);
+        s.errors_at = 2;
+        trial(&s, &p, "[none] mq-deadline kyber");
+        assert_int_equal(s.e.decision.verdict, AUTO_VERDICT_ABORTED);
+        assert_non_null(strstr(s.e.abort_reason, "guard rail"));
+        assert_string_equal(s.in_force.scheduler, "none");
+        assert_int_equal(s.epochs, 2);
+        assert_int_equal(s.e.n_tripped, 1);
+        char why[256];
+        TrialSetup setup = { .policy = &p, .current = s.in_force, .scheduler_line = "[none] mq-deadline kyber",
+                             .now = s.now };
+        assert_int_equal(trial_engine_start(&s.e, &setup, why, sizeof why), 0);
+        assert_int_equal(s.e.n_cand, 2); /* the tripped one is out */
+        assert_non_null(strstr(s.e.note, "mq-deadline"));
+        trial_engine_end_now(&s.e, "restore");
+        assert_false(trial_engine_running(&s.e));
+        trial_engine_done(&s.e);
+
+        /* the stat unreadable: aborted */
+        sim_init(&s, SCHEDULERS, "none", NULL);
+        s.stat_fails = true;
+        trial(&s, &p, "[none] mq-deadline kyber");
+        assert_int_equal(s.e.decision.verdict, AUTO_VERDICT_ABORTED);
+        assert_non_null(strstr(s.e.abort_reason, "cannot read stat"));
+        trial_engine_done(&s.e);
+
+        /* from outside, mid-trial (a restore): ended, nothing to apply */
+        sim_init(&s, SCHEDULERS, "none", NULL);
+        setup.current = s.in_force;
+        assert_int_equal(trial_engine_start(&s.e, &setup, why, sizeof why), 0);
+        TrialAction act = trial_engine_begin(&s.e, s.now);
+        assert_int_equal(act.what, TRIAL_DO_APPLY);
+        assert_true(trial_engine_running(&s.e));
+        trial_engine_end_now(&s.e, "restore");
+        assert_false(trial_engine_running(&s.e));
+        assert_true(s.e.aborted);
+        /* a late event finds nothing to do */
+        assert_int_equal(trial_engine_settled(&s.e, &s.st, 0, false, s.now).what, TRIAL_DO_NOTHING);
+        trial_engine_done(&s.e);
+
+        /* nothing to compare: refused to start */
+        AutoTunePolicy one = policy("none");
+        sim_init(&s, SCHEDULERS, "none", NULL);
+        setup = (TrialSetup) { .policy = &one, .current = s.in_force, .scheduler_line = "[none] mq-deadline" };
+        assert_int_equal(trial_engine_start(&s.e, &setup, why, sizeof why), -EPERM);
+        assert_non_null(strstr(why, "nothing to compare"));
+        assert_int_equal(s.e.n_cand, 0);
+        trial_engine_done(&s.e);
+        autotune_policy_done(&one);
+        autotune_policy_done(&p);
+}
+
+/* A search by families: the schedulers, then the winner's depth. */
+static const Model SEARCH[] = {
+        { "none", 9.0, 100 },
+        { "mq-deadline", 3.0, 100 },
+        { "kyber", 9.0, 100 },
+        { "mq-deadline nr_requests=4", 6.0, 100 },
+        { "mq-deadline nr_requests=8", 5.0, 100 },
+        { "mq-deadline nr_requests=16", 3.0, 100 },
+        { "mq-deadline nr_requests=32", 1.0, 100 },
+        { "mq-deadline nr_requests=64", 3.0, 100 },
+        { "mq-deadline nr_requests=128", 3.0, 100 },
+        { "mq-deadline nr_requests=256", 3.5, 100 },
+        {},
+};
+
+static void test_family_search(void **state) {
+        AutoTunePolicy p = policy(NULL);
+        char buf[256];
+        const char *msg;
+        Sim s;
+
+        assert_int_equal(autotune_policy_parse(&p, "AutoKnobs", "scheduler nr_requests", buf, sizeof buf, &msg), 0);
+        assert_int_equal(autotune_policy_parse(&p, "AutoScheduler", "none mq-deadline kyber", buf, sizeof buf, &msg),
+                         0);
+        assert_int_equal(autotune_policy_parse(&p, "AutoNrRequests", "4 8 16 32 64 128 256", buf, sizeof buf, &msg),
+                         0);
+        sim_init(&s, SEARCH, "none", NULL);
+        uint64_t took = trial(&s, &p, "[none] mq-deadline kyber");
+        assert_true(s.e.search);
+        assert_int_equal(s.e.n_phases, 2);
+        assert_int_equal(s.e.decision.verdict, AUTO_VERDICT_CHANGE);
+        assert_string_equal(s.in_force.scheduler, "mq-deadline");
+        assert_int_equal(s.in_force.nr_requests, 32);
+        assert_non_null(strstr(s.e.phases_text, "scheduler: mq-deadline (change)"));
+        assert_non_null(strstr(s.e.phases_text, "nr_requests: mq-deadline nr_requests=32"));
+        assert_true(s.e.n_measured >= 3);
+        assert_true(took < 120 * USEC);
+        trial_engine_done(&s.e);
+        autotune_policy_done(&p);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_clear_winner),
+                cmocka_unit_test(test_tie),
+                cmocka_unit_test(test_refused),
+                cmocka_unit_test(test_abort),
+                cmocka_unit_test(test_family_search),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
