@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* What the trial runner says of its trials: the trial as JSON (Trial,
  * GetDevice, Monitor), explain's sentence, the Prometheus families. The
- * trials themselves run in autotune-runner.c. */
+ * trials themselves run in autotune-runner.c, which calls these; nothing
+ * here calls it back (the device's policy and state come as arguments). */
 #include "config.h"
 
 #include <math.h>
@@ -10,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "autotune-runner.h"
+#include "autotune-report.h"
 #include "autotune-state.h"
 #include "metrics-text.h"
 #include "strbuf.h"
@@ -72,7 +73,7 @@ static json_t *candidate_json(const AutoDevice *a, size_t c) {
 
 json_t *autotune_trial_json(const AutoDevice *a) {
         json_t *o = json_object(), *cands = json_array();
-        const char *state = autotune_running(a) ? "running" : a->trial.aborted ? "aborted" : a->trial.has_result ? "decided" : "idle";
+        const char *state = trial_engine_running(&a->trial) ? "running" : a->trial.aborted ? "aborted" : a->trial.has_result ? "decided" : "idle";
         char buf[AUTOTUNE_CANDIDATE_STRMAX];
 
         json_object_set_new(o, "state", json_string(state));
@@ -81,7 +82,7 @@ json_t *autotune_trial_json(const AutoDevice *a) {
         json_object_set_new(o, "candidates", cands);
         if (a->trial.policy_copied)
                 json_object_set_new(o, "objective", json_string(auto_objective_to_string(a->trial.policy.objective)));
-        if (autotune_running(a)) {
+        if (trial_engine_running(&a->trial)) {
                 json_object_set_new(o, "epoch", json_integer((json_int_t) a->trial.slot + 1));
                 json_object_set_new(o, "epochs", json_integer((json_int_t) a->trial.n_slots));
                 json_object_set_new(o, "measuring", json_string(autotune_candidate_format(&a->trial.cand[a->trial.current], buf, sizeof buf)));
@@ -115,7 +116,7 @@ json_t *autotune_trial_json(const AutoDevice *a) {
         if (a->trial.search) {
                 /* a search by families: candidates are the last phase's */
                 json_t *se = json_pack("{s:s, s:i, s:i, s:i, s:s, s:b}", "family", auto_family_to_string(a->trial.family),
-                                       "phases", (int) a->trial.n_phases + (autotune_running(a) ? 1 : 0), "candidatesGenerated",
+                                       "phases", (int) a->trial.n_phases + (trial_engine_running(&a->trial) ? 1 : 0), "candidatesGenerated",
                                        (int) a->trial.n_generated, "candidatesMeasured", (int) a->trial.n_measured, "phasesText",
                                        a->trial.phases_text, "sequentialReads", a->trial.sequential);
                 if (se)
@@ -167,9 +168,7 @@ static json_t *memory_json(AutoTuner *t, const Device *d) {
         return arr;
 }
 
-json_t *autotuner_device_json(AutoTuner *t, const Device *d) {
-        const AutoTunePolicy *p = autotune_device_policy(t, d);
-        AutoDevice *a = autotune_find(t, d);
+json_t *autotune_report_device(AutoTuner *t, const Device *d, const AutoTunePolicy *p, const AutoDevice *a) {
         char buf[AUTOTUNE_CANDIDATE_STRMAX];
 
         if (!p && !a)
@@ -207,8 +206,7 @@ json_t *autotuner_device_json(AutoTuner *t, const Device *d) {
 }
 
 /* s (owned), and the workloads remembered for the disk after it. */
-static char *explain_with_memory(AutoTuner *t, const Device *d, char *s) {
-        const AutoTunePolicy *p = autotune_device_policy(t, d);
+static char *explain_with_memory(AutoTuner *t, const Device *d, const AutoTunePolicy *p, char *s) {
         const AutoMemoryDisk *m = p && p->remember ? autotune_memory_disk(t, d, false) : NULL;
         StrBuf sb = {};
         char buf[AUTOTUNE_CANDIDATE_STRMAX], hm[16];
@@ -230,21 +228,19 @@ static char *explain_with_memory(AutoTuner *t, const Device *d, char *s) {
         return s;
 }
 
-char *autotuner_explain(AutoTuner *t, const Device *d) {
-        AutoDevice *a = autotune_find(t, d);
-        const AutoTunePolicy *p = autotune_device_policy(t, d);
+char *autotune_report_explain(AutoTuner *t, const Device *d, const AutoTunePolicy *p, const AutoDevice *a) {
         char *s = NULL, w[AUTOTUNE_CANDIDATE_STRMAX], b[AUTOTUNE_CANDIDATE_STRMAX], hm[16];
         int r;
 
         if (a && a->has_choice && a->recalled_usec && !a->trial.has_result)
-                return explain_with_memory(t, d, strdup(a->choice_text));
+                return explain_with_memory(t, d, p, strdup(a->choice_text));
         if (!a || !a->trial.has_result) {
                 if (p && p->enabled)
-                        return explain_with_memory(t, d,
+                        return explain_with_memory(t, d, p,
                                                    strdup("AutoTune=yes: no trial has run yet; the static keys are in force."));
                 return NULL;
         }
-        if (autotune_running(a))
+        if (trial_engine_running(&a->trial))
                 return strdup("a trial is running.");
         autotune_candidate_format(&a->trial.cand[a->trial.decision.winner], w, sizeof w);
         autotune_candidate_format(&a->trial.cand[0], b, sizeof b);
@@ -281,10 +277,10 @@ char *autotuner_explain(AutoTuner *t, const Device *d) {
                         return NULL;
                 s = t2;
         }
-        return explain_with_memory(t, d, s);
+        return explain_with_memory(t, d, p, s);
 }
 
-void autotuner_metrics(AutoTuner *t, StrBuf *sb) {
+void autotune_report_metrics(AutoTuner *t, StrBuf *sb) {
         metrics_text_family(sb, "blkmqd_autotune_trials_total", METRIC_COUNTER, "Closed-loop tuning trials started.");
         for (AutoDevice *a = t->devices; a; a = a->next) {
                 MetricLabel l[] = { { "device", a->device->sysname } };

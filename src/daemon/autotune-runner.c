@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "autotune-report.h"
 #include "autotune-runner.h"
 #include "autotune-state.h"
 #include "autotune.h"
@@ -1124,4 +1125,16 @@ AutoTuner *autotuner_free(AutoTuner *t) {
         autotune_memory_free(t);
         free(t);
         return NULL;
+}
+
+json_t *autotuner_device_json(AutoTuner *t, const Device *d) {
+        return autotune_report_device(t, d, autotune_device_policy(t, d), autotune_find(t, d));
+}
+
+char *autotuner_explain(AutoTuner *t, const Device *d) {
+        return autotune_report_explain(t, d, autotune_device_policy(t, d), autotune_find(t, d));
+}
+
+void autotuner_metrics(AutoTuner *t, StrBuf *sb) {
+        autotune_report_metrics(t, sb);
 }

@@ -123,8 +123,6 @@ const AutoTunePolicy *autotune_device_policy(AutoTuner *t, const Device *d);
 AutoDevice *autotune_find(AutoTuner *t, const Device *d);
 /* A trial is on (applying, settling or measuring a candidate). */
 bool autotune_running(const AutoDevice *a);
-/* The trial as Trial, GetDevice and Monitor give it. */
-json_t *autotune_trial_json(const AutoDevice *a);
 /* autotune-memory.c: the disk's memory (NULL: none; create: a new empty
  * one). A disk whose diskseq differs from the remembered one is another
  * medium: its entries go. */
@@ -135,6 +133,3 @@ void autotune_memory_forget(AutoTuner *t, const Device *d);
  * renamed over it). */
 int autotune_memory_save(AutoTuner *t);
 void autotune_memory_free(AutoTuner *t);
-
-/* "10:42:05" of a CLOCK_REALTIME time. */
-char *autotune_clock_hm(uint64_t realtime_usec, char buf[static 16]);
