@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <limits.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -341,18 +340,6 @@ uint64_t now_usec(int clock) {
         struct timespec ts;
         clock_gettime(clock, &ts);
         return (uint64_t) ts.tv_sec * 1000000 + (uint64_t) ts.tv_nsec / 1000;
-}
-
-void test_kill_point(const char *point) {
-        const char *e = point ? secure_getenv("BLKMQD_TEST_KILL_AT") : NULL;
-        size_t n = point ? strlen(point) : 0;
-
-        for (const char *p = e; p && *p; p += strcspn(p, ","), p += *p == ',') {
-                if (strncmp(p, point, n) == 0 && (p[n] == ',' || p[n] == '\0')) {
-                        log_warning("BLKMQD_TEST_KILL_AT=%s: killed at \"%s\".", e, point);
-                        (void) raise(SIGKILL);
-                }
-        }
 }
 
 int fsync_directory(const char *dir) {

@@ -70,8 +70,3 @@ typedef enum WriteFileFlags {
 } WriteFileFlags;
 int write_file_atomic(const char *path, const char *text, mode_t mode, WriteFileFlags flags);
 int fsync_directory(const char *dir);
-
-/* Crash tests: when BLKMQD_TEST_KILL_AT names this point (a comma-separated
- * list), the process kills itself with SIGKILL right here, as a power cut
- * or kill -9 would end it. Does nothing otherwise. */
-void test_kill_point(const char *point);

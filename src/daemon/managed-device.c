@@ -16,6 +16,7 @@
 #include "message-id.h"
 #include "originals-record.h"
 #include "sysfs.h"
+#include "test-hooks.h"
 #include "util.h"
 
 static void original_done(Original *o) {

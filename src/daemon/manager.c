@@ -16,6 +16,7 @@
 
 #include <systemd/sd-daemon.h>
 
+#include "test-hooks.h"
 #include "uring-pool.h"
 #include "log.h"
 #include "manager.h"
@@ -201,20 +202,13 @@ static void manager_remove_device_slot(Manager *m, Device *d) {
 static int device_apply(Device *d);
 static int device_restore(Device *d);
 
-/* Tests hold one device's jobs up: BLKMQD_TEST_JOB_DELAY=SYSNAME:MSEC. */
-static void test_job_delay(const TuneJob *j) {
-        const char *e = secure_getenv("BLKMQD_TEST_JOB_DELAY"), *colon;
-        int ms;
-
-        if (!e || !(colon = strchr(e, ':')) || strncmp(e, j->sysname, (size_t) (colon - e)) != 0 ||
-            j->sysname[colon - e] != '\0' || safe_atoi(colon + 1, &ms) < 0 || ms <= 0)
-                return;
-        (void) usleep((useconds_t) ms * 1000);
-}
-
 static void job_run(void *data) {
-        test_job_delay(data);
-        tune_execute(data);
+        TuneJob *j = data;
+        unsigned delay = test_job_delay_msec(j->sysname);
+
+        if (delay > 0)
+                (void) usleep((useconds_t) delay * 1000);
+        tune_execute(j);
 }
 
 static void job_done(void *data, void *userdata) {

@@ -11,6 +11,7 @@
 
 #include "log.h"
 #include "sysfs.h"
+#include "test-hooks.h"
 #include "tune.h"
 #include "util.h"
 

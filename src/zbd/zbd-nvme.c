@@ -67,6 +67,7 @@
 #include "cleanup.h"
 #include "log.h"
 #include "sysfs.h"
+#include "test-hooks.h"
 #include "uring-pool.h"
 #include "util.h"
 #include "zbd.h"
@@ -79,9 +80,8 @@ typedef struct NvmeZbd {
         unsigned lba_shift;
         uint64_t dev_size;  /* bytes */
         uint32_t page_size; /* buffers are aligned to it */
-        /* Fault injection for the vm suite (BLKMQD_TEST_MISPLACE_APPEND=N):
-         * the Nth append result reports its data one append further on, as
-         * a device that reordered appends would. Logged when armed. */
+        /* Fault injection (test_misplace_append(), test-hooks.h): the Nth
+         * append result reports its data one append further on. */
         uint64_t misplace_at, n_results;
 } NvmeZbd;
 
@@ -419,17 +419,6 @@ static int block_sysfs_dir(const Zbd *kz, const char *blockdir, char **ret) {
         return 0;
 }
 
-static void misplace_from_env(NvmeZbd *v, const char *devnode) {
-        const char *e = secure_getenv("BLKMQD_TEST_MISPLACE_APPEND");
-        uint64_t n;
-
-        if (e && safe_atou64(e, &n) >= 0 && n > 0) {
-                v->misplace_at = n;
-                log_warning("zbd: %s: BLKMQD_TEST_MISPLACE_APPEND=%" PRIu64 ": append result %" PRIu64
-                            " will be misreported (fault injection for tests).", devnode, n, n);
-        }
-}
-
 /* The character node and the block node must be the same namespace. */
 static int same_namespace(int ngfd, const char *ng_path, int blkfd, const char *devnode, uint32_t *ret_nsid) {
         uint32_t nsid = 0, blk_nsid = 0;
@@ -530,7 +519,7 @@ int zbd_nvme_open(const char *devnode, const char *blockdir, Zbd **ret) {
         v->lba_shift = lba_shift;
         v->dev_size = size;
         v->page_size = (uint32_t) page;
-        misplace_from_env(v, devnode);
+        v->misplace_at = test_misplace_append(devnode);
         z->ops = &ns_ops;
         z->limits = kz->limits;
         z->limits.zone_append_max = am;

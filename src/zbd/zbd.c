@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "test-hooks.h"
 #include "uring-pool.h"
 #include "util.h"
 #include "zbd.h"
@@ -92,45 +93,6 @@ int zbd_report_all(Zbd *z, Zone **ret, size_t *ret_n) {
         *ret = zones;
         *ret_n = have;
         return 0;
-}
-
-/* BLKMQD_TEST_FAIL_FLUSH=N: the Nth flush since the variable took this
- * value fails with -EIO, in place of one that would be sent (never where
- * the device has no volatile write cache). Flushes run on worker threads:
- * the count is under a lock.
- *
- * A real failed flush reaches blkmqd in tests/integration/test_io_errors
- * (tools/powerdisk fails the fdatasync under the emulated zones). This
- * hook is for the tests that run where no disk below can fail: the unit
- * suite (tests/unit/test-zone-service: no root, FUSE or loop device), and
- * test_faults' failed flushes (a seal's, a reset's, a repair's, and
- * blkmqctl stage settling a seal that failed as blkmqd went away), which
- * run without a FUSE test disk. */
-static bool test_fail_flush(const char *path) {
-        static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-        static char armed[32];
-        static uint64_t calls;
-        const char *e = secure_getenv("BLKMQD_TEST_FAIL_FLUSH");
-        uint64_t n;
-        bool fail;
-
-        if (!e || safe_atou64(e, &n) < 0 || n == 0) {
-                pthread_mutex_lock(&lock);
-                armed[0] = 0; /* set again, the count starts again */
-                pthread_mutex_unlock(&lock);
-                return false;
-        }
-        pthread_mutex_lock(&lock);
-        if (strncmp(armed, e, sizeof armed) != 0) {
-                snprintf(armed, sizeof armed, "%s", e);
-                calls = 0;
-                log_warning("zbd: BLKMQD_TEST_FAIL_FLUSH=%s: flush %s will fail (fault injection for tests).", e, e);
-        }
-        fail = ++calls == n;
-        pthread_mutex_unlock(&lock);
-        if (fail)
-                log_warning("zbd: %s: BLKMQD_TEST_FAIL_FLUSH=%s: failing this flush with EIO.", path, e);
-        return fail;
 }
 
 int zbd_flush(Zbd *z) {

@@ -174,10 +174,8 @@ int zbd_read_each(Zbd *z, uint64_t offset, uint64_t len, size_t bufsize, zbd_con
  * Blocking, for worker threads. A failure is final for what it was to
  * cover: the device may have dropped those writes from its cache, so a
  * later flush that succeeds says nothing about them (the fsync lesson).
- * Fault injection for tests without a disk that can fail (zbd.c says
- * which): with BLKMQD_TEST_FAIL_FLUSH=N in the environment, the Nth flush
- * that would be sent since the variable took that value fails with -EIO
- * instead (logged when armed). */
+ * Fault injection for tests without a disk that can fail:
+ * test_fail_flush() (test-hooks.h). */
 int zbd_flush(Zbd *z);
 
 /* The zone containing offset; -ENXIO past the end. */

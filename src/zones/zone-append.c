@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "test-hooks.h"
 #include "util.h"
 #include "zone-service-internal.h"
 #include "zone-append.h"

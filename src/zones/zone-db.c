@@ -18,6 +18,7 @@
 
 #include "cleanup.h"
 #include "log.h"
+#include "test-hooks.h"
 #include "util.h"
 #include "thread-sched.h"
 #include "zone-db-schema.h"
@@ -66,7 +67,7 @@ struct ZoneDb {
         OpList done;                  /* ran, callback not yet called; protected by lock */
         bool stopping;                /* protected by lock */
         uint64_t commits;             /* atomic */
-        unsigned delay_ms;            /* BLKMQD_TEST_DB_DELAY_MS: a slow store, for tests; read-only */
+        unsigned delay_ms;            /* test_db_delay_msec(): a slow store, for tests; read-only */
 
         unsigned pending;             /* loop thread only */
         bool in_callback;             /* loop thread only */
@@ -567,15 +568,8 @@ int zone_db_open(ZoneDb **ret, sd_event *e, const char *path) {
         if (!db)
                 return -ENOMEM;
         db->efd = -EBADF;
-        {
-                /* Tests of the zone service's ordering make the store slow. */
-                const char *env = secure_getenv("BLKMQD_TEST_DB_DELAY_MS");
-                int ms;
-                if (env && safe_atoi(env, &ms) >= 0 && ms > 0) {
-                        db->delay_ms = (unsigned) ms;
-                        log_warning("zone-db: BLKMQD_TEST_DB_DELAY_MS=%d: every commit waits that long first.", ms);
-                }
-        }
+        /* Tests of the zone service's ordering make the store slow. */
+        db->delay_ms = test_db_delay_msec();
         pthread_mutex_init(&db->lock, NULL);
         pthread_cond_init(&db->cond, NULL);
         db->in_memory = streq(path, ":memory:");

@@ -9,6 +9,7 @@
 
 #include "log.h"
 #include "sha256.h"
+#include "test-hooks.h"
 #include "util.h"
 #include "zone-service-internal.h"
 #include "zone-service-device.h"

@@ -8,6 +8,7 @@
 #include "log.h"
 #include "message-id.h"
 #include "sha256.h"
+#include "test-hooks.h"
 #include "util.h"
 #include "zone-service-internal.h"
 #include "zone-service.h"
