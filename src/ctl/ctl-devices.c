@@ -303,6 +303,18 @@ static void print_hctx_map(const char *map, const char *note) {
                 printf("  %s%s\n", first ? "" : "note: ", note);
 }
 
+/* The kernel's write streams and atomic write limits, one row: "-" where
+ * the kernel has no such attribute (before 6.11, 6.16). */
+static int print_write_limits(json_t *limits) {
+        _cleanup_(table_freep) Table *t = table_new(WRITE_LIMIT_COLUMNS, write_limit_headers);
+
+        if (!t || table_add_write_limits(t, limits) < 0)
+                return fail(EXIT_PROTOCOL, "out of memory");
+        printf("\nWrite limits (queue/, read-only: reported, not tuned):\n");
+        table_print(t);
+        return EXIT_OK;
+}
+
 static int show_device(json_t *reply, void *userdata) {
         json_t *d = json_object_get(reply, "device");
         int r;
@@ -312,7 +324,7 @@ static int show_device(json_t *reply, void *userdata) {
         if (r != EXIT_OK)
                 return r;
         print_hctx_map(jstr(d, "hctxCpus"), jstr(d, "affinityNote"));
-        return EXIT_OK;
+        return print_write_limits(json_object_get(d, "writeLimits"));
 }
 
 /* Verify of one device, read now, for show's DRIFT column: NULL, without

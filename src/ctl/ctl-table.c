@@ -197,3 +197,23 @@ void table_print_counted(const Table *t, const char *noun, const char *tail) {
         if (arg_legend)
                 printf("%s%zu %s%s%s\n", n > 0 ? "\n" : "", n, noun, n == 1 ? "" : "s", tail);
 }
+
+const char *const write_limit_headers[WRITE_LIMIT_COLUMNS] = {
+        ">STREAMS", ">STREAM-GRAN", ">ATOMIC-MAX", ">ATOMIC-UNIT-MIN", ">ATOMIC-UNIT-MAX", ">ATOMIC-BOUNDARY",
+};
+
+int table_add_write_limits(Table *t, json_t *limits) {
+        static const char *const keys[WRITE_LIMIT_COLUMNS] = {
+                "maxWriteStreams",         "writeStreamGranularity",  "atomicWriteMaxBytes",
+                "atomicWriteUnitMinBytes", "atomicWriteUnitMaxBytes", "atomicWriteBoundaryBytes",
+        };
+
+        for (size_t i = 0; i < WRITE_LIMIT_COLUMNS; i++) {
+                json_t *v = json_object_get(limits, keys[i]);
+                int r = json_is_integer(v) ? table_addf(t, "%lld", (long long) json_integer_value(v))
+                                           : table_add(t, NULL);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}

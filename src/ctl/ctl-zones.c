@@ -172,6 +172,26 @@ static int zone_devices_table(json_t *devices, void *userdata) {
                         return fail(EXIT_PROTOCOL, "out of memory");
         }
         table_print_counted(t, "zoned device", " listed.");
+        /* The kernel's write limits of each (reported, not tuned): a
+         * second table, with the legend only (a script reading the first
+         * without one gets it alone). */
+        if (arg_legend && json_array_size(devices) > 0) {
+                const char *wh[1 + WRITE_LIMIT_COLUMNS] = { "DEVICE" };
+                _cleanup_(table_freep) Table *w = NULL;
+
+                memcpy(wh + 1, write_limit_headers, sizeof write_limit_headers);
+                w = table_new(ELEMENTSOF(wh), wh);
+                if (!w)
+                        return fail(EXIT_PROTOCOL, "out of memory");
+                json_array_foreach(devices, i, d) {
+                        const char *id = jstr(d, "deviceId");
+                        const char *dev = jstr(d, "device") ?: (id && strncmp(id, "emu:", 4) == 0 ? id + 4 : id);
+                        if (table_add(w, dev) < 0 || table_add_write_limits(w, json_object_get(d, "writeLimits")) < 0)
+                                return fail(EXIT_PROTOCOL, "out of memory");
+                }
+                printf("\nWrite limits (queue/, read-only: reported, not tuned):\n");
+                table_print(w);
+        }
         /* Damaged objects are said even without a legend, on stderr: a
          * script reading the table still sees the table alone. */
         json_array_foreach(devices, i, d)

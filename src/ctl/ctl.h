@@ -164,6 +164,14 @@ void table_print(const Table *t);
  * a blank line if there were rows. */
 void table_print_counted(const Table *t, const char *noun, const char *tail);
 
+/* The kernel's write limits (the WriteLimits of io.blkmqd.Manager and
+ * io.blkmqd.Zones: reported, never tuned) as table columns, headed
+ * write_limit_headers[]: the figure, "-" where the kernel has no such
+ * attribute. */
+#define WRITE_LIMIT_COLUMNS 6U
+extern const char *const write_limit_headers[WRITE_LIMIT_COLUMNS];
+int table_add_write_limits(Table *t, json_t *limits);
+
 /* ---- the verbs: each takes the command line from the verb on ---- */
 
 /* ctl-devices.c */

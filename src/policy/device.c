@@ -14,6 +14,48 @@
 #include "sysfs.h"
 #include "util.h"
 
+static const struct {
+        const char *attr, *key;
+} write_limit_table[_WRITE_LIMIT_MAX] = {
+        [WRITE_LIMIT_MAX_STREAMS] = { "queue/max_write_streams", "maxWriteStreams" },
+        [WRITE_LIMIT_STREAM_GRANULARITY] = { "queue/write_stream_granularity", "writeStreamGranularity" },
+        [WRITE_LIMIT_ATOMIC_MAX] = { "queue/atomic_write_max_bytes", "atomicWriteMaxBytes" },
+        [WRITE_LIMIT_ATOMIC_UNIT_MIN] = { "queue/atomic_write_unit_min_bytes", "atomicWriteUnitMinBytes" },
+        [WRITE_LIMIT_ATOMIC_UNIT_MAX] = { "queue/atomic_write_unit_max_bytes", "atomicWriteUnitMaxBytes" },
+        [WRITE_LIMIT_ATOMIC_BOUNDARY] = { "queue/atomic_write_boundary_bytes", "atomicWriteBoundaryBytes" },
+};
+
+const char *write_limit_attr(WriteLimit l) {
+        return l >= 0 && l < _WRITE_LIMIT_MAX ? write_limit_table[l].attr : NULL;
+}
+
+const char *write_limit_key(WriteLimit l) {
+        return l >= 0 && l < _WRITE_LIMIT_MAX ? write_limit_table[l].key : NULL;
+}
+
+void write_limits_none(WriteLimits *ret) {
+        for (size_t i = 0; i < _WRITE_LIMIT_MAX; i++)
+                ret->v[i] = -1;
+}
+
+void write_limits_read(const char *blockdir, WriteLimits *ret) {
+        write_limits_none(ret);
+        for (size_t i = 0; blockdir && i < _WRITE_LIMIT_MAX; i++) {
+                _cleanup_free_ char *p = path_join(blockdir, write_limit_table[i].attr);
+                long long n;
+
+                if (p && sysfs_read_int(p, &n) >= 0 && n >= 0)
+                        ret->v[i] = n;
+        }
+}
+
+bool write_limits_any(const WriteLimits *w) {
+        for (size_t i = 0; i < _WRITE_LIMIT_MAX; i++)
+                if (w->v[i] >= 0)
+                        return true;
+        return false;
+}
+
 DeviceInfo *device_info_free(DeviceInfo *d) {
         if (!d)
                 return NULL;
@@ -185,6 +227,7 @@ static int device_info_load_attrs(DeviceInfo *d, const char *blockdir) {
 
         d->backing_file = read_attr(blockdir, "loop/backing_file");
         d->devnum = read_attr(blockdir, "dev");
+        write_limits_read(blockdir, &d->write_limits);
         return 0;
 }
 

@@ -6,6 +6,34 @@
 
 #include "cleanup.h"
 
+/* The write limits the kernel reports below queue/ where it has them
+ * (write streams: 6.16 and later; atomic writes: 6.11): reported, never
+ * tuned (blkmqctl show, the Zones interface's devices). */
+typedef enum WriteLimit {
+        WRITE_LIMIT_MAX_STREAMS,
+        WRITE_LIMIT_STREAM_GRANULARITY,
+        WRITE_LIMIT_ATOMIC_MAX,
+        WRITE_LIMIT_ATOMIC_UNIT_MIN,
+        WRITE_LIMIT_ATOMIC_UNIT_MAX,
+        WRITE_LIMIT_ATOMIC_BOUNDARY,
+        _WRITE_LIMIT_MAX,
+} WriteLimit;
+
+typedef struct WriteLimits {
+        int64_t v[_WRITE_LIMIT_MAX]; /* -1: the kernel has no such attribute */
+} WriteLimits;
+
+/* "queue/max_write_streams" */
+const char *write_limit_attr(WriteLimit l);
+/* The varlink field: "maxWriteStreams" */
+const char *write_limit_key(WriteLimit l);
+/* All absent. */
+void write_limits_none(WriteLimits *ret);
+/* Reads them from blockdir (a device's directory below /sys/block). */
+void write_limits_read(const char *blockdir, WriteLimits *ret);
+/* The kernel has at least one of them. */
+bool write_limits_any(const WriteLimits *w);
+
 /* What blkmqd knows about one whole-disk block device: identity and the
  * facts policies match on. Built from the device's sysfs directory plus the
  * udev properties of the event (when udev has a database entry for it). */
@@ -26,6 +54,7 @@ typedef struct DeviceInfo {
         char *devnum;       /* "MAJOR:MINOR" (sysfs dev), NULL if unknown */
         char *scheduler;    /* active when the info was read; NULL if bio-based */
         char **properties;  /* udev KEY=VALUE */
+        WriteLimits write_limits;
         uint64_t size;      /* bytes */
         uint64_t diskseq;   /* the media's sequence number (Linux 5.15+), 0 unknown */
         uint32_t logical_block_size; /* bytes, 512 if unknown */

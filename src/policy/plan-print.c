@@ -8,6 +8,18 @@ static json_t *str_or_null(const char *s) {
         return s ? json_string(s) : json_null();
 }
 
+json_t *write_limits_to_json(const WriteLimits *w) {
+        json_t *o;
+
+        if (!w || !write_limits_any(w))
+                return NULL;
+        o = json_object();
+        for (WriteLimit l = 0; o && l < _WRITE_LIMIT_MAX; l++)
+                if (w->v[l] >= 0)
+                        json_object_set_new(o, write_limit_key(l), json_integer((json_int_t) w->v[l]));
+        return o;
+}
+
 json_t *device_info_to_json(const DeviceInfo *d) {
         json_t *o = json_object();
 
@@ -34,6 +46,9 @@ json_t *device_info_to_json(const DeviceInfo *d) {
                 json_object_set_new(o, "nsid", json_integer(d->nsid));
         json_object_set_new(o, "hidden", json_boolean(d->hidden));
         json_object_set_new(o, "bioBased", json_boolean(d->bio_based));
+        json_t *wl = write_limits_to_json(&d->write_limits);
+        if (wl)
+                json_object_set_new(o, "writeLimits", wl);
         return o;
 }
 

@@ -12,6 +12,9 @@
  * --dry-run, --once and the varlink API. */
 
 json_t *device_info_to_json(const DeviceInfo *d);
+/* {"maxWriteStreams":…, "atomicWriteMaxBytes":…, …}: the attributes the
+ * kernel has, none of those it has not; NULL when it has none of them. */
+json_t *write_limits_to_json(const WriteLimits *w);
 /* {"device":…, "id":…, …, "matched":[…], "explain":[…], "plan":[…]}; j may be NULL. */
 json_t *device_plan_to_json(const DeviceInfo *d, const Resolved *r, const TuneJob *j);
 json_t *tune_entry_to_json(const TuneEntry *e, const Resolved *r);

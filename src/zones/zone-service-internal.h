@@ -22,6 +22,7 @@
 #include "zbd.h"
 #include "zone-db.h"
 #include "conf.h"
+#include "device.h"
 #include "zone-service-types.h"
 
 struct ZoneDevice {
@@ -35,6 +36,7 @@ struct ZoneDevice {
         bool resetting;
         bool gone;      /* removed; zbd is dropped once in-flight operations end */
         char *readd[3]; /* sysname, devnode, blockdir of a re-plug that came while busy */
+        WriteLimits write_limits; /* of its block device (kernel, nvme); none emulated */
 };
 
 typedef struct PendingAlloc PendingAlloc;

@@ -15,6 +15,7 @@ typedef struct ZoneService ZoneService;
 typedef struct ZoneDevice ZoneDevice;
 struct UringPool;
 struct WorkPool;
+struct WriteLimits;
 
 /* The errors an operation ends with, besides success. */
 typedef enum ZoneError {
@@ -93,6 +94,9 @@ typedef struct ZoneDeviceInfo {
         const ZoneSlot *slots;
         size_t n_zones;
         unsigned max_open, max_active; /* 0 while gone */
+        /* The kernel's write limits of its block device (device.h); NULL
+         * while gone, emulated, or where the kernel has none of them. */
+        const struct WriteLimits *write_limits;
 } ZoneDeviceInfo;
 
 typedef struct ZoneAllocRequest {

@@ -6,6 +6,7 @@
 
 #include "base64.h"
 #include "io.blkmqd.Zones.varlink.h"
+#include "plan-print.h"
 #include "util.h"
 #include "zone-db.h"
 #include "zones-varlink.h"
@@ -227,6 +228,9 @@ static int method_list_devices(VarlinkCall *call, json_t *params, void *userdata
                 if (d.sysname)
                         json_object_set_new(o, "device", json_string(d.sysname));
                 json_object_set_new(o, "damaged", json_integer(damaged));
+                /* Reported, not tuned: what a stager may use on the zones it is handed. */
+                if (d.write_limits)
+                        json_object_set_new(o, "writeLimits", write_limits_to_json(d.write_limits));
                 json_array_append_new(a, o);
         }
         return varlink_call_reply(call, json_pack("{s:o}", "devices", a));

@@ -109,6 +109,14 @@ class Monitor:
         return rc, err
 
 
+# io.blkmqd.Manager's WriteLimits: field, attribute below queue/
+WRITE_LIMITS = (("maxWriteStreams", "max_write_streams"), ("writeStreamGranularity", "write_stream_granularity"),
+                ("atomicWriteMaxBytes", "atomic_write_max_bytes"),
+                ("atomicWriteUnitMinBytes", "atomic_write_unit_min_bytes"),
+                ("atomicWriteUnitMaxBytes", "atomic_write_unit_max_bytes"),
+                ("atomicWriteBoundaryBytes", "atomic_write_boundary_bytes"))
+
+
 def main():
     need_all()
     binary = ctl_path()
@@ -219,6 +227,23 @@ NrRequests=32
                 r.ok(k.get("original") == a.pristine["nr_requests"] and k.get("current") == "64"
                      and k.get("origin") == f"{cfg}:{nr_line}",
                      "show --json: nr_requests original, current and origin file:line", k)
+                # The kernel's write limits, reported (not tuned): each as
+                # sysfs has it, absent (not 0) where sysfs has no such file.
+                want = {}
+                for key, attr in WRITE_LIMITS:
+                    path = f"/sys/block/{a.name}/queue/{attr}"
+                    if os.path.exists(path):
+                        want[key] = int(open(path).read())
+                got = doc.get("device", {}).get("writeLimits")
+                r.eq(got, want or None, "show --json: writeLimits as sysfs has them (host kernel "
+                     f"{os.uname().release})")
+                # The table: a figure or "-" per column, in the same order.
+                p = ctl("show", a.name)
+                tl = p.stdout.splitlines()
+                hi = next((i for i, l in enumerate(tl) if l.split()[:1] == ["STREAMS"]), None)
+                cells = tl[hi + 1].split() if hi is not None and hi + 1 < len(tl) else []
+                r.eq(cells, [str(want[k]) if k in want else "-" for k, _ in WRITE_LIMITS],
+                     "show: the write limits table (STREAMS ... ATOMIC-BOUNDARY), - where absent")
             p = ctl("show", a.name, env={"COLUMNS": "40"})
             lines = p.stdout.splitlines()
             # The knob table comes after the identity block and a blank line.

@@ -231,6 +231,55 @@ static void test_device_info_fixtures(void **state) {
         }
 }
 
+/* The kernel's write limits (reported by blkmqctl show and the Zones
+ * interface, never tuned): each where the fixture's kernel has the
+ * attribute, absent (not 0) where it has not. */
+static void test_device_info_write_limits(void **state) {
+        static const struct {
+                const char *fixture;
+                int64_t v[_WRITE_LIMIT_MAX]; /* streams, granularity, atomic max, unit min, unit max, boundary */
+        } cases[] = {
+                /* 6.1: none of them */
+                { FX_NVME, { -1, -1, -1, -1, -1, -1 } },
+                { FX_ZNS_PATH, { -1, -1, -1, -1, -1, -1 } },
+                /* 6.12: atomic writes (512 on QEMU's NVMe), no write streams */
+                { "guest-6.12-nvme-conventional.tsv", { -1, -1, 512, 512, 512, 0 } },
+                { "guest-6.12-nvme-zns.tsv", { -1, -1, 512, 512, 512, 0 } },
+                { "guest-6.12-virtio.tsv", { -1, -1, 0, 0, 0, 0 } },
+                /* 7.3: both (QEMU 7.2 offers no write streams: 0) */
+                { "guest-7.3-nvme-conventional.tsv", { 0, 0, 512, 512, 512, 0 } },
+                { FX_ZNS_7_3, { 0, 0, 512, 512, 512, 0 } },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                _cleanup_fake_sysfs_ FakeSysfs *f = fake(cases[i].fixture);
+                _cleanup_(device_info_freep) DeviceInfo *d = NULL;
+                _cleanup_(json_decrefp) json_t *o = NULL;
+                json_t *wl;
+                bool any = false;
+
+                assert_int_equal(device_info_load(f->blockdir, NULL, &d), 0);
+                o = device_info_to_json(d);
+                assert_non_null(o);
+                wl = json_object_get(o, "writeLimits");
+                for (WriteLimit l = 0; l < _WRITE_LIMIT_MAX; l++) {
+                        json_t *v = json_object_get(wl, write_limit_key(l));
+
+                        if (d->write_limits.v[l] != cases[i].v[l])
+                                fail_msg("%s: %s read %lld, expected %lld", cases[i].fixture, write_limit_attr(l),
+                                         (long long) d->write_limits.v[l], (long long) cases[i].v[l]);
+                        if (cases[i].v[l] < 0 ? v != NULL
+                                              : !json_is_integer(v) || json_integer_value(v) != cases[i].v[l])
+                                fail_msg("%s: writeLimits.%s is %s, expected %lld", cases[i].fixture,
+                                         write_limit_key(l), v ? "another value" : "absent",
+                                         (long long) cases[i].v[l]);
+                        any = any || cases[i].v[l] >= 0;
+                }
+                /* None at all (6.1): no writeLimits object either. */
+                assert_int_equal(wl != NULL, any);
+        }
+}
+
 static void test_device_info_path_offers_schedulers(void **state) {
         _cleanup_(env_done) Env e;
         _cleanup_free_ char *line = NULL, *active = NULL;
@@ -1286,6 +1335,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_fake_sysfs),
                 cmocka_unit_test(test_device_info_fixtures),
+                cmocka_unit_test(test_device_info_write_limits),
                 cmocka_unit_test(test_device_info_path_offers_schedulers),
                 cmocka_unit_test(test_device_info_udev),
                 cmocka_unit_test(test_device_info_missing),
