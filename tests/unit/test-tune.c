@@ -48,6 +48,10 @@
 /* Captured on Debian's 7.3 cloud kernel (tests/vm/capture-fixtures.sh): the
  * newest kernels' attributes, queue/async_depth and queue/zoned_qd1_writes. */
 #define FX_VIRTIO_7_3 "guest-7.3-virtio-mq-deadline.tsv"
+/* trixie's 6.12 (tests/vm/capture-fixtures.sh): a virtio disk switched to
+ * mq-deadline (a module there), whose async_depth is still its iosched/'s. */
+#define FX_VIRTIO_6_12 "guest-6.12-virtio-mq-deadline.tsv"
+#define K_6_12 KERNEL_VERSION_CODE(6, 12)
 #define FX_ZNS_7_3 "guest-7.3-nvme-zns.tsv"
 
 #define K_6_1 KERNEL_VERSION_CODE(6, 1)
@@ -1146,6 +1150,35 @@ static void test_async_depth_after_nr_requests(void **state) {
         assert_false(has_entry(e.j, KNOB_ASYNC_DEPTH));
 }
 
+static void test_async_depth_iosched_6_12(void **state) {
+        _cleanup_(env_done) Env e;
+        TuneEntry *t;
+
+        /* 6.12's mq-deadline keeps async_depth in iosched/ (7.x moved it to
+         * queue/): DeadlineAsyncDepth= is written and read back there,
+         * AsyncDepth= is not offered, and the other mq-deadline tunables
+         * land beside it. */
+        env_init(&e, FX_VIRTIO_6_12, K_6_12);
+        assert_string_equal(e.d->scheduler, "mq-deadline");
+        assert_string_equal(e.d->transport, "virtio");
+        want(&e, KNOB_DL_ASYNC_DEPTH, "128");
+        want(&e, KNOB_DL_READ_EXPIRE, "250");
+        want(&e, KNOB_ASYNC_DEPTH, "128");
+        want(&e, KNOB_SCHEDULER, "mq-deadline");
+        tune_execute(plan(&e));
+        check(entry(e.j, KNOB_SCHEDULER), TUNE_UNCHANGED, "mq-deadline", "mq-deadline");
+        check(entry(e.j, KNOB_DL_ASYNC_DEPTH), TUNE_CHANGED, "256", "128");
+        assert_attr(&e, "queue/iosched/async_depth", "128");
+        check(entry(e.j, KNOB_DL_READ_EXPIRE), TUNE_CHANGED, "500", "250");
+        t = entry(e.j, KNOB_ASYNC_DEPTH);
+        check(t, TUNE_SKIPPED, NULL, NULL);
+        check_note(t, "queue/async_depth is not offered by this kernel");
+        assert_null(attr(&e, "queue/async_depth"));
+        /* Atomic writes reported (6.11 and later), write streams not (6.16). */
+        assert_true(e.d->write_limits.v[WRITE_LIMIT_ATOMIC_MAX] == 0);
+        assert_true(e.d->write_limits.v[WRITE_LIMIT_MAX_STREAMS] == -1);
+}
+
 static void test_async_depth_restore_order(void **state) {
         _cleanup_(env_done) Env e;
         _cleanup_(tune_job_freep) TuneJob *j = NULL;
@@ -1362,6 +1395,7 @@ int main(void) {
                 cmocka_unit_test(test_execute_hctx_map_order),
                 cmocka_unit_test(test_async_depth_after_nr_requests),
                 cmocka_unit_test(test_async_depth_restore_order),
+                cmocka_unit_test(test_async_depth_iosched_6_12),
                 cmocka_unit_test(test_zoned_qd1_writes_where_offered),
                 cmocka_unit_test(test_async_depth_bio_based),
                 cmocka_unit_test(test_job_sort_and_count),

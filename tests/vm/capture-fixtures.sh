@@ -13,6 +13,7 @@ VM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$VM_DIR/lib.sh"
 OUT=${1:-$VM_DIR/../fixtures/sysfs}
 vm_prepare
+mkdir -p "$OUT"
 tmp=$(mktemp -d /tmp/blkmqd-fx.XXXXXX)
 trap '[ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
 VM_LOG_DIR=$tmp vm_boot capture 300 --zns --conventional --data-disk "$tmp/data.img" \
