@@ -14,6 +14,7 @@ with CI=true a skip is a failure (skip.sh).  See README.md.
 Python standard library only.
 """
 import argparse
+import glob
 import json
 import os
 import queue
@@ -28,6 +29,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 
 VM_DIR = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, VM_DIR)
@@ -239,6 +241,8 @@ hostname blkmqd-vm
 stty -F /dev/ttyS0 -echo 2>/dev/null
 echo "@BOOTED@ uptime=$(cut -d' ' -f1 /proc/uptime) kernel=$(uname -r)"
 [ -f /vm/env ] && . /vm/env
+# What runs here, before any test's output: a log then says what ran where.
+echo "# guest: kernel $(uname -r) (kernel set $VM_KERNEL_SET); root file system: $VM_ROOTFS; $(busybox 2>&1 | head -n1)"
 if [ "$VM_DATA_DISK" = 1 ]; then
     { modprobe virtio_pci || [ -d /sys/bus/pci/drivers/virtio-pci ]; } && modprobe virtio_blk
     i=0
@@ -262,6 +266,9 @@ if [ "$VM_UDEV" = 1 ]; then
     udevadm settle -t 30 || echo "init: udevadm settle timed out"
 fi
 : > /run/vm-checks
+# The kernel the host meant to boot (a wrong cache would test another one).
+[ "$(uname -r)" = "$VM_KVER" ] ||
+    echo "not ok 0 - the guest runs kernel $(uname -r), the host booted $VM_KVER ($VM_KERNEL_SET)" | tee -a /run/vm-checks
 cd /tmp
 /bin/sh -c '. /vm/lib.sh; . /vm/script.sh' vm-script </dev/null
 rc=$?
@@ -727,6 +734,25 @@ def prepare(cache, kernel_set):
     return read_env_file(os.path.join(cache, KERNEL_SETS[kernel_set]))
 
 
+def initramfs_origin(cache):
+    """What the initramfs's root file system is, for the guest's log: the
+    busybox of busybox-static as prepare.sh took it with the host's apt
+    (its version from the cached .deb, its suite the host's), the same on
+    every kernel set."""
+    debs = sorted(glob.glob(os.path.join(cache, "debs", "busybox-static_*.deb")))
+    ver = urllib.parse.unquote(os.path.basename(debs[-1]).split("_")[1]) if debs else "?"
+    suite = "?"
+    try:
+        with open("/etc/os-release") as f:
+            for line in f:
+                k, _, v = line.strip().partition("=")
+                if k == "VERSION_CODENAME":
+                    suite = v.strip('"') or "?"
+    except OSError:
+        pass
+    return "initramfs of run-guest.py, busybox-static %s of Debian %s (the host's apt), no systemd" % (ver, suite)
+
+
 def qemu_args(args, vm, tmp, initrd, qmp_path):
     zone = parse_size(args.zone_size)
     a = ["qemu-system-x86_64", "-accel", "tcg", "-m", str(args.memory), "-smp", str(args.smp),
@@ -882,6 +908,9 @@ def main():
                "VM_UDEV": "1" if args.udev else "0",
                "VM_ZONES": str(args.zones), "VM_MAX_ACTIVE": str(args.max_active),
                "VM_MAX_OPEN": str(args.max_open), "VM_BLOCK_SIZE": str(args.block_size)}
+        if not args.rootfs:
+            # /init prints it beside `uname -r` (a --rootfs guest: its own /etc/os-release)
+            env["VM_ROOTFS"] = initramfs_origin(os.path.abspath(args.cache))
         for e in args.env:
             k, sep, v = e.partition("=")
             if not sep or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", k):
