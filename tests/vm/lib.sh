@@ -81,18 +81,19 @@ vm_finish() {
         exit 0
 }
 
-# vm_rootfs_image IMG DIR: a fresh ext4 disk image IMG (2 GiB, sparse) for
-# run-guest.py --rootfs, holding the cached bookworm + systemd root file
-# system (rootfs.sh, built once into $DEB_CHROOT_CACHE or
-# tests/package/cache) with the .debs of DIR in /root/debs, whose
-# dependencies it has. mkfs.ext4 -d: no loop device, no mount. Root.
+# vm_rootfs_image IMG DIR [SUITE]: a fresh ext4 disk image IMG (2 GiB,
+# sparse) for run-guest.py --rootfs, holding the cached SUITE (bookworm, the
+# default, or trixie) + systemd root file system (rootfs.sh, built once into
+# $DEB_CHROOT_CACHE or tests/package/cache) with the .debs of DIR in
+# /root/debs, whose dependencies it has. mkfs.ext4 -d: no loop device, no
+# mount. Root.
 vm_rootfs_image() {
-        local img=$1 debs=$2 cache tar tree
+        local img=$1 debs=$2 suite=${3:-bookworm} cache tar tree
         cache=${DEB_CHROOT_CACHE:-$(cd "$VM_DIR/../.." && pwd)/tests/package/cache}
         command -v mkfs.ext4 >/dev/null || vm_skip "vm: mkfs.ext4 missing (e2fsprogs)"
         command -v debootstrap >/dev/null || vm_skip "vm: debootstrap missing (tools/install-deps has it)"
-        tar=$("$VM_DIR/rootfs.sh" "$cache" "$debs"/blkmqd_*.deb "$debs"/libblkmq0_*.deb) ||
-                vm_skip "vm: no bookworm root file system (debootstrap or Debian's mirror failed, see above)"
+        tar=$("$VM_DIR/rootfs.sh" "$cache" "$suite" "$debs"/blkmqd_*.deb "$debs"/libblkmq0_*.deb) ||
+                vm_skip "vm: no $suite root file system (debootstrap or Debian's mirror failed, see above)"
         tree=$(mktemp -d "${img%/*}/rootfs.XXXXXX")
         tar -C "$tree" -xf "$tar"
         mkdir -p "$tree/root"

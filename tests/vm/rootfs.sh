@@ -1,16 +1,21 @@
 #!/bin/bash
 # SPDX-License-Identifier: LGPL-2.1-or-later
 #
-# rootfs.sh CACHE DEB...: makes CACHE/rootfs-systemd.tar, a Debian bookworm
-# root file system that boots with systemd as PID 1 (tests/vm/test-vm-systemd.sh),
-# unless it is there already for the same package list. Prints its path.
+# rootfs.sh CACHE [SUITE] DEB...: makes CACHE/rootfs-systemd-SUITE.tar, a
+# Debian root file system of SUITE (bookworm, the default: systemd 252;
+# trixie: systemd 257) that boots with systemd as PID 1
+# (tests/vm/test-vm-systemd.sh), unless it is there already for the same
+# package list. Prints its path. Each suite's is built once and kept.
 #
-# Built from the package test's debootstrap tarball (tools/chroot-lib.sh,
-# CACHE/bookworm-minbase.tar, made first if missing) plus systemd,
-# systemd-sysv, udev, kmod, nvme-cli, zbd-utils, lvm2, mdadm, cryptsetup-bin,
-# multipath-tools and every dependency the given .debs declare, so that
-# `apt-get install ./blkmqd_*.deb` works in the guest with no network. The list is kept in CACHE/rootfs-systemd.list: a
-# .deb that depends on something new makes the next run build it again.
+# Built from SUITE's debootstrap tarball (tools/chroot-lib.sh,
+# CACHE/SUITE-minbase.tar, made first if missing; bookworm's is the package
+# test's) plus systemd, systemd-sysv, udev, kmod, nvme-cli, zbd-utils,
+# lvm2, mdadm, cryptsetup-bin, multipath-tools and every dependency the
+# given .debs declare (SUITE's own build, or on trixie bookworm's, whose
+# libssl3 and libnvme1 trixie's t64 packages provide), so that
+# `apt-get install ./blkmqd_*.deb` works in the guest with no network. The
+# list is kept in CACHE/rootfs-systemd-SUITE.list: a .deb that depends on
+# something new makes the next run build it again.
 # Set up for the tests: a persistent journal, a fixed machine id, the user
 # `tester` (uid 1000), no getty, no logind, no apt/fstrim/e2scrub timers
 # (nothing runs that the checks did not start), none of the boot-time units
@@ -24,7 +29,12 @@ src=$(cd "$(dirname "$(readlink -f "$0")")/../.." && pwd)
 . "$src/tools/chroot-lib.sh"
 cache=$1
 shift
-tar=$cache/rootfs-systemd.tar
+suite=bookworm
+case ${1:-} in
+bookworm | trixie) suite=$1; shift ;;
+esac
+name=rootfs-systemd-$suite
+tar=$cache/$name.tar
 
 # lvm2, mdadm, cryptsetup-bin and multipath-tools: the stacked devices
 # (device mapper, md, dm-crypt, dm-multipath) the guest tests build on the
@@ -38,15 +48,21 @@ list=$(printf '%s\n' $base $deps | sort -u | tr '\n' ' ')
 # The stamp: the list and the setup below (bump setup-N when that changes).
 stamp="setup-4 $list"
 
-mkdir -p "$cache/apt-archives/partial"
-exec 9>"$cache/.lock"
+# Each suite's .debs in an apt cache of their own: the two suites' builds
+# may run at once, and apt locks its cache directory.
+archives=$cache/apt-archives-$suite
+[ $suite = bookworm ] && archives=$cache/apt-archives
+mkdir -p "$archives/partial"
+exec 9>"$cache/$name.lock"
 flock 9
-if [ -s "$tar" ] && [ "$(cat "$cache/rootfs-systemd.list" 2>/dev/null)" = "$stamp" ]; then
+# The one of before the suites (rootfs-systemd.tar): bookworm's, now named.
+rm -f "$cache/rootfs-systemd.tar" "$cache/rootfs-systemd.list" "$cache/rootfs-systemd.log"
+if [ -s "$tar" ] && [ "$(cat "$cache/$name.list" 2>/dev/null)" = "$stamp" ]; then
         echo "$tar"
         exit 0
 fi
 
-dir=$cache/rootfs-systemd.tmpdir
+dir=$cache/$name.tmpdir
 cleanup() {
         chroot_umount_all
         rm -rf --one-file-system "$dir"
@@ -54,11 +70,15 @@ cleanup() {
 trap cleanup EXIT
 t=$(date +%s)
 echo "rootfs: building $tar: $list" >&2
-chroot_from_tarball "$cache/bookworm-minbase.tar" "$dir" >&2
-chroot_mount "$dir" "$cache/apt-archives:/var/cache/apt/archives"
-chroot_run "$dir" "apt-get install -y -q --no-install-recommends $list" > "$cache/rootfs-systemd.log" 2>&1 || {
-        tail -n 20 "$cache/rootfs-systemd.log" >&2
-        echo "rootfs: apt-get install failed (log: $cache/rootfs-systemd.log)" >&2
+chroot_from_tarball "$cache/$suite-minbase.tar" "$dir" $suite minbase >&2
+grep -qx "VERSION_CODENAME=$suite" "$dir/etc/os-release" || {
+        echo "rootfs: $cache/$suite-minbase.tar is not $suite: $(grep CODENAME "$dir/etc/os-release")" >&2
+        exit 1
+}
+chroot_mount "$dir" "$archives:/var/cache/apt/archives"
+chroot_run "$dir" "apt-get install -y -q --no-install-recommends $list" > "$cache/$name.log" 2>&1 || {
+        tail -n 20 "$cache/$name.log" >&2
+        echo "rootfs: apt-get install failed (log: $cache/$name.log)" >&2
         exit 1
 }
 chroot_run "$dir" "
@@ -81,10 +101,10 @@ chroot_run "$dir" "
         done
         apt-get clean
         rm -rf /var/lib/apt/lists/* /usr/share/doc/* /usr/share/man/* /usr/share/locale/*
-" >> "$cache/rootfs-systemd.log" 2>&1 || { tail -n 20 "$cache/rootfs-systemd.log" >&2; exit 1; }
+" >> "$cache/$name.log" 2>&1 || { tail -n 20 "$cache/$name.log" >&2; exit 1; }
 chroot_umount_all
 rm -f "$dir/etc/resolv.conf"
 tar -C "$dir" -cf "$tar.part" . && mv "$tar.part" "$tar"
-echo "$stamp" > "$cache/rootfs-systemd.list"
+echo "$stamp" > "$cache/$name.list"
 echo "rootfs: built in $(( $(date +%s) - t )) s, $(du -sm "$tar" | cut -f1) MiB" >&2
 echo "$tar"
