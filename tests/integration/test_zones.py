@@ -115,6 +115,16 @@ Database={db}
                  ["DEVICE", "ID", "BACKEND", "ZONES", "SIZE", "CAP", "FREE", "ALLOC", "WRITING", "SEALED",
                   "RELEASING", "FAILED"] and any(dev in l and "emulated" in l for l in lines[1:]),
                  "zones: table header and the device's row", show(p))
+            # The kernel's write limits: none for emulated zones (absent,
+            # not 0), "-" in the second table; none without the legend.
+            r.ok("writeLimits" not in one, "zones --json: no writeLimits for emulated zones", one)
+            wi = next((i for i, l in enumerate(lines) if l.startswith("Write limits")), None)
+            r.ok(wi is not None and wi + 2 < len(lines) and lines[wi + 1].split()[:2] == ["DEVICE", "STREAMS"]
+                 and lines[wi + 2].split()[1:] == ["-"] * 6,
+                 "zones: the write limits table, - in every column for emulated zones", show(p))
+            p = ctl("zones", "--no-legend")
+            r.ok(p.returncode == 0 and "Write limits" not in p.stdout and len(p.stdout.splitlines()) == 1,
+                 "zones --no-legend: the device's row alone", show(p))
             zs = zones()
             r.ok(isinstance(zs, list) and len(zs) == ZONE_COUNT and
                  all(z["zoneIndex"] == i and z["start"] == i * ZONE_SIZE and z["startLba"] == i * ZONE_SIZE // 512
