@@ -40,6 +40,7 @@ void zone_device_get_info(const ZoneDevice *d, ZoneDeviceInfo *ret) {
                 .n_zones = d->n,
                 .max_open = d->zbd ? d->zbd->limits.max_open : 0,
                 .max_active = d->zbd ? d->zbd->limits.max_active : 0,
+                .write_limits = d->zbd && write_limits_any(&d->write_limits) ? &d->write_limits : NULL,
         };
 }
 
@@ -468,6 +469,7 @@ int zone_device_add(ZoneService *s, const char *id, const char *sysname, const c
                         return -ENOMEM;
                 }
                 d->service = s;
+                write_limits_none(&d->write_limits);
                 s->devs[s->n_devs++] = d;
         } else if (d->zbd) {
                 zbd_free(zbd);
@@ -489,6 +491,19 @@ int zone_device_add(ZoneService *s, const char *id, const char *sysname, const c
         log_info("%s: %zu zones of %s (%s backend) available for leases.", d->id, d->n,
                  format_size(zbd->limits.zone_size, (char[16]) {}), backend);
         return 0;
+}
+
+/* zone_device_add() of a block device's backend, with the write limits
+ * the kernel reports for it (read again at each attach: a replug may
+ * bring another controller). */
+static int zone_device_add_block(ZoneService *s, const char *id, const char *sysname, const char *backend, Zbd *zbd,
+                                 const char *blockdir) {
+        int r = zone_device_add(s, id, sysname, backend, zbd);
+        ZoneDevice *d;
+
+        if (r >= 0 && (d = zone_find_dev(s, id)))
+                write_limits_read(blockdir, &d->write_limits);
+        return r;
 }
 
 int zone_service_add_kernel(ZoneService *s, const char *id, const char *sysname, const char *devnode,
@@ -518,14 +533,14 @@ int zone_service_add_kernel(ZoneService *s, const char *id, const char *sysname,
         if (sysname && strncmp(sysname, "nvme", 4) == 0) {
                 r = zbd_nvme_open(devnode, blockdir, &z);
                 if (r >= 0)
-                        return zone_device_add(s, id, sysname, "nvme", z);
+                        return zone_device_add_block(s, id, sysname, "nvme", z, blockdir);
                 log_notice_errno(r, "%s: no NVMe zone append passthrough on %s, using the kernel's zoned interface: %m",
                                  sysname, devnode);
         }
         r = zbd_kernel_open(devnode, blockdir, &z);
         if (r < 0)
                 return log_warning_errno(r, "%s: cannot use %s for zone leases: %m", sysname, devnode);
-        return zone_device_add(s, id, sysname, "kernel", z);
+        return zone_device_add_block(s, id, sysname, "kernel", z, blockdir);
 }
 
 void zone_service_device_gone(ZoneService *s, const char *sysname) {
