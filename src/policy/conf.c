@@ -107,6 +107,13 @@ static void match_done(Match *m) {
         strv_free(m->serial);
         strv_free(m->wwn);
         strv_free(m->property);
+        strv_free(m->volume);
+        strv_free(m->dm_name);
+        strv_free(m->dm_uuid);
+        strv_free(m->crypt);
+        strv_free(m->mpath_wwid);
+        strv_free(m->md_name);
+        strv_free(m->md_level);
 }
 
 Config *config_free(Config *c) {
@@ -444,6 +451,42 @@ static int parse_match(Parser *p, Match *m, const char *key, const char *value) 
                         if (!strchr(*s, '=') || **s == '=')
                                 return parser_error(p, "MatchProperty=: \"%s\" is not KEY=GLOB", *s);
                 return set_list(p, &m->property, value);
+        }
+        if (streq(key, "MatchVolume")) {
+                _cleanup_strv_free_ char **l = NULL;
+                if (strv_split_ws(value, &l) < 0)
+                        return -ENOMEM;
+                STRV_FOREACH(s, l) {
+                        const char *sl = strchr(*s, '/');
+                        if (!sl || sl == *s || !sl[1] || strchr(sl + 1, '/'))
+                                return parser_error(p, "MatchVolume=: \"%s\" is not VG/LV (globs on the volume group and the logical volume, e.g. vgdata/* for every volume of vgdata)", *s);
+                }
+                return set_list(p, &m->volume, value);
+        }
+        if (streq(key, "MatchDMName"))
+                return set_list(p, &m->dm_name, value);
+        if (streq(key, "MatchDMUUID"))
+                return set_list(p, &m->dm_uuid, value);
+        if (streq(key, "MatchCrypt"))
+                return set_list(p, &m->crypt, value);
+        if (streq(key, "MatchMultipathWWID"))
+                return set_list(p, &m->mpath_wwid, value);
+        if (streq(key, "MatchMDName"))
+                return set_list(p, &m->md_name, value);
+        if (streq(key, "MatchMDLevel")) {
+                static const char *const levels[] = { "linear", "raid0", "raid1", "raid4", "raid5", "raid6",
+                                                      "raid10", "multipath", "faulty", "container" };
+                _cleanup_strv_free_ char **l = NULL;
+                if (strv_split_ws(value, &l) < 0)
+                        return -ENOMEM;
+                STRV_FOREACH(s, l) {
+                        bool known = false;
+                        for (size_t i = 0; i < ELEMENTSOF(levels); i++)
+                                known = known || fnmatch(*s, levels[i], 0) == 0;
+                        if (!known)
+                                return parser_error(p, "MatchMDLevel=: \"%s\" matches no md level (linear, raid0, raid1, raid4, raid5, raid6, raid10)", *s);
+                }
+                return set_list(p, &m->md_level, value);
         }
         if (streq(key, "MatchRotational")) {
                 if (!*value) {

@@ -29,6 +29,14 @@ typedef struct Match {
         char **serial;
         char **wwn;
         char **property; /* "KEY=GLOB" */
+        /* stacks, by what operators name them (DeviceInfo's stack names) */
+        char **volume;     /* "VG/LV" globs */
+        char **dm_name;
+        char **dm_uuid;
+        char **crypt;      /* dm-crypt mapping names */
+        char **mpath_wwid;
+        char **md_name;    /* MD_NAME, or its part after "HOST:" */
+        char **md_level;
         int rotational;  /* -1 unset */
         bool has_size;
         uint64_t size_min, size_max; /* bytes, inclusive */

@@ -74,6 +74,13 @@ DeviceInfo *device_info_free(DeviceInfo *d) {
         free(d->backing_file);
         free(d->devnum);
         free(d->scheduler);
+        free(d->dm_name);
+        free(d->dm_uuid);
+        free(d->volume);
+        free(d->crypt);
+        free(d->mpath_wwid);
+        free(d->md_name);
+        free(d->md_level);
         strv_free(d->properties);
         if (d->stat_fd >= 0)
                 close(d->stat_fd);
@@ -282,6 +289,81 @@ static int device_info_load_names(DeviceInfo *d, const char *blockdir) {
         return 0;
 }
 
+/* An LV's dm name is VG-LV with each '-' inside either name doubled
+ * (dmsetup splitname): the single '-' divides them. */
+static char *split_lvm_name(const char *dm_name) {
+        _cleanup_free_ char *vg = NULL, *lv = NULL;
+        char *r = NULL;
+        size_t n = strlen(dm_name);
+
+        for (size_t i = 0; i < n; i++) {
+                if (dm_name[i] != '-')
+                        continue;
+                if (dm_name[i + 1] == '-') {
+                        i++;
+                        continue;
+                }
+                vg = strndup(dm_name, i);
+                lv = strdup(dm_name + i + 1);
+                if (!vg || !lv)
+                        return NULL;
+                for (char *c = vg, *w = vg; ; c++) {
+                        *w++ = *c;
+                        if (!*c)
+                                break;
+                        if (*c == '-' && c[1] == '-')
+                                c++;
+                }
+                for (char *c = lv, *w = lv; ; c++) {
+                        *w++ = *c;
+                        if (!*c)
+                                break;
+                        if (*c == '-' && c[1] == '-')
+                                c++;
+                }
+                if (asprintf(&r, "%s/%s", vg, lv) < 0)
+                        return NULL;
+                return r;
+        }
+        return NULL;
+}
+
+/* The names of a device-mapper or md device: udev's properties where the
+ * database has them (its dm and lvm rules), else what sysfs says. */
+static int device_info_load_stack_names(DeviceInfo *d, const char *blockdir) {
+        const char *s, *vg, *lv;
+
+        d->dm_name = dup_or_null(device_info_property(d, "DM_NAME"));
+        if (!d->dm_name)
+                d->dm_name = read_attr(blockdir, "dm/name");
+        d->dm_uuid = dup_or_null(device_info_property(d, "DM_UUID"));
+        if (!d->dm_uuid)
+                d->dm_uuid = read_attr(blockdir, "dm/uuid");
+
+        vg = device_info_property(d, "DM_VG_NAME");
+        lv = device_info_property(d, "DM_LV_NAME");
+        if (vg && *vg && lv && *lv) {
+                if (asprintf(&d->volume, "%s/%s", vg, lv) < 0) {
+                        d->volume = NULL;
+                        return -ENOMEM;
+                }
+        } else if (d->dm_name && d->dm_uuid && strncmp(d->dm_uuid, "LVM-", 4) == 0 &&
+                   !strchr(d->dm_uuid + 4, '-'))
+                /* an LV itself ("LVM-" and the ids); its sub-LVs (stripes
+                 * of a RAID LV, a thin pool's data) have a "-suffix" */
+                d->volume = split_lvm_name(d->dm_name);
+
+        if (d->dm_uuid && strncmp(d->dm_uuid, "CRYPT-", 6) == 0 && d->dm_name)
+                d->crypt = strdup(d->dm_name);
+        if (d->dm_uuid && strncmp(d->dm_uuid, "mpath-", 6) == 0)
+                d->mpath_wwid = dup_or_null(d->dm_uuid + 6);
+
+        d->md_name = dup_or_null(device_info_property(d, "MD_NAME"));
+        s = device_info_property(d, "MD_LEVEL");
+        d->md_level = s ? dup_or_null(s) : read_attr(blockdir, "md/level");
+        return 0;
+}
+
 int device_info_load(const char *blockdir, char *const *properties, DeviceInfo **ret) {
         _cleanup_(device_info_freep) DeviceInfo *d = NULL;
         const char *s;
@@ -317,6 +399,9 @@ int device_info_load(const char *blockdir, char *const *properties, DeviceInfo *
         if (r < 0)
                 return r;
         r = device_info_load_names(d, blockdir);
+        if (r < 0)
+                return r;
+        r = device_info_load_stack_names(d, blockdir);
         if (r < 0)
                 return r;
 

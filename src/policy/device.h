@@ -53,6 +53,15 @@ typedef struct DeviceInfo {
         char *backing_file; /* loop devices */
         char *devnum;       /* "MAJOR:MINOR" (sysfs dev), NULL if unknown */
         char *scheduler;    /* active when the info was read; NULL if bio-based */
+        /* What operators name stacks by (udev's properties, else sysfs;
+         * NULL where the device is no such thing): */
+        char *dm_name;      /* DM_NAME, dm/name */
+        char *dm_uuid;      /* DM_UUID, dm/uuid: LVM-..., CRYPT-..., mpath-... */
+        char *volume;       /* "VG/LV": DM_VG_NAME/DM_LV_NAME, else split from an LVM- device's dm name */
+        char *crypt;        /* the dm-crypt mapping's name (DM_UUID CRYPT-...) */
+        char *mpath_wwid;   /* the multipath map's WWID (DM_UUID mpath-WWID) */
+        char *md_name;      /* MD_NAME (mdadm's "HOST:NAME" as udev has it) */
+        char *md_level;     /* MD_LEVEL, md/level: raid1, raid0, raid10, ... */
         char **properties;  /* udev KEY=VALUE */
         WriteLimits write_limits;
         uint64_t size;      /* bytes */

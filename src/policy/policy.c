@@ -55,6 +55,16 @@ static bool property_match(char *const *l, const DeviceInfo *d, char **ret_reaso
         return true;
 }
 
+/* mdadm names an array "HOST:NAME" (udev's MD_NAME): a glob matches the
+ * whole or the NAME. */
+static bool md_name_match(char *const *l, const char *value, char **ret_reason) {
+        const char *colon = value ? strchr(value, ':') : NULL;
+
+        if (!l || (colon && strv_fnmatch(l, colon + 1)))
+                return true;
+        return glob_list(l, value, "MatchMDName", ret_reason);
+}
+
 bool policy_match(const Match *m, const DeviceInfo *d, char **ret_reason) {
         if (ret_reason)
                 *ret_reason = NULL;
@@ -67,7 +77,14 @@ bool policy_match(const Match *m, const DeviceInfo *d, char **ret_reason) {
             !glob_list(m->vendor, d->vendor, "MatchVendor", ret_reason) ||
             !glob_list(m->firmware, d->firmware, "MatchFirmware", ret_reason) ||
             !glob_list(m->serial, d->serial, "MatchSerial", ret_reason) ||
-            !glob_list(m->wwn, d->wwn, "MatchWWN", ret_reason))
+            !glob_list(m->wwn, d->wwn, "MatchWWN", ret_reason) ||
+            !glob_list(m->volume, d->volume, "MatchVolume", ret_reason) ||
+            !glob_list(m->dm_name, d->dm_name, "MatchDMName", ret_reason) ||
+            !glob_list(m->dm_uuid, d->dm_uuid, "MatchDMUUID", ret_reason) ||
+            !glob_list(m->crypt, d->crypt, "MatchCrypt", ret_reason) ||
+            !glob_list(m->mpath_wwid, d->mpath_wwid, "MatchMultipathWWID", ret_reason) ||
+            !md_name_match(m->md_name, d->md_name, ret_reason) ||
+            !glob_list(m->md_level, d->md_level, "MatchMDLevel", ret_reason))
                 return false;
         if (m->rotational >= 0 && m->rotational != d->rotational) {
                 if (ret_reason && asprintf(ret_reason, "MatchRotational=%s: device is %s",

@@ -4,7 +4,9 @@
  * an LV striped over two NVMe namespaces, dm-crypt on an LV, md RAID1 and
  * RAID0 over partitions of the same two disks, a request-based dm-multipath
  * map; down through slaves/ to the request-based members, up through
- * holders/ to every top. */
+ * holders/ to every top; the Match keys of stacks (MatchVolume= ...) on the
+ * devices as device_info_load() reads them, with the captured udev
+ * database and without it (sysfs alone). */
 
 #include <errno.h>
 #include <limits.h>
@@ -21,7 +23,10 @@
 #include <cmocka.h>
 
 #include "cleanup.h"
+#include "conf.h"
+#include "device.h"
 #include "fake-sysfs.h"
+#include "policy.h"
 #include "stack.h"
 #include "sysfs.h"
 #include "util.h"
@@ -262,6 +267,143 @@ static void test_loop_guard(void **state) {
         free_tree(root);
 }
 
+/* The captured udev database of dev (its "udev/DEV" lines). */
+static char **udev_props(const char *dev) {
+        _cleanup_free_ char *fx = NULL, *prefix = NULL;
+        char **l = NULL;
+        char line[8192];
+        FILE *f;
+
+        assert_true(asprintf(&fx, "%s/sysfs/%s", t_fixtures_dir(), STACKS) > 0);
+        assert_true(asprintf(&prefix, "udev/%s\tprop\t", dev) > 0);
+        f = fopen(fx, "re");
+        assert_non_null(f);
+        while (fgets(line, sizeof line, f)) {
+                line[strcspn(line, "\n")] = 0;
+                if (strncmp(line, prefix, strlen(prefix)) == 0)
+                        assert_int_equal(strv_extend(&l, line + strlen(prefix)), 0);
+        }
+        fclose(f);
+        assert_non_null(l);
+        return l;
+}
+
+static DeviceInfo *load_dev(const char *root, const char *dev, bool with_udev) {
+        _cleanup_strv_free_ char **props = with_udev ? udev_props(dev) : NULL;
+        _cleanup_free_ char *dir = NULL;
+        DeviceInfo *d = NULL;
+
+        assert_true(asprintf(&dir, "%s/block/%s", root, dev) > 0);
+        assert_int_equal(device_info_load(dir, props, &d), 0);
+        return d;
+}
+
+static bool matches(const char *match_lines, const DeviceInfo *d, char **ret_reason) {
+        _cleanup_free_ char *text = NULL;
+        _cleanup_(config_freep) Config *c = NULL;
+        ConfigError err;
+
+        assert_true(asprintf(&text, "[Device t]\n%s\nScheduler=none\n", match_lines) > 0);
+        if (config_load_string(text, "m.conf", &c, &err) < 0)
+                fail_msg("m.conf:%u: %s", err.line, err.message);
+        return policy_match(&c->devices[0].match, d, ret_reason);
+}
+
+static void test_stack_names(void **state) {
+        (void) state;
+        char *root = stacks_tree();
+        _cleanup_free_ char *striped = dm_by_name(root, "vgdata-striped"), *lv = dm_by_name(root, "vgdata-cryptlv"),
+                            *crypt = dm_by_name(root, "secret"), *mp = dm_by_name(root, "mpatha");
+
+        for (int udev = 1; udev >= 0; udev--) {
+                _cleanup_(device_info_freep) DeviceInfo *a = load_dev(root, striped, udev), *b = load_dev(root, lv, udev),
+                                                        *c = load_dev(root, crypt, udev), *m = load_dev(root, mp, udev),
+                                                        *r1 = load_dev(root, "md0", udev), *r0 = load_dev(root, "md1", udev),
+                                                        *n = load_dev(root, "nvme0n1", udev);
+
+                assert_string_equal(a->volume, "vgdata/striped");
+                assert_string_equal(b->volume, "vgdata/cryptlv");
+                assert_null(c->volume);
+                assert_string_equal(c->crypt, "secret");
+                assert_null(b->crypt);
+                assert_string_equal(m->mpath_wwid, "nvme.1b36-73746b30-51454d55204e564d65204374726c-00000005");
+                assert_string_equal(r1->md_level, "raid1");
+                assert_string_equal(r0->md_level, "raid0");
+                if (udev)
+                        assert_string_equal(r1->md_name, "any:mirror");
+                else
+                        assert_null(r1->md_name); /* no name in sysfs */
+                assert_null(n->dm_name);
+                assert_null(n->volume);
+                assert_null(n->md_level);
+
+                assert_true(matches("MatchVolume=vgdata/striped", a, NULL));
+                assert_false(matches("MatchVolume=vgdata/striped", b, NULL));
+                assert_true(matches("MatchVolume=vgdata/*", b, NULL));
+                assert_true(matches("MatchVolume=other/* vg*/crypt*", b, NULL));
+                assert_false(matches("MatchVolume=vgdata/*", c, NULL));
+                assert_false(matches("MatchVolume=*/*", n, NULL));
+                assert_true(matches("MatchDMName=vgdata-*", a, NULL));
+                assert_true(matches("MatchDMUUID=CRYPT-*", c, NULL));
+                assert_false(matches("MatchDMUUID=CRYPT-*", b, NULL));
+                assert_true(matches("MatchCrypt=secret", c, NULL));
+                assert_false(matches("MatchCrypt=*", b, NULL));
+                assert_true(matches("MatchMultipathWWID=nvme.1b36-*-00000005", m, NULL));
+                assert_false(matches("MatchMultipathWWID=*", n, NULL));
+                assert_true(matches("MatchMDLevel=raid1", r1, NULL));
+                assert_false(matches("MatchMDLevel=raid1", r0, NULL));
+                assert_true(matches("MatchMDLevel=raid*", r0, NULL));
+                assert_false(matches("MatchMDLevel=raid*", n, NULL));
+                assert_int_equal(matches("MatchMDName=mirror", r1, NULL), udev);
+                assert_int_equal(matches("MatchMDName=any:mirror", r1, NULL), udev);
+                assert_false(matches("MatchMDName=mirror", r0, NULL));
+        }
+
+        /* the reason says which key and what the device has */
+        _cleanup_(device_info_freep) DeviceInfo *b = load_dev(root, lv, true), *n = load_dev(root, "nvme0n1", true);
+        _cleanup_free_ char *why = NULL, *why2 = NULL;
+        assert_false(matches("MatchVolume=vgdata/striped", b, &why));
+        assert_string_equal(why, "MatchVolume=vgdata/striped: vgdata/cryptlv does not match");
+        assert_false(matches("MatchMDLevel=raid1", n, &why2));
+        assert_string_equal(why2, "MatchMDLevel=raid1: (not set) does not match");
+        free_tree(root);
+}
+
+/* LVM doubles a '-' inside a VG or LV name in the dm name; without udev
+ * the single one divides them. */
+static void test_volume_from_dm_name(void **state) {
+        (void) state;
+        char *root = stacks_tree();
+        _cleanup_free_ char *lv = dm_by_name(root, "vgdata-striped"), *p = NULL;
+        _cleanup_(device_info_freep) DeviceInfo *d = NULL;
+
+        assert_true(asprintf(&p, "%s/block/%s/dm/name", root, lv) > 0);
+        assert_int_equal(t_write_file(p, "my--vg-lv--a--b\n"), 0);
+        d = load_dev(root, lv, false);
+        assert_string_equal(d->volume, "my-vg/lv-a-b");
+        free_tree(root);
+}
+
+static void test_match_key_errors(void **state) {
+        static const struct { const char *text; unsigned line; const char *message; } bad[] = {
+                { "[Device a]\nMatchVolume=vgdata\n", 2, "MatchVolume=: \"vgdata\" is not VG/LV" },
+                { "[Device a]\nMatchKernel=dm-*\nMatchVolume=vg/lv /lv\n", 3, "\"/lv\" is not VG/LV" },
+                { "[Device a]\nMatchVolume=vg/lv/x\n", 2, "\"vg/lv/x\" is not VG/LV" },
+                { "[Device a]\nMatchMDLevel=raid7\n", 2, "MatchMDLevel=: \"raid7\" matches no md level" },
+                { "[Profile p]\nMatchCrypt=secret\n", 2, "MatchCrypt= belongs in a [Device] section" },
+        };
+        (void) state;
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                Config *c = NULL;
+                ConfigError err;
+
+                assert_int_equal(config_load_string(bad[i].text, "bad.conf", &c, &err), -EINVAL);
+                assert_null(c);
+                if (err.line != bad[i].line || !strstr(err.message, bad[i].message))
+                        fail_msg("case %zu: got bad.conf:%u: %s", i, err.line, err.message);
+        }
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_lv_striped),
@@ -271,6 +413,9 @@ int main(void) {
                 cmocka_unit_test(test_plain_and_missing),
                 cmocka_unit_test(test_tops),
                 cmocka_unit_test(test_loop_guard),
+                cmocka_unit_test(test_stack_names),
+                cmocka_unit_test(test_volume_from_dm_name),
+                cmocka_unit_test(test_match_key_errors),
         };
 
         if (!t_fixtures_dir()) {
