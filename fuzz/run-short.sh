@@ -39,7 +39,7 @@ cat > "$out/config.h" <<'H'
 #define VARLINK_ADDRESS "/nonexistent/io.blkmqd"
 H
 # shellcheck disable=SC2207
-"$cc" "${flags[@]}" "$root/fuzz/fuzz-conf.c" "$root/src/policy/conf.c" "$root/src/policy/knobs.c" "$root/src/policy/autotune.c" "$root/src/basic/util.c" "$root/src/basic/log.c" \
+"$cc" "${flags[@]}" "$root/fuzz/fuzz-conf.c" "$root/src/policy/conf.c" "$root/src/policy/knobs.c" "$root/src/policy/autotune-policy.c" "$root/src/basic/util.c" "$root/src/basic/log.c" \
         $(pkg-config --cflags --libs inih libsystemd) -lm -o "$out/fuzz-conf"
 "$cc" "${flags[@]}" "$root/fuzz/fuzz-zone-record.c" "$root/src/zbd/zbd.c" "$root/src/basic/log.c" "$root/src/basic/util.c" \
         $(pkg-config --cflags --libs libsystemd liburing) -lpthread -o "$out/fuzz-zone-record"

@@ -7,7 +7,7 @@ found (a renamed table must not make a check pass by checking nothing):
 
 - the configuration keys of src/policy/conf.c (parse_match, parse_daemon,
   parse_zones, parser_handler), src/policy/knobs.c (the knob table) and
-  src/policy/autotune.c (the Auto* keys): each is an entry of its section
+  src/policy/autotune-policy.c (the Auto* keys): each is an entry of its section
   in blkmqd.conf(5), and every entry there is a key the parser takes; each
   [Daemon] key is shown in conf/blkmqd.conf; the keys that append when
   given again (set_list(), strv_extend() in the parser) are exactly those
@@ -86,8 +86,8 @@ daemon_keys = set(nonempty("keys in parse_daemon()", streq_keys(daemon_body)))
 zones_keys = set(nonempty("keys in parse_zones()", streq_keys(zones_body)))
 knob_keys = set(nonempty("keys in the knob table of knobs.c",
                          re.findall(r'\[KNOB_\w+\]\s*=\s*\{\s*"(\w+)"', read("src/policy/knobs.c"))))
-auto = read("src/policy/autotune.c")
-auto_keys = set(nonempty("Auto* keys in autotune.c",
+auto = read("src/policy/autotune-policy.c")
+auto_keys = set(nonempty("Auto* keys in autotune-policy.c",
                          re.findall(r'\{\s*"(Auto\w+)",\s*AUTO_KEY_', auto) +
                          re.findall(r'streq\(key, "(Auto\w+)"\)', auto)))
 # parser_handler's own keys: [Profile] Devices=, and any [Device] key it
