@@ -147,3 +147,28 @@ void catch_quit_signals(void) {
         sigaction(SIGINT, &sa, NULL);
         sigaction(SIGTERM, &sa, NULL);
 }
+
+typedef struct FdProgress {
+        const char *what, *key; /* the bar's name; the bytes so far in each reply */
+        uint64_t total;
+        json_t **ret;
+} FdProgress;
+
+static int fd_progress_reply(json_t *p, bool last, void *userdata) {
+        FdProgress *f = userdata;
+
+        if (!last)
+                progress(f->what, (uint64_t) jint(p, f->key, 0), f->total);
+        else {
+                progress_done();
+                *f->ret = json_incref(p);
+        }
+        return EXIT_OK;
+}
+
+int call_fd_progress(Ctl *c, const char *method, json_t *params, int fd, const char *what, const char *key,
+                     uint64_t total, json_t **ret) {
+        FdProgress f = { .what = what, .key = key, .total = total, .ret = ret };
+
+        return ctl_call_more(c, method, params, fd, fd_progress_reply, &f);
+}

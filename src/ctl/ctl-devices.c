@@ -225,17 +225,6 @@ static void print_drift(json_t *verified) {
         }
 }
 
-/* The VerifiedKnob of attribute attr in a VerifiedDevice, or NULL. */
-static json_t *verified_knob(json_t *verified, const char *attr) {
-        json_t *k;
-        size_t i;
-
-        json_array_foreach(json_object_get(verified, "knobs"), i, k)
-                if (streq_ptr(jstr(k, "attribute"), attr))
-                        return k;
-        return NULL;
-}
-
 /* Every setting: original, wanted, current, outcome, section, and with
  * verified (Verify's device, read now) its drift; then the notes of those
  * that have one, and the drifted ones. */
@@ -250,7 +239,7 @@ static int print_knobs(json_t *knobs, json_t *verified) {
         if (!t)
                 return fail(EXIT_PROTOCOL, "out of memory");
         json_array_foreach(knobs, i, k) {
-                json_t *v = verified_knob(verified, jstr(k, "attribute"));
+                json_t *v = json_array_find(json_object_get(verified, "knobs"), "attribute", jstr(k, "attribute"));
                 bool drifted = streq_ptr(jstr(v, "state"), "drifted");
 
                 if (table_add(t, jstr(k, "attribute")) < 0 || table_add(t, jstr(k, "original")) < 0 ||

@@ -247,16 +247,6 @@ static void print_log2_hist(json_t *slots) {
         }
 }
 
-static json_t *find_window(json_t *device, const char *window) {
-        json_t *w;
-        size_t i;
-
-        json_array_foreach(json_object_get(device, "windows"), i, w)
-                if (streq_ptr(jstr(w, "window"), window))
-                        return w;
-        return NULL;
-}
-
 static void print_probe_state(json_t *d) {
         json_t *alerts = json_object_get(d, "alerts");
         long long errors = jint(d, "errors", 0), e = jint(d, "lastErrno", 0);
@@ -289,7 +279,7 @@ static int print_latency(json_t *o, void *userdata) {
         };
         json_t *h = json_object_get(o, "histogram"), *d = json_object_get(o, "metrics");
         const char *window = dash(jstr(h, "window"));
-        json_t *w = find_window(d, window);
+        json_t *w = json_array_find(json_object_get(d, "windows"), "window", window);
         long long count = jint(h, "count", 0);
         char buf[64], size[32], interval[32];
 
@@ -335,16 +325,6 @@ int verb_latency(int argc, char **argv) {
 
 /* ---- top ---- */
 
-static const char *scheduler_of(json_t *list, const char *device) {
-        json_t *d;
-        size_t i;
-
-        json_array_foreach(list, i, d)
-                if (streq_ptr(jstr(d, "device"), device))
-                        return jstr(d, "scheduler");
-        return NULL;
-}
-
 static int top_table(json_t *devices, json_t *list) {
         static const char *const h[] = { "DEVICE", "SCHED",   ">r/s",   ">w/s",   ">rkB/s",   ">wkB/s",
                                          ">r_await", ">w_await", ">aqu-sz", ">%util", ">p99(1m)", "ALERT" };
@@ -359,10 +339,12 @@ static int top_table(json_t *devices, json_t *list) {
                 json_t *s = json_object_get(d, "stats"), *alerts = json_object_get(d, "alerts");
                 bool ar = json_is_true(json_object_get(json_object_get(alerts, "read"), "active")),
                      aw = json_is_true(json_object_get(json_object_get(alerts, "write"), "active"));
+                const char *sched = jstr(json_array_find(list, "device", jstr(d, "device")), "scheduler");
                 char p99[32];
 
-                format_latency(p99, sizeof p99, jint(find_window(d, "1m"), "p99Ns", -1));
-                if (table_add(t, jstr(d, "device")) < 0 || table_add(t, scheduler_of(list, jstr(d, "device"))) < 0 ||
+                format_latency(p99, sizeof p99,
+                               jint(json_array_find(json_object_get(d, "windows"), "window", "1m"), "p99Ns", -1));
+                if (table_add(t, jstr(d, "device")) < 0 || table_add(t, sched) < 0 ||
                     table_add_float(t, s, "readIops", 1, 1) < 0 || table_add_float(t, s, "writeIops", 1, 1) < 0 ||
                     table_add_float(t, s, "readBytesPerSec", 1, 1024) < 0 ||
                     table_add_float(t, s, "writeBytesPerSec", 1, 1024) < 0 ||
@@ -404,9 +386,11 @@ static int top_iteration(Ctl *c, unsigned long n) {
                 /* One object a line, also on a terminal: a stream for jq -c and friends. */
                 _cleanup_(json_decrefp) json_t *o = NULL;
 
-                json_array_foreach(devices, i, d)
-                        if (scheduler_of(list, jstr(d, "device")))
-                                json_object_set_new(d, "scheduler", json_string(scheduler_of(list, jstr(d, "device"))));
+                json_array_foreach(devices, i, d) {
+                        const char *sched = jstr(json_array_find(list, "device", jstr(d, "device")), "scheduler");
+                        if (sched)
+                                json_object_set_new(d, "scheduler", json_string(sched));
+                }
                 o = json_pack("{s:I, s:O}", "timeUsec", (json_int_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000, "devices",
                               devices);
                 if (!o)

@@ -26,11 +26,11 @@ bool looks_like_lease(const char *s) {
         return true;
 }
 
-/* {"lease": X} or {"label": X[, "device": --device]} */
-static json_t *object_params(const char *what) {
+/* {"lease": X} or {"label": X[, "device": device]} */
+static json_t *object_params(const char *what, const char *device) {
         json_t *p = looks_like_lease(what) ? json_pack("{s:s}", "lease", what) : json_pack("{s:s}", "label", what);
 
-        if (p && !looks_like_lease(what) && arg_device && json_object_set_new(p, "device", json_string(arg_device)) < 0)
+        if (p && !looks_like_lease(what) && device && json_object_set_new(p, "device", json_string(device)) < 0)
                 return json_decref(p), NULL;
         return p;
 }
@@ -96,34 +96,34 @@ static int found_table(json_t *object, void *userdata) {
         return objects_table(one, NULL);
 }
 
-/* Find(label[, device: --device]) */
-static int find_label(Ctl *c, const char *label, json_t **ret) {
+/* Find(label[, device]) */
+static int find_label(Ctl *c, const char *label, const char *device, json_t **ret) {
         _cleanup_(json_decrefp) json_t *params = json_pack("{s:s}", "label", label);
 
-        if (!params || (arg_device && json_object_set_new(params, "device", json_string(arg_device)) < 0))
+        if (!params || (device && json_object_set_new(params, "device", json_string(device)) < 0))
                 return fail(EXIT_PROTOCOL, "out of memory");
         return ctl_call(c, ZONES_INTERFACE ".Find", params, ret);
 }
 
 /* zones find LABEL: the one sealed object with that label. */
-int zones_find(const char *label) {
+int zones_find(const char *label, const char *device) {
         _cleanup_ctl_ Ctl c = CTL("zones find");
         _cleanup_(json_decrefp) json_t *reply = NULL;
         int r;
 
-        r = find_label(&c, label, &reply);
+        r = find_label(&c, label, device, &reply);
         if (r != EXIT_OK)
                 return r;
         return ctl_render(json_object_get(reply, "object"), found_table, NULL);
 }
 
-/* The lease of the one sealed object labelled label (--device= narrows). */
-int lease_of_label(const char *label, char **ret) {
+/* The lease of the one sealed object labelled label (device narrows). */
+int lease_of_label(const char *label, const char *device, char **ret) {
         _cleanup_ctl_ Ctl c = CTL("zones");
         _cleanup_(json_decrefp) json_t *reply = NULL;
         int r;
 
-        r = find_label(&c, label, &reply);
+        r = find_label(&c, label, device, &reply);
         if (r != EXIT_OK)
                 return r;
         *ret = strdup(jstr(json_object_get(reply, "object"), "lease") ?: "");
@@ -137,15 +137,12 @@ int lease_of_label(const char *label, char **ret) {
 static bool names_zoned_device(const char *name) {
         _cleanup_ctl_ Ctl c = CTL("zones verify");
         _cleanup_(json_decrefp) json_t *reply = NULL;
-        json_t *d;
-        size_t i;
+        json_t *devices;
 
         if (ctl_call(&c, ZONES_INTERFACE ".ListDevices", NULL, &reply) != EXIT_OK)
                 return false;
-        json_array_foreach(json_object_get(reply, "devices"), i, d)
-                if (streq_ptr(jstr(d, "device"), name) || streq_ptr(jstr(d, "deviceId"), name))
-                        return true;
-        return false;
+        devices = json_object_get(reply, "devices");
+        return json_array_find(devices, "device", name) || json_array_find(devices, "deviceId", name);
 }
 
 static const char *arg_io_class = NULL; /* zones verify: NULL is blkmqd's default, idle */
@@ -157,16 +154,17 @@ int objects_opt_io_class(const char *arg) {
         return EXIT_OK;
 }
 
-/* Verify's parameters: all, a device, or one object by lease or label. */
-static json_t *verify_params(const char *what) {
+/* Verify's parameters: all, a device, or one object by lease or label
+ * (on device, --device, if given). */
+static json_t *verify_params(const char *what, const char *device) {
         json_t *p;
 
         if (!what)
                 p = json_object();
         else if (looks_like_lease(what) ||
-                 !(strchr(what, '/') || strncmp(what, "emu:", 4) == 0 || arg_device || names_zoned_device(what)))
+                 !(strchr(what, '/') || strncmp(what, "emu:", 4) == 0 || device || names_zoned_device(what)))
                 /* a lease or a label; a device is named by a path, or with --device */
-                p = object_params(what);
+                p = object_params(what, device);
         else
                 p = json_pack("{s:s}", "device", what);
         if (p && arg_io_class && json_object_set_new(p, "ioClass", json_string(arg_io_class)) < 0) {
@@ -177,9 +175,9 @@ static json_t *verify_params(const char *what) {
 }
 
 /* zones verify [LEASE|LABEL|DEVICE]: read back and check now. */
-int zones_verify(const char *what) {
+int zones_verify(const char *what, const char *device) {
         _cleanup_ctl_ Ctl c = CTL("zones verify");
-        _cleanup_(json_decrefp) json_t *reply = NULL, *params = verify_params(what);
+        _cleanup_(json_decrefp) json_t *reply = NULL, *params = verify_params(what, device);
         json_t *objects, *o;
         size_t i;
         int r, bad = 0;
@@ -287,9 +285,9 @@ static void cat_report(const char *out, json_t *last) {
  * descriptor we pass and verified on the way. Nothing reaches FILE or
  * standard output before the SHA-256 matched: blkmqd writes into a file of
  * our own (cat_open()), which is only then linked in or copied out. */
-int zones_cat(const char *what, const char *out) {
+int zones_cat(const char *what, const char *device, const char *out) {
         _cleanup_ctl_ Ctl c = CTL("zones cat");
-        _cleanup_(json_decrefp) json_t *params = object_params(what), *last = NULL;
+        _cleanup_(json_decrefp) json_t *params = object_params(what, device), *last = NULL;
         _cleanup_close_ int fd = -EBADF;
         uint64_t total = 0;
         int r;

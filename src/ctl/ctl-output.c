@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -40,6 +41,16 @@ const char *arrow(void) {
 
 const char *jstr(json_t *o, const char *key) {
         return json_string_value(json_object_get(o, key));
+}
+
+json_t *json_array_find(json_t *array, const char *key, const char *value) {
+        json_t *o;
+        size_t i;
+
+        json_array_foreach(array, i, o)
+                if (streq_ptr(jstr(o, key), value))
+                        return o;
+        return NULL;
 }
 
 long long jint(json_t *o, const char *key, long long def) {
@@ -167,6 +178,27 @@ void format_bytes_exact(char *buf, size_t size, long long bytes) {
                 snprintf(buf, size, "%s", h);
         else
                 snprintf(buf, size, "%s (%lld bytes)", h, bytes);
+}
+
+/* ---- output width ---- */
+
+unsigned columns(void) {
+        const char *e = getenv("COLUMNS");
+        struct winsize ws = {};
+
+        /* COLUMNS= wins, as with systemd's tools, so that it can be forced. */
+        if (e) {
+                char *end;
+                unsigned long c = strtoul(e, &end, 10);
+                if (end != e && *end == 0 && c > 0 && c < 10000)
+                        return (unsigned) c;
+        }
+        if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) >= 0 && ws.ws_col > 0)
+                return ws.ws_col;
+        /* Not a terminal: a script or a file reads it, and an ID cut to
+         * "emu…" or a lease cut short is worth nothing there (as systemctl,
+         * whole lines when not on a terminal). */
+        return isatty(STDOUT_FILENO) ? 80 : UINT_MAX;
 }
 
 /* ---- progress ---- */

@@ -7,31 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "ctl.h"
-
-/* ---- output width ---- */
-
-unsigned columns(void) {
-        const char *e = getenv("COLUMNS");
-        struct winsize ws = {};
-
-        /* COLUMNS= wins, as with systemd's tools, so that it can be forced. */
-        if (e) {
-                char *end;
-                unsigned long c = strtoul(e, &end, 10);
-                if (end != e && *end == 0 && c > 0 && c < 10000)
-                        return (unsigned) c;
-        }
-        if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) >= 0 && ws.ws_col > 0)
-                return ws.ws_col;
-        /* Not a terminal: a script or a file reads it, and an ID cut to
-         * "emu…" or a lease cut short is worth nothing there (as systemctl,
-         * whole lines when not on a terminal). */
-        return isatty(STDOUT_FILENO) ? 80 : UINT_MAX;
-}
 
 /* Display width of UTF-8 text, one column per code point (the daemon sends
  * sysfs values, names and paths: no wide characters to speak of). */

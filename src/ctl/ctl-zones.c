@@ -345,7 +345,7 @@ static int zones_release(const char *what) {
         _cleanup_free_ char *lease = NULL;
 
         if (!looks_like_lease(what)) {
-                int r = lease_of_label(what, &lease);
+                int r = lease_of_label(what, arg_device, &lease);
                 if (r != EXIT_OK)
                         return r;
         }
@@ -385,31 +385,6 @@ static int zones_get(int argc, char **argv) {
 }
 
 /* ---- append: fd passing with progress, or inline base64 ---- */
-
-typedef struct FdProgress {
-        const char *what, *key; /* the bar's name; the bytes so far in each reply */
-        uint64_t total;
-        json_t **ret;
-} FdProgress;
-
-static int fd_progress_reply(json_t *p, bool last, void *userdata) {
-        FdProgress *f = userdata;
-
-        if (!last)
-                progress(f->what, (uint64_t) jint(p, f->key, 0), f->total);
-        else {
-                progress_done();
-                *f->ret = json_incref(p);
-        }
-        return EXIT_OK;
-}
-
-int call_fd_progress(Ctl *c, const char *method, json_t *params, int fd, const char *what, const char *key,
-                     uint64_t total, json_t **ret) {
-        FdProgress f = { .what = what, .key = key, .total = total, .ret = ret };
-
-        return ctl_call_more(c, method, params, fd, fd_progress_reply, &f);
-}
 
 /* Append(lease, fd) with "more": the daemon reads fd to its end and sends
  * the bytes appended so far as it goes. */
@@ -682,11 +657,11 @@ int verb_zones(int argc, char **argv) {
         if (streq(sub, "objects"))
                 return zones_objects(argc > 2 ? device_arg(argv[2], devbuf) : NULL);
         if (streq(sub, "find"))
-                return zones_find(argv[2]);
+                return zones_find(argv[2], arg_device);
         if (streq(sub, "cat"))
-                return zones_cat(argv[2], arg_output);
+                return zones_cat(argv[2], arg_device, arg_output);
         if (streq(sub, "verify"))
-                return zones_verify(argc > 2 ? device_arg(argv[2], devbuf) : NULL);
+                return zones_verify(argc > 2 ? device_arg(argv[2], devbuf) : NULL, arg_device);
         return zones_get(argc, argv);
 }
 

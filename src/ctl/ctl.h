@@ -88,6 +88,11 @@ int ctl_call_more(Ctl *c, const char *method, json_t *params, int fd, CtlReplyFn
 /* The same for a stream that runs until Ctrl-C (monitor, trial): SIGINT and
  * SIGTERM end it with EXIT_OK, after quit_note (if any) on stdout. */
 int ctl_stream(Ctl *c, const char *method, json_t *params, CtlReplyFn fn, void *userdata, const char *quit_note);
+/* method(params with "fd": 0) with "more", passing fd: the replies before
+ * the last carry key (bytes so far), a progress bar named what on a
+ * terminal; *ret is the last reply. */
+int call_fd_progress(Ctl *c, const char *method, json_t *params, int fd, const char *what, const char *key,
+                     uint64_t total, json_t **ret);
 
 /* Without a word on failure: a negative errno (connecting, the transport),
  * else 0 with *ret the reply and *ret_error its error name or NULL (valid
@@ -114,12 +119,18 @@ extern bool utf8;
 _printf_(2, 3) int fail(int status, const char *fmt, ...);
 const char *ellipsis(void);
 const char *arrow(void);
+/* The terminal's width: COLUMNS= first, UINT_MAX when stdout is not a
+ * terminal (whole lines for scripts). */
+unsigned columns(void);
 
 /* JSON accessors: absent or null fields read as NULL / def. */
 const char *jstr(json_t *o, const char *key);
 long long jint(json_t *o, const char *key, long long def);
 double jreal(json_t *o, const char *key);
 const char *jbool(json_t *o, const char *key);
+/* The first object of array whose string key equals value, or NULL (array
+ * not an array, value NULL: none). */
+json_t *json_array_find(json_t *array, const char *key, const char *value);
 const char *dash(const char *s);
 char *join_strings(json_t *a, const char *sep);
 const char *explain_errno(char *buf, size_t size, const char *note, int e);
@@ -150,7 +161,6 @@ typedef struct Table {
         size_t n_cells, allocated;
 } Table;
 
-unsigned columns(void);
 /* headers: n_columns names; a name starting with '>' is right-aligned. */
 Table *table_new(size_t n_columns, const char *const *headers);
 Table *table_free(Table *t);
@@ -215,20 +225,16 @@ int zones_opt_inline(const char *arg);
 int zones_opt_output(const char *arg);
 int objects_opt_io_class(const char *arg);
 int zones_options_fit(const char *verb);
-/* method(params with "fd": 0) with "more", passing fd: the replies before
- * the last carry key (bytes so far), a progress bar named what on a
- * terminal; *ret is the last reply. */
-int call_fd_progress(Ctl *c, const char *method, json_t *params, int fd, const char *what, const char *key,
-                     uint64_t total, json_t **ret);
 int append_fd(Ctl *c, const char *lease, int fd, uint64_t total, json_t **ret);
 
-/* ctl-objects.c: zones objects, find, cat, verify */
+/* ctl-objects.c: zones objects, find, cat, verify; device (--device=)
+ * narrows a label to that device's objects (NULL: any). */
 bool looks_like_lease(const char *s);
-int lease_of_label(const char *label, char **ret);
+int lease_of_label(const char *label, const char *device, char **ret);
 int zones_objects(const char *device);
-int zones_find(const char *label);
-int zones_verify(const char *what);
-int zones_cat(const char *what, const char *out);
+int zones_find(const char *label, const char *device);
+int zones_verify(const char *what, const char *device);
+int zones_cat(const char *what, const char *device, const char *out);
 
 /* ctl-export.c: export, trial --emit-conf */
 extern bool arg_emit_conf;
