@@ -30,10 +30,19 @@ typedef struct Waiter {
         sd_event_source *deadline;
 } Waiter;
 
+/* A Trial call, answered when the device's trial is over (the runner's
+ * news, AUTOTUNER_TRIAL_DONE), told of each epoch on the way with "more". */
+typedef struct TrialCall {
+        struct TrialCall *next;
+        VarlinkCall *call;
+        char *device;
+} TrialCall;
+
 struct ApiManager {
         Manager *manager;
         AutoTuner *autotuner; /* not owned; trial states in GetDevice and Monitor */
         Waiter *waiters;
+        TrialCall *trial_calls;
         VarlinkSubscribers monitors;
 };
 
@@ -692,6 +701,42 @@ static int method_monitor(VarlinkCall *call, json_t *params, void *userdata) {
         return varlink_call_notify(call, json_pack("{s:s}", "event", "subscribed"));
 }
 
+static TrialCall *trial_call_free(TrialCall *c) {
+        TrialCall *next = c->next;
+        varlink_call_unref(c->call);
+        free(c->device);
+        free(c);
+        return next;
+}
+
+/* The trial's news: its state to the calls of the device, as progress
+ * (those with "more") or as their reply, the last. */
+static void trial_news(Device *d, int news, void *userdata) {
+        ApiManager *a = userdata;
+        json_t *reply = NULL;
+
+        for (TrialCall **p = &a->trial_calls; *p;) {
+                TrialCall *c = *p;
+                if (!streq(c->device, d->sysname)) {
+                        p = &c->next;
+                        continue;
+                }
+                if (!reply)
+                        reply = json_pack("{s:s, s:o}", "device", d->sysname, "trial",
+                                          autotuner_trial_json(a->autotuner, d));
+                if (news == AUTOTUNER_TRIAL_PROGRESS) {
+                        if (varlink_call_wants_more(c->call) && varlink_call_is_connected(c->call))
+                                (void) varlink_call_notify(c->call, json_incref(reply));
+                        p = &c->next;
+                        continue;
+                }
+                if (varlink_call_is_connected(c->call))
+                        (void) varlink_call_reply(c->call, json_incref(reply));
+                *p = trial_call_free(c);
+        }
+        json_decref(reply);
+}
+
 /* Runs a trial of one device; with "more", one reply per epoch. */
 static int method_trial(VarlinkCall *call, json_t *params, void *userdata) {
         ApiManager *a = userdata;
@@ -705,13 +750,25 @@ static int method_trial(VarlinkCall *call, json_t *params, void *userdata) {
         if (!a->autotuner)
                 return varlink_call_error(call, "io.blkmqd.Manager.TrialRefused",
                                           json_pack("{s:s, s:s}", "device", d->sysname, "reason", "trials are off (--once, --dry-run)"));
-        r = autotuner_start(a->autotuner, d, true, call, why, sizeof why);
+        r = autotuner_start(a->autotuner, d, true, why, sizeof why);
         if (r == -EPERM)
                 return varlink_call_error(call, "io.blkmqd.Manager.TrialRefused",
                                           json_pack("{s:s, s:s}", "device", d->sysname, "reason", why));
-        if (r == -EBUSY)
-                return 0; /* joined the running trial */
-        return r;
+        if (r < 0 && r != -EBUSY) /* -EBUSY: it joins the running trial */
+                return r;
+        if (!autotuner_trial_pending(a->autotuner, d))
+                /* over already (its first apply failed): the trial as it ended */
+                return varlink_call_reply(call, json_pack("{s:s, s:o}", "device", d->sysname, "trial",
+                                                          autotuner_trial_json(a->autotuner, d)));
+        TrialCall *c = calloc(1, sizeof *c);
+        if (!c || !(c->device = strdup(d->sysname))) {
+                free(c);
+                return -ENOMEM;
+        }
+        c->call = varlink_call_ref(call);
+        c->next = a->trial_calls;
+        a->trial_calls = c;
+        return 0;
 }
 
 static const VarlinkMethod methods[] = {
@@ -753,6 +810,8 @@ int api_manager_new(ApiManager **ret, Manager *m, AutoTuner *autotuner, VarlinkS
         r = varlink_server_add_interface(server, io_blkmqd_Manager_varlink, methods, ELEMENTSOF(methods), a);
         if (r < 0)
                 return r;
+        if (autotuner)
+                autotuner_set_listener(autotuner, trial_news, a);
         *ret = TAKE_PTR(a);
         return 0;
 }
@@ -761,6 +820,10 @@ ApiManager *api_manager_free(ApiManager *a) {
         if (!a)
                 return NULL;
         manager_unsubscribe(a->manager, api_manager_event, a);
+        /* the tuner is gone already (daemon_free() frees it first): no
+         * news comes; the calls of a trial cut short get no reply */
+        while (a->trial_calls)
+                a->trial_calls = trial_call_free(a->trial_calls);
         varlink_subscribers_clear(&a->monitors);
         while (a->waiters) {
                 Waiter *w = a->waiters;

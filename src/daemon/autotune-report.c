@@ -186,16 +186,16 @@ json_t *autotune_report_device(AutoTuner *t, const Device *d, const AutoTunePoli
         }
         if (p && p->remember)
                 json_object_set_new(o, "workloads", memory_json(t, d));
-        if (a && a->has_promise) {
+        if (a && a->watch.has_promise) {
                 static const char *const names[] = { "watching", "holds", "broken" };
-                json_t *pr = json_pack("{s:s, s:b, s:s}", "state", names[a->promise_state], "watching", a->promising,
-                                       "why", a->promise_why);
-                if (a->promise.write_floor_mbps > 0)
-                        json_object_set_new(pr, "writeFloorMBps", json_real(a->promise.write_floor_mbps));
-                if (a->promise.read_ceiling_ms > 0)
-                        json_object_set_new(pr, "readCeilingMs", json_real(a->promise.read_ceiling_ms));
-                if (a->fell_back)
-                        json_object_set_new(pr, "fallback", json_string(autotune_candidate_format(&a->fallback, buf, sizeof buf)));
+                json_t *pr = json_pack("{s:s, s:b, s:s}", "state", names[a->watch.promise_state], "watching", a->watch.promising,
+                                       "why", a->watch.promise_why);
+                if (a->watch.promise.write_floor_mbps > 0)
+                        json_object_set_new(pr, "writeFloorMBps", json_real(a->watch.promise.write_floor_mbps));
+                if (a->watch.promise.read_ceiling_ms > 0)
+                        json_object_set_new(pr, "readCeilingMs", json_real(a->watch.promise.read_ceiling_ms));
+                if (a->watch.fell_back)
+                        json_object_set_new(pr, "fallback", json_string(autotune_candidate_format(&a->watch.fallback, buf, sizeof buf)));
                 json_object_set_new(o, "promise", pr);
         }
         if (p && p->enabled && p->interval_usec) {
@@ -260,9 +260,9 @@ char *autotune_report_explain(AutoTuner *t, const Device *d, const AutoTunePolic
                 return NULL;
         char price[256], *t2 = NULL;
         price_text(a, price, sizeof price);
-        if (a->has_promise && !a->fell_back && a->has_choice) {
-                r = asprintf(&t2, "%s After the change: %s%s.", s, a->promise_why,
-                             a->promising ? " (watching)" : "");
+        if (a->watch.has_promise && !a->watch.fell_back && a->has_choice) {
+                r = asprintf(&t2, "%s After the change: %s%s.", s, a->watch.promise_why,
+                             a->watch.promising ? " (watching)" : "");
                 free(s);
                 if (r < 0)
                         return NULL;

@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,15 +23,8 @@
 #include "strbuf.h"
 #include "sysfs.h"
 #include "util.h"
-#include "varlink.h"
 
 #define HOTPLUG_DELAY_USEC 10000000ULL /* a new disk gets its workload first */
-#define WATCH_INTERVAL_USEC 10000000ULL /* periodic and workload-change checks */
-/* The watch ticks this often: a workload seen before is recalled from the
- * figures of one such interval, so that it is back at its setting within
- * two of them (10 s) of its start; the other checks run every
- * WATCH_INTERVAL_USEC. */
-#define RECALL_INTERVAL_USEC 5000000ULL
 /* µs: probes run faster during a trial, for a read p99 per epoch (up to
  * 100 probes in an epoch of 2 s; AUTOTUNE_P99_MIN_PROBES make it count). */
 #define TRIAL_PROBE_INTERVAL "20000"
@@ -53,7 +47,7 @@ AutoDevice *autotune_find(AutoTuner *t, const Device *d) {
         return NULL;
 }
 
-static AutoDevice *get(AutoTuner *t, Device *d) {
+AutoDevice *autotune_get(AutoTuner *t, Device *d) {
         AutoDevice *a = autotune_find(t, d);
         if (a)
                 return a;
@@ -63,24 +57,22 @@ static AutoDevice *get(AutoTuner *t, Device *d) {
         a->tuner = t;
         a->device = d;
         trial_engine_init(&a->trial, d->sysname);
+        trial_watch_init(&a->watch);
         a->generation = d->generation;
         a->next = t->devices;
         t->devices = a;
         return a;
 }
 
-static void calls_finish(AutoDevice *a, json_t *reply) {
-        for (size_t i = 0; i < a->n_calls; i++) {
-                if (reply && varlink_call_is_connected(a->calls[i]))
-                        (void) varlink_call_reply(a->calls[i], json_incref(reply));
-                varlink_call_unref(a->calls[i]);
-        }
-        a->calls = mfree(a->calls);
-        a->n_calls = 0;
-        json_decref(reply);
+/* The trial's news for the listener (api-manager.c: the Trial calls). */
+static void tell(AutoDevice *a, AutoTrialNews news) {
+        AutoTuner *t = a->tuner;
+
+        if (t->listener)
+                t->listener(a->device, news, t->listener_data);
 }
 
-static void auto_device_free(AutoTuner *t, AutoDevice *a) {
+void autotune_device_free(AutoTuner *t, AutoDevice *a) {
         for (AutoDevice **p = &t->devices; *p; p = &(*p)->next)
                 if (*p == a) {
                         *p = a->next;
@@ -88,7 +80,6 @@ static void auto_device_free(AutoTuner *t, AutoDevice *a) {
                 }
         a->timer = sd_event_source_disable_unref(a->timer);
         a->hotplug_timer = sd_event_source_disable_unref(a->hotplug_timer);
-        calls_finish(a, NULL);
         trial_engine_done(&a->trial);
         free(a->probe0);
         free(a->cand_hist);
@@ -100,7 +91,7 @@ bool autotune_running(const AutoDevice *a) {
         return trial_engine_running(&a->trial);
 }
 
-static int read_stat(const Device *d, BlockStat *ret) {
+int autotune_read_stat(const Device *d, BlockStat *ret) {
         _cleanup_free_ char *p = path_join(d->info->blockdir, "stat"), *text = NULL;
         int r;
         if (!p)
@@ -221,17 +212,14 @@ static uint64_t probe_errors(const AutoTuner *t, const Device *d) {
         return 0;
 }
 
-static void emit(AutoDevice *a) {
+void autotune_emit(AutoDevice *a) {
         Manager *m = a->tuner->manager;
         manager_notify(m, MANAGER_EVENT_TRIAL, a->device);
 }
 
 static void progress(AutoDevice *a) {
         trial_engine_summarise(&a->trial);
-        for (size_t i = 0; i < a->n_calls; i++)
-                if (varlink_call_wants_more(a->calls[i]) && varlink_call_is_connected(a->calls[i]))
-                        (void) varlink_call_notify(a->calls[i], json_pack("{s:s, s:o}", "device", a->device->sysname,
-                                                                           "trial", autotune_trial_json(a)));
+        tell(a, AUTOTUNER_TRIAL_PROGRESS);
 }
 
 /* ---- the trial: the engine's I/O driver ---- */
@@ -257,9 +245,7 @@ static void remember(AutoDevice *a) {
         (void) autotune_memory_save(a->tuner);
         /* the workload the watch compares with from now on; it is in
          * force, not arriving */
-        a->sig = a->prev_sig = sig;
-        a->has_sig = a->has_prev_sig = true;
-        a->changed_samples = 0;
+        trial_watch_remembered(&a->watch, &sig);
 }
 
 /* The probes of a search's phases: the first phase's p99 of the setting
@@ -333,7 +319,7 @@ static TrialAction on_wait(AutoDevice *a, TrialWait w) {
 
         switch (w) {
         case TRIAL_WAIT_SETTLE: {
-                r = read_stat(a->device, &st);
+                r = autotune_read_stat(a->device, &st);
                 TrialAction act = trial_engine_settled(&a->trial, r < 0 ? NULL : &st, r,
                                                        probe_hist(a->tuner, a->device) != NULL, now);
                 if (a->trial.phase == TRIAL_MEASURING && act.what == TRIAL_DO_WAIT && act.wait != TRIAL_WAIT_SETTLE) {
@@ -348,7 +334,7 @@ static TrialAction on_wait(AutoDevice *a, TrialWait w) {
                 return trial_engine_peek(&a->trial, &pk);
         }
         case TRIAL_WAIT_EPOCH:
-                r = read_stat(a->device, &st);
+                r = autotune_read_stat(a->device, &st);
                 if (r >= 0)
                         probe_pool(a, a->trial.current);
                 return trial_engine_epoch(&a->trial, r < 0 ? NULL : &st, r,
@@ -366,17 +352,16 @@ static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         return 0;
 }
 
-/* The trial's chosen setting becomes what is in force: the choice, where
- * it came from and explain's sentence of it; the change is counted. */
-static void install_choice(AutoDevice *a, const AutoCandidate *c, const char *origin, const char *text,
-                           uint64_t now) {
+void autotune_install_choice(AutoDevice *a, const AutoCandidate *c, const char *origin, const char *text,
+                             uint64_t change_mono) {
         a->choice = *c;
-        a->choice.baseline = false;
         a->has_choice = true;
         a->choice_trial = a->n_trials;
         snprintf(a->origin, sizeof a->origin, "%s", origin);
         snprintf(a->choice_text, sizeof a->choice_text, "%s", text);
-        a->history.last_change_usec = now;
+        if (change_mono == 0)
+                return;
+        a->history.last_change_usec = change_mono;
         a->n_changes++;
         a->tuner->n_changes++;
 }
@@ -393,7 +378,7 @@ static void finish(AutoDevice *a) {
         price_compute(a);
         remember(a);
         /* the watch's next interval starts after the trial, not across it */
-        a->watch_mono = a->recall_mono = 0;
+        trial_watch_restart(&a->watch);
         const AutoCandidate *chosen = &e->cand[e->decision.winner];
         autotune_candidate_format(chosen, w, sizeof w);
         autotune_candidate_format(&e->cand[0], b, sizeof b);
@@ -416,14 +401,10 @@ static void finish(AutoDevice *a) {
                          e->decision.by_p99 ? s0->read_p99_ms : s0->read_await_ms, b, dw,
                          e->decision.confidence * 100) < 0)
                         text[0] = 0;
-                install_choice(a, chosen, origin, text, now_usec(CLOCK_MONOTONIC));
-                autotune_promise_make(&e->policy, e->series, e->summary, e->n_cand, e->decision.winner, &a->promise);
-                a->has_promise = a->promising = true;
-                a->promise_state = AUTO_PROMISE_WATCHING;
-                a->promise_until = now_usec(CLOCK_MONOTONIC) + AUTOTUNE_PROMISE_USEC;
-                a->n_promise_e = 0;
-                a->fell_back = false;
-                snprintf(a->promise_why, sizeof a->promise_why, "watching the chosen setting on the workload");
+                AutoCandidate c = *chosen;
+                c.baseline = false;
+                autotune_install_choice(a, &c, origin, text, now_usec(CLOCK_MONOTONIC));
+                trial_watch_promise(&a->watch, e, now_usec(CLOCK_MONOTONIC));
                 log_struct(LOG_INFO, BLKMQD_MESSAGE_TRIAL_DECISION,
                            LOG_FIELDS({ "BLKMQD_DEVICE", d->sysname }, { "BLKMQD_VERDICT", auto_verdict_to_string(e->decision.verdict) },
                                       { "BLKMQD_OLD", b }, { "BLKMQD_NEW", w }, { "BLKMQD_REASON", e->decision.reason }),
@@ -442,12 +423,12 @@ static void finish(AutoDevice *a) {
         /* Put the chosen (or the kept) setting in place (the engine made
          * it cand[current]); the callers get their reply once it is
          * (autotuner_event()). */
-        emit(a);
+        autotune_emit(a);
         /* No job (the device no longer matches a section, or the apply
          * failed): nothing to wait for. */
         if (manager_apply(t->manager, d) < 0 || !d->busy) {
                 trial_engine_finished(e);
-                calls_finish(a, json_pack("{s:s, s:o}", "device", d->sysname, "trial", autotune_trial_json(a)));
+                tell(a, AUTOTUNER_TRIAL_DONE);
         }
 }
 
@@ -458,7 +439,7 @@ static void end_trial_now(AutoDevice *a, const char *reason) {
         trial_engine_end_now(&a->trial, reason);
         a->timer = sd_event_source_disable_unref(a->timer);
         a->ended_usec = now_usec(CLOCK_REALTIME);
-        calls_finish(a, json_pack("{s:s, s:o}", "device", a->device->sysname, "trial", autotune_trial_json(a)));
+        tell(a, AUTOTUNER_TRIAL_DONE);
 }
 
 /* Whether knob k is one candidate c sets (its refusal refuses c). */
@@ -494,7 +475,7 @@ static void on_applied(AutoDevice *a) {
                         ev.switches++;
         }
         ev.device_error = j->device_error;
-        ev.have_stat = !ev.refused && !ev.device_error && read_stat(d, &ev.stat) >= 0;
+        ev.have_stat = !ev.refused && !ev.device_error && autotune_read_stat(d, &ev.stat) >= 0;
         ev.now = now_usec(CLOCK_MONOTONIC);
         carry_out(a, trial_engine_applied(&a->trial, &ev));
 }
@@ -560,7 +541,7 @@ static int current_setting(const Device *d, const AutoTunePolicy *p, AutoCandida
 }
 
 /* Whether every knob c sets has that value on the device now. */
-static bool setting_in_force(const Device *d, const AutoTunePolicy *p, const AutoCandidate *c) {
+bool autotune_setting_in_force(const Device *d, const AutoTunePolicy *p, const AutoCandidate *c) {
         _cleanup_free_ char *line = NULL;
         AutoCandidate cur;
 
@@ -576,20 +557,6 @@ static bool setting_in_force(const Device *d, const AutoTunePolicy *p, const Aut
                 if ((c->set & (1U << t)) && (!(cur.set & (1U << t)) || c->tun[t] != cur.tun[t]))
                         return false;
         return true;
-}
-
-/* call (NULL: none) gets the replies of the device's trial. */
-static int add_call(AutoDevice *a, VarlinkCall *call) {
-        VarlinkCall **c;
-
-        if (!call)
-                return 0;
-        c = realloc(a->calls, sizeof *c * (a->n_calls + 1));
-        if (!c)
-                return -ENOMEM;
-        a->calls = c;
-        a->calls[a->n_calls++] = varlink_call_ref(call);
-        return 0;
 }
 
 /* A new trial: the driver's counters and clocks, its probes, and the caps'
@@ -609,7 +576,7 @@ static void trial_begin(AutoDevice *a) {
         a->cand_hist = calloc(AUTOTUNE_MAX_CANDIDATES, sizeof *a->cand_hist);
         for (size_t c = 0; a->cand_hist && c < AUTOTUNE_MAX_CANDIDATES; c++)
                 hist_reset(&a->cand_hist[c]);
-        a->promising = a->has_promise = a->fell_back = false;
+        a->watch.promising = a->watch.has_promise = a->watch.fell_back = false;
         a->started_usec = now_usec(CLOCK_REALTIME);
         a->started_mono = now_usec(CLOCK_MONOTONIC);
         a->ended_usec = 0;
@@ -619,7 +586,7 @@ static void trial_begin(AutoDevice *a) {
         autotune_history_add(&t->global, a->started_mono);
 }
 
-int autotuner_start(AutoTuner *t, Device *d, bool forced, VarlinkCall *call, char *why, size_t why_size) {
+int autotuner_start(AutoTuner *t, Device *d, bool forced, char *why, size_t why_size) {
         Manager *m = t->manager;
         const AutoTunePolicy *p = autotune_device_policy(t, d);
         AutoDevice *a;
@@ -636,14 +603,11 @@ int autotuner_start(AutoTuner *t, Device *d, bool forced, VarlinkCall *call, cha
                 snprintf(why, why_size, "the daemon is not running (starting, reloading or stopping)");
                 return -EPERM;
         }
-        a = get(t, d);
+        a = autotune_get(t, d);
         if (!a)
                 return -ENOMEM;
-        if (autotune_running(a) || a->trial.phase == TRIAL_FINISHING) {
-                /* joined: it gets the running trial's replies */
-                r = add_call(a, call);
-                return r < 0 ? r : -EBUSY;
-        }
+        if (autotune_running(a) || a->trial.phase == TRIAL_FINISHING)
+                return -EBUSY;
         if (!autotune_may_start(p, &a->history, &t->global, m->config->daemon.autotune_trials_per_hour,
                                 now_usec(CLOCK_MONOTONIC), forced, why, why_size))
                 return -EPERM;
@@ -665,13 +629,10 @@ int autotuner_start(AutoTuner *t, Device *d, bool forced, VarlinkCall *call, cha
         if (r < 0)
                 return r;
         trial_begin(a);
-        r = add_call(a, call);
-        if (r < 0)
-                return r;
         log_info("%s: trial of %zu settings, %u rounds of %.1f s epochs (%s%s%s).", d->sysname, a->trial.n_cand,
                  p->rounds, (double) p->epoch_usec / 1e6, forced ? "asked for" : "automatic",
                  a->trial.note[0] ? "; " : "", a->trial.note);
-        emit(a);
+        autotune_emit(a);
         carry_out(a, trial_engine_begin(&a->trial, now_usec(CLOCK_MONOTONIC)));
         return 0;
 }
@@ -696,7 +657,7 @@ static void check_replaced(AutoTuner *t, Device *d) {
         if (!a && (!p || !p->enabled || !p->on_hotplug || d->generation == 0))
                 return;
         if (!a) {
-                a = get(t, d);
+                a = autotune_get(t, d);
                 if (!a)
                         return;
                 a->generation = d->generation - 1;
@@ -709,20 +670,37 @@ static void check_replaced(AutoTuner *t, Device *d) {
                 end_trial_now(a, "another disk appeared under the name");
         trial_engine_finished(&a->trial);
         a->has_choice = false;
-        a->promising = false;
         a->trial.n_tripped = 0;
         autotune_memory_forget(t, d);
-        a->has_sig = a->has_prev_sig = false;
-        a->watch_mono = a->recall_mono = 0;
-        a->changed_samples = 0;
+        trial_watch_forget(&a->watch);
         if (p && p->enabled && p->on_hotplug)
                 arm_hotplug_trial(a);
+}
+
+/* Knob k of r comes from the trial: value (owned; NULL: not written),
+ * section AutoTune (none without a value), origin. */
+static void overlay_knob(Resolved *r, int k, char *value, const char *origin) {
+        free(r->value[k]);
+        r->value[k] = value;
+        r->section[k] = value ? "AutoTune" : NULL;
+        r->origin[k] = value ? origin : NULL;
+}
+
+static char *strdupf(const char *fmt, ...) _printf_(1, 2);
+static char *strdupf(const char *fmt, ...) {
+        va_list ap;
+        char *s;
+        int r;
+
+        va_start(ap, fmt);
+        r = vasprintf(&s, fmt, ap);
+        va_end(ap);
+        return r < 0 ? NULL : s;
 }
 
 void autotuner_overlay(AutoTuner *t, Device *d, Resolved *r) {
         AutoDevice *a;
         const AutoCandidate *c = NULL;
-        const char *section = "AutoTune";
         const char *origin;
 
         check_replaced(t, d);
@@ -748,51 +726,27 @@ void autotuner_overlay(AutoTuner *t, Device *d, Resolved *r) {
         } else
                 return;
 
-        free(r->value[KNOB_SCHEDULER]);
-        r->value[KNOB_SCHEDULER] = strdup(c->scheduler);
-        r->section[KNOB_SCHEDULER] = section;
-        r->origin[KNOB_SCHEDULER] = origin;
+        overlay_knob(r, KNOB_SCHEDULER, strdup(c->scheduler), origin);
         if (c->nr_requests || streq(c->scheduler, "none")) {
                 /* none: never write nr_requests (it shrinks the driver tags) */
-                free(r->value[KNOB_NR_REQUESTS]);
-                r->value[KNOB_NR_REQUESTS] = NULL;
-                if (c->nr_requests && asprintf(&r->value[KNOB_NR_REQUESTS], "%u", c->nr_requests) < 0)
-                        r->value[KNOB_NR_REQUESTS] = NULL;
-                r->section[KNOB_NR_REQUESTS] = c->nr_requests ? section : NULL;
-                r->origin[KNOB_NR_REQUESTS] = c->nr_requests ? origin : NULL;
+                if (c->nr_requests)
+                        overlay_knob(r, KNOB_NR_REQUESTS, strdupf("%u", c->nr_requests), origin);
+                else
+                        overlay_knob(r, KNOB_NR_REQUESTS, NULL, NULL);
         }
-        if (c->wbt_lat_usec != AUTO_WBT_UNSET) {
-                free(r->value[KNOB_WBT_LAT_USEC]);
-                if (asprintf(&r->value[KNOB_WBT_LAT_USEC], "%lld", c->wbt_lat_usec) < 0)
-                        r->value[KNOB_WBT_LAT_USEC] = NULL;
-                r->section[KNOB_WBT_LAT_USEC] = section;
-                r->origin[KNOB_WBT_LAT_USEC] = origin;
-        }
-        if (c->set & AUTO_SET_READ_AHEAD) {
-                free(r->value[KNOB_READ_AHEAD_KB]);
-                if (asprintf(&r->value[KNOB_READ_AHEAD_KB], "%u", c->read_ahead_kb) < 0)
-                        r->value[KNOB_READ_AHEAD_KB] = NULL;
-                r->section[KNOB_READ_AHEAD_KB] = section;
-                r->origin[KNOB_READ_AHEAD_KB] = origin;
-        }
+        if (c->wbt_lat_usec != AUTO_WBT_UNSET)
+                overlay_knob(r, KNOB_WBT_LAT_USEC, strdupf("%lld", c->wbt_lat_usec), origin);
+        if (c->set & AUTO_SET_READ_AHEAD)
+                overlay_knob(r, KNOB_READ_AHEAD_KB, strdupf("%u", c->read_ahead_kb), origin);
         /* a scheduler's own tunables: planned after the scheduler (knob
          * order) and written only while it is the active one (tune.c) */
         for (AutoTunable tu = 0; tu < _AUTO_TUN_MAX; tu++) {
                 const AutoTunableInfo *ti = autotune_tunable_info(tu);
-                if (!(c->set & (1U << tu)) || !streq(ti->scheduler, c->scheduler))
-                        continue;
-                free(r->value[ti->knob]);
-                if (asprintf(&r->value[ti->knob], "%lld", c->tun[tu]) < 0)
-                        r->value[ti->knob] = NULL;
-                r->section[ti->knob] = section;
-                r->origin[ti->knob] = origin;
+                if ((c->set & (1U << tu)) && streq(ti->scheduler, c->scheduler))
+                        overlay_knob(r, ti->knob, strdupf("%lld", c->tun[tu]), origin);
         }
-        if (autotune_running(a) && (!r->value[KNOB_PROBE] || !streq(r->value[KNOB_PROBE], "0"))) {
-                free(r->value[KNOB_PROBE_INTERVAL]);
-                r->value[KNOB_PROBE_INTERVAL] = strdup(TRIAL_PROBE_INTERVAL);
-                r->section[KNOB_PROBE_INTERVAL] = section;
-                r->origin[KNOB_PROBE_INTERVAL] = origin;
-        }
+        if (autotune_running(a) && (!r->value[KNOB_PROBE] || !streq(r->value[KNOB_PROBE], "0")))
+                overlay_knob(r, KNOB_PROBE_INTERVAL, strdup(TRIAL_PROBE_INTERVAL), origin);
 }
 
 void autotuner_forget(AutoTuner *t, Device *d) {
@@ -805,7 +759,7 @@ void autotuner_forget(AutoTuner *t, Device *d) {
                 }
                 trial_engine_finished(&a->trial);
                 a->has_choice = false;
-                a->promising = false;
+                a->watch.promising = false;
         }
 }
 
@@ -815,7 +769,7 @@ static int on_hotplug_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         int r;
 
         a->hotplug_timer = sd_event_source_disable_unref(a->hotplug_timer);
-        r = autotuner_start(a->tuner, a->device, false, NULL, why, sizeof why);
+        r = autotuner_start(a->tuner, a->device, false, why, sizeof why);
         if (r == -EPERM)
                 log_info("%s: no trial at hotplug: %s.", a->device->sysname, why);
         return 0;
@@ -834,8 +788,8 @@ void autotuner_event(AutoTuner *t, ManagerEventType type, Device *d) {
                 else if (a->trial.phase == TRIAL_FINISHING && !d->dirty) {
                         /* The chosen setting (or the one before the trial) is in place. */
                         trial_engine_finished(&a->trial);
-                        emit(a);
-                        calls_finish(a, json_pack("{s:s, s:o}", "device", d->sysname, "trial", autotune_trial_json(a)));
+                        autotune_emit(a);
+                        tell(a, AUTOTUNER_TRIAL_DONE);
                 }
                 break;
         case MANAGER_EVENT_DEVICE_REMOVED:
@@ -847,15 +801,15 @@ void autotuner_event(AutoTuner *t, ManagerEventType type, Device *d) {
                         end_trial_now(a, "the device was removed");
                 } else if (a->trial.phase == TRIAL_FINISHING) {
                         trial_engine_finished(&a->trial);
-                        calls_finish(a, json_pack("{s:s, s:o}", "device", d->sysname, "trial", autotune_trial_json(a)));
+                        tell(a, AUTOTUNER_TRIAL_DONE);
                 }
-                auto_device_free(t, a);
+                autotune_device_free(t, a);
                 break;
         case MANAGER_EVENT_DEVICE_ADDED: {
                 const AutoTunePolicy *p;
                 if (!d || !(p = autotune_device_policy(t, d)) || !p->enabled || !p->on_hotplug)
                         break;
-                a = get(t, d);
+                a = autotune_get(t, d);
                 if (a)
                         arm_hotplug_trial(a);
                 break;
@@ -863,268 +817,6 @@ void autotuner_event(AutoTuner *t, ManagerEventType type, Device *d) {
         default:
                 break;
         }
-}
-
-/* After a change: one more watch interval of the chosen setting, judged
- * against the bound the trial admitted it under. Broken: it falls back to
- * the trial's admissible candidate with the most margin (the setting
- * before the trial if none), says so (log, Monitor, explain, GetDevice),
- * and leaves the broken one out of the next trials for an hour. */
-static void watch_promise(AutoDevice *a, const EpochFigures *e, uint64_t now) {
-        AutoTuner *t = a->tuner;
-        char why[256], w[AUTOTUNE_CANDIDATE_STRMAX], f[AUTOTUNE_CANDIDATE_STRMAX], hm[16];
-
-        if (!a->has_choice) {
-                a->promising = false; /* restored, or the Auto* keys went: nothing of it is in force */
-                return;
-        }
-        if (a->n_promise_e < AUTOTUNE_PROMISE_MAX_INTERVALS)
-                a->promise_e[a->n_promise_e++] = *e;
-        AutoPromiseState st = autotune_promise_check(&a->trial.policy, &a->promise, a->promise_e, a->n_promise_e, why,
-                                                     sizeof why);
-        if (st != AUTO_PROMISE_WATCHING)
-                snprintf(a->promise_why, sizeof a->promise_why, "%s", why);
-        a->promise_state = st;
-        if (st == AUTO_PROMISE_BROKEN) {
-                int fb = autotune_fallback(&a->trial.policy, a->trial.summary, a->trial.n_cand, a->trial.decision.winner);
-                const AutoCandidate *c = &a->trial.cand[fb >= 0 ? fb : 0];
-                autotune_candidate_format(&a->trial.cand[a->trial.decision.winner], w, sizeof w);
-                autotune_candidate_format(c, f, sizeof f);
-                a->promising = false;
-                a->fell_back = true;
-                a->fallback = *c;
-                a->fallback.baseline = false;
-                autotune_tripped_add(a->trial.tripped, &a->trial.n_tripped, &a->trial.cand[a->trial.decision.winner], now);
-                /* the workload's memory gets the fallback, not the broken choice */
-                AutoMemoryDisk *m = a->trial.policy.remember ? autotune_memory_disk(t, a->device, true) : NULL;
-                if (m) {
-                        autotune_memory_record(m->m, &m->n, &a->promise.sig, &a->fallback, now_usec(CLOCK_REALTIME));
-                        (void) autotune_memory_save(t);
-                }
-                a->choice = a->fallback;
-                a->has_choice = true;
-                a->choice_trial = a->n_trials;
-                snprintf(a->origin, sizeof a->origin, "fallback at %s", autotune_clock_hm(now_usec(CLOCK_REALTIME), hm));
-                if (snprintf(a->choice_text, sizeof a->choice_text,
-                         "%s, fallen back to at %s: %s, chosen by the trial, broke the bound it was chosen under: %.200s. "
-                         "%s is the trial's candidate that kept the bound with the most margin%s.",
-                         f, hm, w, a->promise_why, f, fb >= 0 ? "" : " (none did: the setting before the trial)") < 0)
-                        a->choice_text[0] = 0;
-                a->history.last_change_usec = now;
-                a->n_changes++;
-                t->n_changes++;
-                log_warning("%s: %s broke the bound the trial chose it under (%s); falling back to %s.",
-                            a->device->sysname, w, a->promise_why, f);
-                (void) manager_apply(t->manager, a->device);
-                emit(a);
-                return;
-        }
-        if (now >= a->promise_until) {
-                a->promising = false;
-                log_info("%s: the chosen setting %s: %s.", a->device->sysname,
-                         st == AUTO_PROMISE_HOLDS ? "kept the trial's bound" : "was not judged (too little of the workload)",
-                         a->promise_why);
-        }
-}
-
-typedef enum Recall {
-        RECALL_NONE,     /* not a workload seen before */
-        RECALL_KNOWN,    /* one seen before, and what is in force stays */
-        RECALL_APPLIED,  /* one seen before is back: its setting went in now */
-} Recall;
-
-/* A workload seen before is back (its signature is near one that a trial
- * chose for, and away from the one in force): its setting goes in at once,
- * with no trial and no dwell time. Not RECALL_NONE: the change detector
- * has nothing to start. */
-static Recall recall(AutoDevice *a, const AutoTunePolicy *p, const AutoSignature *sig) {
-        AutoTuner *t = a->tuner;
-        const AutoMemoryDisk *mem = p->remember ? autotune_memory_disk(t, a->device, false) : NULL;
-        char w[AUTOTUNE_CANDIDATE_STRMAX], hm[16];
-        int i;
-
-        if (!mem || mem->n == 0 || (i = autotune_memory_find(mem->m, mem->n, sig, p->min_iops)) < 0)
-                return RECALL_NONE;
-        /* It ran the interval before too: what is in force stays (a
-         * trial's choice, or a restore's static keys until the workload
-         * changes). At start the first interval counts as an arrival: the
-         * daemon put the originals back when it stopped. */
-        if (a->has_prev_sig && autotune_memory_find(mem->m, mem->n, &a->prev_sig, p->min_iops) == i)
-                return RECALL_KNOWN;
-        const AutoMemory *e = &mem->m[i];
-        a->sig = *sig;
-        a->has_sig = true;
-        a->changed_samples = 0;
-        if (a->has_choice && autotune_candidate_equal(&a->choice, &e->cand))
-                return RECALL_KNOWN;
-        /* The static keys are in force (the trial before kept them) and
-         * already are what the workload's trial chose: recalled, but
-         * nothing changes on the disk. */
-        bool same = !a->has_choice && setting_in_force(a->device, p, &e->cand);
-        autotune_candidate_format(&e->cand, w, sizeof w);
-        a->choice = e->cand;
-        a->has_choice = true;
-        a->promising = false; /* the trial's promise was of another workload */
-        a->recalled_usec = now_usec(CLOCK_REALTIME);
-        a->n_recalls++;
-        snprintf(a->origin, sizeof a->origin, "workload seen by the trial at %s", autotune_clock_hm(e->realtime_usec, hm));
-        snprintf(a->choice_text, sizeof a->choice_text,
-                 "%s, recalled at %s: the workload (reads %.0f %% of I/Os, %.0f KiB, %.0f I/Os per second, %.1f in "
-                 "flight) is one the trial at %s chose it for; no trial. AutoTune= wins over the static keys of these "
-                 "knobs.",
-                 w, autotune_clock_hm(a->recalled_usec, hm), sig->read_share * 100, sig->avg_kb, sig->iops, sig->depth,
-                 autotune_clock_hm(e->realtime_usec, (char[16]) {}));
-        a->choice_trial = a->n_trials;
-        if (same) {
-                log_info("%s: a workload seen before is back: %s, as the trial at %s chose for it, is in force "
-                         "already.", a->device->sysname, w, autotune_clock_hm(e->realtime_usec, hm));
-                emit(a);
-                return RECALL_APPLIED;
-        }
-        a->history.last_change_usec = now_usec(CLOCK_MONOTONIC);
-        a->n_changes++;
-        t->n_changes++;
-        log_info("%s: a workload seen before is back: %s, as the trial at %s chose for it (no trial).",
-                 a->device->sysname, w, autotune_clock_hm(e->realtime_usec, hm));
-        (void) manager_apply(t->manager, a->device);
-        emit(a);
-        return RECALL_APPLIED;
-}
-
-/* Every RECALL_INTERVAL: a workload seen before (recall()), from the
- * figures of that interval. Every WATCH_INTERVAL: the promise watch,
- * periodic trials (AutoTrialIntervalSec=) and the workload-change
- * detector (AutoTrialOnWorkloadChange=): the signature of the last
- * interval against the one after the last trial; three changed intervals
- * in a row start a trial. */
-static int on_watch(sd_event_source *s, uint64_t usec, void *userdata) {
-        AutoTuner *t = userdata;
-        Manager *m = t->manager;
-        uint64_t now = now_usec(CLOCK_MONOTONIC);
-        char why[256];
-
-        for (size_t i = 0; i < m->n_devices; i++) {
-                Device *d = m->devices[i];
-                const AutoTunePolicy *p;
-                if (d->removed || !(p = autotune_device_policy(t, d)) || !p->enabled)
-                        continue;
-                const AutoMemoryDisk *mem = p->remember ? autotune_memory_disk(t, d, false) : NULL;
-                AutoDevice *known = autotune_find(t, d);
-                if (!p->interval_usec && !p->on_workload_change && (!mem || mem->n == 0) && !(known && known->promising))
-                        continue;
-                AutoDevice *a = get(t, d);
-                if (!a || autotune_running(a) || a->trial.phase == TRIAL_FINISHING)
-                        continue;
-                BlockStat st;
-                if (read_stat(d, &st) < 0)
-                        continue;
-                if (a->recall_mono) {
-                        EpochFigures e;
-                        AutoSignature sig;
-                        autotune_epoch_figures(&a->recall_stat, &st, now - a->recall_mono, &e);
-                        autotune_signature(&e, &sig);
-                        Recall rc = e.valid ? recall(a, p, &sig) : RECALL_NONE;
-                        a->prev_sig = sig;
-                        a->has_prev_sig = e.valid;
-                        a->known_workload = rc != RECALL_NONE;
-                        if (rc == RECALL_APPLIED) {
-                                a->recall_stat = a->watch_stat = st;
-                                a->recall_mono = a->watch_mono = now;
-                                continue;
-                        }
-                }
-                a->recall_stat = st;
-                a->recall_mono = now;
-                /* The rest every WATCH_INTERVAL (a tick may come a little early). */
-                if (a->watch_mono && now + t->tick_usec / 2 < a->watch_mono + t->watch_usec)
-                        continue;
-                bool start = false;
-                const char *reason = NULL;
-                if (a->watch_mono) {
-                        EpochFigures e;
-                        AutoSignature sig;
-                        autotune_epoch_figures(&a->watch_stat, &st, now - a->watch_mono, &e);
-                        autotune_signature(&e, &sig);
-                        if (a->promising)
-                                watch_promise(a, &e, now);
-                        if (!a->has_sig) {
-                                a->sig = sig;
-                                a->has_sig = true;
-                        } else if (p->on_workload_change && !a->known_workload &&
-                                   autotune_workload_changed(&a->sig, &sig, p->min_iops)) {
-                                if (++a->changed_samples >= 3 && sig.iops >= p->min_iops) {
-                                        start = true;
-                                        reason = "workload changed";
-                                }
-                        } else
-                                a->changed_samples = 0;
-                        if (start) {
-                                a->sig = sig;
-                                a->trial.n_tripped = 0; /* another workload: what tripped may do well now */
-                        }
-                }
-                a->watch_stat = st;
-                a->watch_mono = now;
-                if (!start && p->interval_usec && a->started_mono && now >= a->started_mono + p->interval_usec) {
-                        start = true;
-                        reason = "AutoTrialIntervalSec=";
-                }
-                if (!start)
-                        continue;
-                a->changed_samples = 0;
-                int r = autotuner_start(t, d, false, NULL, why, sizeof why);
-                if (r == 0)
-                        log_info("%s: trial started: %s.", d->sysname, reason);
-                else if (r == -EPERM)
-                        log_debug("%s: %s, but no trial: %s.", d->sysname, reason, why);
-        }
-        /* On the tick's own schedule, not from now, and with 1 ms of
-         * slack (not a tenth of a tick): a recall comes within two ticks
-         * of the workload's return, which is 10 s only if the ticks are
-         * 5 s apart, not 5 s plus the timer's slack and this pass. */
-        uint64_t next = usec + t->tick_usec;
-        sd_event_source_set_time(s, next > now_usec(CLOCK_MONOTONIC) ? next : now_usec(CLOCK_MONOTONIC) + t->tick_usec);
-        sd_event_source_set_enabled(s, SD_EVENT_ON);
-        return 0;
-}
-
-int autotuner_new(AutoTuner **ret, Manager *m, Prober *prober) {
-        AutoTuner *t = calloc(1, sizeof *t);
-        int r;
-
-        if (!t)
-                return -ENOMEM;
-        t->manager = m;
-        t->prober = prober;
-        t->tick_usec = RECALL_INTERVAL_USEC;
-        t->watch_usec = WATCH_INTERVAL_USEC;
-        const char *e = secure_getenv("BLKMQD_TEST_WATCH_DIVISOR");
-        uint64_t div;
-        if (e && safe_atou64(e, &div) >= 0 && div >= 2 && div <= 100) {
-                t->tick_usec /= div;
-                t->watch_usec /= div;
-                log_notice("BLKMQD_TEST_WATCH_DIVISOR=%" PRIu64 ": the watch ticks every %" PRIu64
-                           " ms (a test's daemon).", div,
-                           t->tick_usec / 1000);
-        }
-        r = sd_event_add_time_relative(m->event, &t->watch, CLOCK_MONOTONIC, t->tick_usec, 1000, on_watch, t);
-        if (r < 0) {
-                free(t);
-                return r;
-        }
-        *ret = t;
-        return 0;
-}
-
-AutoTuner *autotuner_free(AutoTuner *t) {
-        if (!t)
-                return NULL;
-        while (t->devices)
-                auto_device_free(t, t->devices);
-        sd_event_source_disable_unref(t->watch);
-        autotune_memory_free(t);
-        free(t);
-        return NULL;
 }
 
 json_t *autotuner_device_json(AutoTuner *t, const Device *d) {
@@ -1137,4 +829,19 @@ char *autotuner_explain(AutoTuner *t, const Device *d) {
 
 void autotuner_metrics(AutoTuner *t, StrBuf *sb) {
         autotune_report_metrics(t, sb);
+}
+
+void autotuner_set_listener(AutoTuner *t, AutoTrialListener listener, void *userdata) {
+        t->listener = listener;
+        t->listener_data = userdata;
+}
+
+bool autotuner_trial_pending(AutoTuner *t, const Device *d) {
+        AutoDevice *a = autotune_find(t, d);
+        return a && a->trial.phase != TRIAL_IDLE;
+}
+
+json_t *autotuner_trial_json(AutoTuner *t, const Device *d) {
+        AutoDevice *a = autotune_find(t, d);
+        return a ? autotune_trial_json(a) : json_object();
 }

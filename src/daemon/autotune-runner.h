@@ -8,8 +8,11 @@
 #include "manager.h"
 #include "strbuf.h"
 
-/* The trial runner of closed-loop tuning (the decisions are autotune.c's).
- * It lives on the event loop thread like everything the Manager owns.
+/* The trial runner of closed-loop tuning: the I/O driver of the trial engine
+ * (trial-engine.h decides, autotune.c's statistics under it), and of the
+ * watch between trials (autotune-watch.c, over trial-watch.h). It lives on
+ * the event loop thread like everything the Manager owns; the Trial calls
+ * are api-manager.c's, told of each trial's progress and end by a listener.
  * Candidates are applied by the Manager's ordinary tune path: the runner
  * only overlays the candidate on a device's resolved policy
  * (autotuner_overlay(), called by device_apply()) and asks for an apply, so
@@ -19,7 +22,6 @@
 
 typedef struct AutoTuner AutoTuner;
 struct Prober;
-struct VarlinkCall;
 
 int autotuner_new(AutoTuner **ret, Manager *m, struct Prober *prober);
 AutoTuner *autotuner_free(AutoTuner *t);
@@ -29,10 +31,24 @@ AutoTuner *autotuner_free(AutoTuner *t);
 void autotuner_event(AutoTuner *t, ManagerEventType type, Device *d);
 
 /* A trial of one device. forced: an operator asked (no dwell, no per-device
- * cap; the global cap holds). call (may be NULL) gets progress (with
- * "more") and the result; it is referenced. -EBUSY: already running (call
- * joined); -EPERM with why: refused. */
-int autotuner_start(AutoTuner *t, Device *d, bool forced, struct VarlinkCall *call, char *why, size_t why_size);
+ * cap; the global cap holds). -EBUSY: one runs already (its news tells
+ * its end); -EPERM with why: refused. */
+int autotuner_start(AutoTuner *t, Device *d, bool forced, char *why, size_t why_size);
+
+/* The news of a device's trial, for whoever answers for it (api-manager.c
+ * holds the Trial calls): an epoch measured; the trial over (its setting
+ * in place, or ended from outside: a restore, the device gone). The
+ * trial's state is autotuner_trial_json() then. */
+typedef enum AutoTrialNews {
+        AUTOTUNER_TRIAL_PROGRESS,
+        AUTOTUNER_TRIAL_DONE,
+} AutoTrialNews;
+typedef void (*AutoTrialListener)(Device *d, int news, void *userdata); /* news: an AutoTrialNews */
+void autotuner_set_listener(AutoTuner *t, AutoTrialListener listener, void *userdata);
+/* A trial of d runs, or its chosen setting is on its way: a DONE will come. */
+bool autotuner_trial_pending(AutoTuner *t, const Device *d);
+/* The device's trial as Trial gives it (an empty object: none). */
+json_t *autotuner_trial_json(AutoTuner *t, const Device *d);
 
 /* Puts the candidate under trial, or the setting a trial chose, over r.
  * Caller: device_apply() after policy_resolve(), and Explain. */

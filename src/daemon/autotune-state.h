@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
-/* The trial runner's state, shared by autotune-runner.c (trials, triggers,
- * the overlay on a device's policy) and autotune-report.c (what GetDevice,
- * Trial, Monitor, explain and the metrics say of it). Loop thread only. Not
- * for other modules: they see autotune-runner.h. */
+/* The trial runner's state, shared by autotune-runner.c (the trial engine's
+ * I/O driver, the hotplug trigger, the overlay on a device's policy),
+ * autotune-watch.c (the watch between trials: recall, the promise, the
+ * workload-change and periodic triggers), autotune-report.c (what GetDevice,
+ * Trial, Monitor, explain and the metrics say of it) and autotune-memory.c.
+ * The watch calls the runner, both call the report and the memory; none
+ * calls back up. Loop thread only. Not for other modules: they see
+ * autotune-runner.h. */
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -15,10 +19,10 @@
 #include "hist.h"
 #include "manager.h"
 #include "trial-engine.h"
+#include "trial-watch.h"
 
 typedef struct AutoTuner AutoTuner;
 typedef struct Prober Prober;
-struct VarlinkCall;
 
 
 typedef struct AutoDevice AutoDevice;
@@ -55,39 +59,14 @@ struct AutoDevice {
         uint64_t started_usec, ended_usec; /* CLOCK_REALTIME */
         uint64_t started_mono;
         unsigned n_trials, n_changes;
-        struct VarlinkCall **calls;
-        size_t n_calls;
 
         unsigned generation; /* of the disk the trials knew (Device.generation) */
 
-        /* After a change: the chosen setting watched against the bound
-         * the trial admitted it under, for AUTOTUNE_PROMISE_USEC. */
-        bool promising;          /* watching now */
-        bool has_promise;        /* a promise was made (watching or judged) */
-        AutoPromise promise;
-        AutoPromiseState promise_state;
-        uint64_t promise_until;  /* CLOCK_MONOTONIC */
-        EpochFigures promise_e[AUTOTUNE_PROMISE_MAX_INTERVALS];
-        size_t n_promise_e;
-        char promise_why[256];
-        bool fell_back;
-        AutoCandidate fallback;  /* what it fell back to */
-
-        /* workload-change detector, and the last recall of a workload seen */
+        /* Between trials: the recall, the promise, the workload-change
+         * detector (autotune-watch.c drives it). */
+        TrialWatch watch;
         unsigned n_recalls;
         uint64_t recalled_usec; /* CLOCK_REALTIME */
-        bool has_prev_sig;
-        AutoSignature prev_sig; /* the recall interval before the last */
-        bool has_sig, sig_valid;
-        AutoSignature sig;
-        BlockStat watch_stat;
-        uint64_t watch_mono;
-        /* The recall's own, shorter interval (RECALL_INTERVAL_USEC): a
-         * workload seen before is back within two of them. */
-        BlockStat recall_stat;
-        uint64_t recall_mono;
-        bool known_workload; /* the last recall interval's workload is one seen before */
-        unsigned changed_samples;
         sd_event_source *hotplug_timer;
 };
 
@@ -108,12 +87,9 @@ struct AutoTuner {
         Prober *prober; /* not owned: the error counts a guard reads; NULL: no probes */
         AutoDevice *devices;
         AutoHistory global;
-        sd_event_source *watch;
-        /* The watch's tick (recalls) and its interval (the promise watch,
-         * the workload-change detector, periodic trials): RECALL_INTERVAL_USEC
-         * and WATCH_INTERVAL_USEC, both divided by $BLKMQD_TEST_WATCH_DIVISOR
-         * (2-100) in the test suite's daemons. */
-        uint64_t tick_usec, watch_usec;
+        sd_event_source *watch; /* the watch's tick (autotune-watch.c) */
+        void (*listener)(Device *d, int news, void *userdata); /* the trials' news (an AutoTrialListener), or NULL */
+        void *listener_data;
         unsigned n_trials, n_changes, n_aborted;
 };
 
@@ -123,6 +99,17 @@ const AutoTunePolicy *autotune_device_policy(AutoTuner *t, const Device *d);
 AutoDevice *autotune_find(AutoTuner *t, const Device *d);
 /* A trial is on (applying, settling or measuring a candidate). */
 bool autotune_running(const AutoDevice *a);
+/* For autotune-watch.c: the device's state (created), freed; its stat; a
+ * setting put in force as the trial's choice (change_mono: when, counted
+ * as a change; 0: already in force, not counted); whether every knob c
+ * sets has that value on the device now; a Monitor event. */
+AutoDevice *autotune_get(AutoTuner *t, Device *d);
+void autotune_device_free(AutoTuner *t, AutoDevice *a);
+int autotune_read_stat(const Device *d, BlockStat *ret);
+void autotune_install_choice(AutoDevice *a, const AutoCandidate *c, const char *origin, const char *text,
+                             uint64_t change_mono);
+bool autotune_setting_in_force(const Device *d, const AutoTunePolicy *p, const AutoCandidate *c);
+void autotune_emit(AutoDevice *a);
 /* autotune-memory.c: the disk's memory (NULL: none; create: a new empty
  * one). A disk whose diskseq differs from the remembered one is another
  * medium: its entries go. */

@@ -7,8 +7,9 @@ life: on plain loop devices (fast, so short epochs do), with fio.
    of its own once the hotplug delay (10 s) is over.
 2. AutoTrialOnWorkloadChange=yes: a disk whose I/O goes from 4 KiB random
    reads to 256 KiB writes gets a trial after three changed watch samples
-   (2 s each here: the daemon of 1-4 runs with the watch's interval divided
-   by 5, $BLKMQD_TEST_WATCH_DIVISOR); one whose workload stays gets none.
+   (10 s each: the watch at its real cadence); one whose workload stays
+   gets none. The detector's rules at a fake clock, with the recall, the
+   promise and periodic trials: test-trial-watch (suite unit).
 3. A reload (SIGHUP) during a trial: the trial still ends with a decision
    or an abort, the call gets its reply, and the daemon answers.
 4. Stopping the daemon during a trial puts the setting from before the
@@ -68,9 +69,6 @@ def autotune(addr, name):
     return rep.get("parameters", {}).get("device", {}).get("autotune", {})
 
 
-# The watch every 2 s and its tick every second, not 10 s and 5 s.
-FAST_WATCH = {"BLKMQD_TEST_WATCH_DIVISOR": "5"}
-
 
 def main():
     need_all()
@@ -96,8 +94,9 @@ AutoTrialOnHotplug=yes
 MatchBackingFile={change.backing_file()} {steady.backing_file()}
 AutoTrialOnWorkloadChange=yes
 {TRIAL_KEYS}""")
-            d = env.daemon(["--config", cfg, "--varlink-address", addr, "--log-level", "debug"], environ=FAST_WATCH)
+            d = env.daemon(["--config", cfg, "--varlink-address", addr, "--log-level", "debug"])
             d.start(timeout=15)
+            t_start = time.monotonic()
             # Held to 2,000 reads a second: unbounded, their rate is what
             # the host's CPUs leave them, and on a loaded 2-core host it
             # halves for seconds at a time, which the watch rightly calls
@@ -120,13 +119,16 @@ AutoTrialOnWorkloadChange=yes
 
             with r.case("a workload that changes gets a trial, one that stays gets none (AutoTrialOnWorkloadChange=)",
                         env):
-                # Two watch samples of the read workload first: the second
-                # makes its signature.
-                time.sleep(5)
+                # Two watch samples of the read workload first (the watch
+                # ticks every 5 s from the start, its interval is 10 s): the
+                # second, 15 s after the start, makes its signature.
+                time.sleep(max(0.0, 22 - (time.monotonic() - t_start)))
                 r.eq(autotune(addr, change.name).get("trials", 0), 0, f"{change.name}: no trial before the change")
                 stop(procs[1])
                 procs[1] = fio(change.dev, "write", "256k")
-                ok = wait_for(lambda: autotune(addr, change.name).get("trials", 0) >= 1, 60, interval=0.5)
+                # three changed intervals of 10 s, the first perhaps half
+                # the old workload's
+                ok = wait_for(lambda: autotune(addr, change.name).get("trials", 0) >= 1, 75, interval=0.5)
                 r.ok(ok, f"{change.name}: a trial after its workload changed", daemon=d)
                 r.ok(f"{change.name}: trial started: workload changed" in d.log_text(),
                      "the log says why", detail=[l for l in d.log_text().splitlines() if change.name in l][-5:])

@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* trial-engine.c driven as the daemon's runner drives it: its actions
- * carried out on a simulated disk with a fake clock. Whole trials (a clear
- * winner, a tie, a refusal, aborts) and a search by families, at the
- * policy's real cadence (2 s epochs, 6 rounds): seconds of simulated time,
- * milliseconds of CPU. */
+/* trial-engine.c and trial-watch.c driven as the daemon drives them: their
+ * actions carried out on a simulated disk with a fake clock. Whole trials
+ * (a clear winner, a tie, a refusal, aborts) and a search by families, at
+ * the policy's real cadence (2 s epochs, 6 rounds); the watch between
+ * trials at its own (a tick every 5 s, its checks every 10 s): a recall,
+ * the workload-change detector's re-trial, periodic trials, the promise
+ * kept and broken. Minutes and hours of simulated time, milliseconds of
+ * CPU. */
 
 #include <errno.h>
 #include <math.h>
@@ -20,6 +23,7 @@
 
 #include "autotune.h"
 #include "trial-engine.h"
+#include "trial-watch.h"
 #include "util.h"
 
 #define USEC 1000000ULL
@@ -41,7 +45,9 @@ typedef struct Sim {
         size_t errors_at;     /* the epoch (1-based) whose probes see read errors (0: none) */
         bool stat_fails;      /* /sys/block/X/stat unreadable at the epoch's end */
         AutoCandidate in_force;
-        double acc[4];        /* fractional counters: reads, read ticks, writes, sectors */
+        double read_iops, read_kb; /* the workload's reads (1,000 a second of 4 KiB) */
+        double write_scale;        /* of the model's write MB/s (1; less: the disk slowed) */
+        double acc[5];        /* fractional counters: reads, read ticks, writes, write sectors, read sectors */
         BlockStat st;
         unsigned applies, epochs, switches;
 } Sim;
@@ -62,12 +68,12 @@ static const Model *model_of(const Sim *s, const AutoCandidate *c) {
         return NULL;
 }
 
-/* The disk runs usec under the setting in force: 1,000 reads a second of
- * 4 KiB, and its writes. */
+/* The disk runs usec under the setting in force: the workload's reads,
+ * and the model's writes in 64 KiB. */
 static void advance(Sim *s, uint64_t usec) {
         const Model *m = model_of(s, &s->in_force);
         double sec = (double) usec / 1e6, await = m->await_ms * (1 + s->noise * (2 * rnd(s) - 1));
-        double rd = 1000 * sec, wr = m->write_mbps * 1e6 / 65536 * sec;
+        double rd = s->read_iops * sec, wr = m->write_mbps * s->write_scale * 1e6 / 65536 * sec;
 
         s->now += usec;
         s->acc[0] += rd;
@@ -75,7 +81,8 @@ static void advance(Sim *s, uint64_t usec) {
         s->acc[2] += wr;
         s->acc[3] += wr * 128;
         s->st.rd_ios = (uint64_t) s->acc[0];
-        s->st.rd_sectors = s->st.rd_ios * 8;
+        s->acc[4] += rd * s->read_kb * 2;
+        s->st.rd_sectors = (uint64_t) s->acc[4];
         s->st.rd_ticks = (uint64_t) s->acc[1];
         s->st.wr_ios = (uint64_t) s->acc[2];
         s->st.wr_sectors = (uint64_t) s->acc[3];
@@ -84,7 +91,7 @@ static void advance(Sim *s, uint64_t usec) {
 }
 
 static void sim_init(Sim *s, const Model *model, const char *current, const char *line) {
-        *s = (Sim) { .rng = 42, .noise = 0.05, .model = model };
+        *s = (Sim) { .rng = 42, .noise = 0.05, .model = model, .read_iops = 1000, .read_kb = 4, .write_scale = 1 };
         trial_engine_init(&s->e, "sim0");
         s->in_force = (AutoCandidate) { .wbt_lat_usec = AUTO_WBT_UNSET, .baseline = true };
         snprintf(s->in_force.scheduler, sizeof s->in_force.scheduler, "%s", current);
@@ -353,6 +360,241 @@ static void test_family_search(void **state) {
         autotune_policy_done(&p);
 }
 
+/* ---- the watch between trials, at its real cadence: a tick every 5 s,
+ * the other checks every 10 s ---- */
+
+typedef struct Watcher {
+        TrialWatch w;
+        AutoMemory mem[AUTOTUNE_MEMORY_MAX];
+        size_t n_mem;
+        bool has_choice;
+        AutoCandidate choice;
+        uint64_t last_trial;
+        unsigned recalls, starts, broken, held;
+        uint64_t recalled_at, started_at, broken_at;
+        const char *reason;
+} Watcher;
+
+/* The watch for usec of simulated time, its verdicts carried out as the
+ * daemon's watch does (a recall or a fallback puts the setting in force;
+ * a start is counted as a trial started, none runs). */
+static void watch_for(Sim *s, Watcher *wt, const AutoTunePolicy *p, uint64_t usec) {
+        uint64_t end = s->now + usec;
+
+        while (s->now + TRIAL_RECALL_INTERVAL_USEC <= end) {
+                advance(s, TRIAL_RECALL_INTERVAL_USEC);
+                TrialWatchInput in = { .policy = p, .memory = wt->mem, .n_memory = wt->n_mem,
+                                       .has_choice = wt->has_choice, .choice = &wt->choice,
+                                       .last_trial_mono = wt->last_trial, .stat = s->st, .now = s->now };
+                TrialWatchVerdict v = trial_watch_tick(&wt->w, &s->e, &in, TRIAL_RECALL_INTERVAL_USEC,
+                                                       TRIAL_WATCH_INTERVAL_USEC);
+                if (v.recall == TRIAL_RECALL_APPLY) {
+                        wt->choice = wt->mem[v.recall_index].cand;
+                        wt->has_choice = true;
+                        s->in_force = wt->choice;
+                        wt->recalls++;
+                        wt->recalled_at = s->now;
+                        continue;
+                }
+                if (v.promise == TRIAL_PROMISE_BROKEN) {
+                        wt->choice = wt->w.fallback;
+                        s->in_force = wt->choice;
+                        wt->broken++;
+                        wt->broken_at = s->now;
+                } else if (v.promise == TRIAL_PROMISE_HELD)
+                        wt->held++;
+                if (v.start) {
+                        wt->starts++;
+                        wt->started_at = wt->last_trial = s->now;
+                        wt->reason = v.start;
+                }
+        }
+}
+
+/* The signature of the workload the sim runs now, over 10 s. */
+static AutoSignature sim_signature(Sim *s) {
+        BlockStat a = s->st;
+        EpochFigures f;
+        AutoSignature sig;
+
+        advance(s, 10 * USEC);
+        autotune_epoch_figures(&a, &s->st, 10 * USEC, &f);
+        autotune_signature(&f, &sig);
+        return sig;
+}
+
+/* A reader: no writes under any setting. */
+static const Model READS[] = {
+        { "none", 1.0, 0 },
+        { "mq-deadline", 1.0, 0 },
+        {},
+};
+
+static void test_recall(void **state) {
+        AutoTunePolicy p = policy(NULL);
+        Watcher wt = {};
+        Sim s;
+
+        sim_init(&s, READS, "none", NULL);
+        trial_watch_init(&wt.w);
+        /* a trial chose mq-deadline for 4 KiB random reads */
+        AutoSignature a = sim_signature(&s);
+        AutoCandidate dl = { .scheduler = "mq-deadline", .wbt_lat_usec = AUTO_WBT_UNSET };
+        autotune_memory_record(wt.mem, &wt.n_mem, &a, &dl, 1);
+        /* another workload (reads of 16 KiB): nothing for a minute */
+        s.read_kb = 16;
+        watch_for(&s, &wt, &p, 60 * USEC);
+        assert_int_equal(wt.recalls, 0);
+        assert_int_equal(wt.starts, 0);
+        assert_string_equal(s.in_force.scheduler, "none");
+        /* the first workload is back: its setting within two ticks */
+        s.read_kb = 4;
+        uint64_t back = s.now;
+        watch_for(&s, &wt, &p, 30 * USEC);
+        assert_int_equal(wt.recalls, 1);
+        assert_true(wt.recalled_at - back <= 2 * TRIAL_RECALL_INTERVAL_USEC);
+        assert_string_equal(s.in_force.scheduler, "mq-deadline");
+        print_message("# recalled %.1f s after the workload's return\n", (double) (wt.recalled_at - back) / 1e6);
+        /* it stays: no recall again, for ten minutes */
+        watch_for(&s, &wt, &p, 600 * USEC);
+        assert_int_equal(wt.recalls, 1);
+
+        /* after a start (a fresh watch: the daemon put the originals
+         * back), the workload running counts as an arrival: recalled at
+         * the second tick */
+        Watcher w2 = { .n_mem = wt.n_mem };
+        memcpy(w2.mem, wt.mem, sizeof wt.mem);
+        trial_watch_init(&w2.w);
+        snprintf(s.in_force.scheduler, sizeof s.in_force.scheduler, "none");
+        uint64_t start = s.now;
+        watch_for(&s, &w2, &p, 10 * USEC);
+        assert_int_equal(w2.recalls, 1);
+        assert_int_equal(w2.recalled_at - start, 2 * TRIAL_RECALL_INTERVAL_USEC);
+        /* AutoRemember=no: nothing recalled */
+        Watcher w3 = { .n_mem = wt.n_mem };
+        memcpy(w3.mem, wt.mem, sizeof wt.mem);
+        trial_watch_init(&w3.w);
+        p.remember = false;
+        watch_for(&s, &w3, &p, 60 * USEC);
+        assert_int_equal(w3.recalls, 0);
+        trial_engine_done(&s.e);
+        autotune_policy_done(&p);
+}
+
+static void test_workload_change(void **state) {
+        AutoTunePolicy p = policy(NULL);
+        Watcher wt = {};
+        Sim s;
+
+        p.on_workload_change = true;
+        sim_init(&s, TIE, "none", NULL);
+        trial_watch_init(&wt.w);
+        /* a steady workload: no trial in an hour */
+        watch_for(&s, &wt, &p, 3600 * USEC);
+        assert_int_equal(wt.starts, 0);
+        /* it turns from 4 KiB reads to 256 KiB reads: three changed
+         * intervals of 10 s in a row start a trial */
+        s.read_kb = 256;
+        uint64_t changed = s.now;
+        watch_for(&s, &wt, &p, 120 * USEC);
+        assert_int_equal(wt.starts, 1);
+        assert_string_equal(wt.reason, "workload changed");
+        uint64_t took = wt.started_at - changed;
+        print_message("# a trial %.1f s after the workload changed\n", (double) took / 1e6);
+        assert_true(took >= 3 * TRIAL_WATCH_INTERVAL_USEC - TRIAL_RECALL_INTERVAL_USEC);
+        assert_true(took <= 4 * TRIAL_WATCH_INTERVAL_USEC);
+        /* the new workload is the one in force from then on */
+        watch_for(&s, &wt, &p, 600 * USEC);
+        assert_int_equal(wt.starts, 1);
+        /* a change that does not last three intervals: no trial */
+        s.read_kb = 4;
+        watch_for(&s, &wt, &p, 20 * USEC);
+        s.read_kb = 256;
+        watch_for(&s, &wt, &p, 600 * USEC);
+        assert_int_equal(wt.starts, 1);
+        trial_engine_done(&s.e);
+        autotune_policy_done(&p);
+}
+
+static void test_periodic(void **state) {
+        AutoTunePolicy p = policy(NULL);
+        Watcher wt = {};
+        Sim s;
+
+        p.interval_usec = 300 * USEC;
+        sim_init(&s, TIE, "none", NULL);
+        trial_watch_init(&wt.w);
+        /* no trial yet: the period counts from one */
+        watch_for(&s, &wt, &p, 600 * USEC);
+        assert_int_equal(wt.starts, 0);
+        uint64_t last = wt.last_trial = s.now;
+        /* one every period, each from the one before */
+        watch_for(&s, &wt, &p, 3 * p.interval_usec - 30 * USEC);
+        assert_int_equal(wt.starts, 2);
+        assert_string_equal(wt.reason, "AutoTrialIntervalSec=");
+        assert_true(wt.started_at >= last + 2 * p.interval_usec);
+        assert_true(wt.started_at <= last + 2 * (p.interval_usec + TRIAL_WATCH_INTERVAL_USEC));
+        trial_engine_done(&s.e);
+        autotune_policy_done(&p);
+}
+
+/* The promise: a change watched against the write bound it was chosen
+ * under; a disk that then writes below it falls back, within the
+ * intervals the judgement needs. */
+static const Model PROMISE[] = {
+        { "none", 8.0, 100 },
+        { "mq-deadline", 2.0, 100 },
+        { "kyber", 2.6, 100 },
+        {},
+};
+
+static void test_promise(void **state) {
+        AutoTunePolicy p = policy("none mq-deadline kyber");
+        Sim s;
+
+        for (int broken = 0; broken < 2; broken++) {
+                Watcher wt = {};
+                sim_init(&s, PROMISE, "none", NULL);
+                trial_watch_init(&wt.w);
+                trial(&s, &p, "[none] mq-deadline kyber");
+                assert_int_equal(s.e.decision.verdict, AUTO_VERDICT_CHANGE);
+                wt.choice = s.in_force;
+                wt.has_choice = true;
+                wt.last_trial = s.now;
+                trial_watch_restart(&wt.w);
+                trial_watch_promise(&wt.w, &s.e, s.now);
+                assert_true(wt.w.promising);
+                assert_true(wt.w.promise.write_floor_mbps > 0);
+                uint64_t t0 = s.now;
+                if (broken)
+                        s.write_scale = 0.75; /* the disk slows: 75 MB/s, under the floor */
+                watch_for(&s, &wt, &p, 400 * USEC);
+                if (!broken) {
+                        assert_int_equal(wt.broken, 0);
+                        assert_int_equal(wt.held, 1);
+                        assert_int_equal(wt.w.promise_state, AUTO_PROMISE_HOLDS);
+                        assert_false(wt.w.promising);
+                        assert_string_equal(s.in_force.scheduler, "mq-deadline");
+                } else {
+                        assert_int_equal(wt.broken, 1);
+                        assert_int_equal(wt.w.promise_state, AUTO_PROMISE_BROKEN);
+                        assert_true(wt.w.fell_back);
+                        assert_string_not_equal(wt.w.fallback.scheduler, "mq-deadline");
+                        assert_string_equal(s.in_force.scheduler, wt.w.fallback.scheduler);
+                        /* the broken choice is left out of the next trials */
+                        assert_int_equal(s.e.n_tripped, 1);
+                        assert_string_equal(s.e.tripped[0].cand.scheduler, "mq-deadline");
+                        uint64_t took = wt.broken_at - t0;
+                        print_message("# broken %.1f s after the change: %s; fell back to %s\n", (double) took / 1e6,
+                                      wt.w.promise_why, wt.w.fallback.scheduler);
+                        assert_true(took >= AUTOTUNE_PROMISE_MIN_INTERVALS * TRIAL_WATCH_INTERVAL_USEC);
+                        assert_true(took <= (AUTOTUNE_PROMISE_MIN_INTERVALS + 2) * TRIAL_WATCH_INTERVAL_USEC);
+                }
+                trial_engine_done(&s.e);
+        }
+        autotune_policy_done(&p);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_clear_winner),
@@ -360,6 +602,10 @@ int main(void) {
                 cmocka_unit_test(test_refused),
                 cmocka_unit_test(test_abort),
                 cmocka_unit_test(test_family_search),
+                cmocka_unit_test(test_recall),
+                cmocka_unit_test(test_workload_change),
+                cmocka_unit_test(test_periodic),
+                cmocka_unit_test(test_promise),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
