@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* trial-engine.c and trial-watch.c driven as the daemon drives them: their
  * actions carried out on a simulated disk with a fake clock. Whole trials
- * (a clear winner, a tie, a refusal, aborts) and a search by families, at
+ * (a clear winner, a tie, a refusal, aborts, a look at the probes that
+ * cuts a starving challenger's epoch short) and a search by families, at
  * the policy's real cadence (2 s epochs, 6 rounds); the watch between
  * trials at its own (a tick every 5 s, its checks every 10 s): a recall,
  * the workload-change detector's re-trial, periodic trials, the promise
@@ -44,6 +45,9 @@ typedef struct Sim {
         const char *refuse;   /* a setting the kernel refuses (NULL: none) */
         size_t errors_at;     /* the epoch (1-based) whose probes see read errors (0: none) */
         bool stat_fails;      /* /sys/block/X/stat unreadable at the epoch's end */
+        bool probes;          /* latency probes every 20 ms, each taking twice the setting's read await */
+        const char *timed;    /* a setting whose time in force is counted (in_force_usec) */
+        uint64_t in_force_usec;
         AutoCandidate in_force;
         double read_iops, read_kb; /* the workload's reads (1,000 a second of 4 KiB) */
         double write_scale;        /* of the model's write MB/s (1; less: the disk slowed) */
@@ -76,6 +80,8 @@ static void advance(Sim *s, uint64_t usec) {
         double rd = s->read_iops * sec, wr = m->write_mbps * s->write_scale * 1e6 / 65536 * sec;
 
         s->now += usec;
+        if (s->timed && streq(s->timed, s->in_force.scheduler))
+                s->in_force_usec += usec;
         s->acc[0] += rd;
         s->acc[1] += rd * await;
         s->acc[2] += wr;
@@ -126,17 +132,26 @@ static TrialAction drive(Sim *s, TrialAction act) {
                         act = trial_engine_applied(&s->e, &ev);
                         break;
                 }
-                case TRIAL_DO_WAIT:
+                case TRIAL_DO_WAIT: {
                         advance(s, act.usec);
-                        assert_true(act.wait == TRIAL_WAIT_SETTLE || act.wait == TRIAL_WAIT_EPOCH);
+                        double probe_ms = 2 * model_of(s, &s->in_force)->await_ms;
                         if (act.wait == TRIAL_WAIT_SETTLE)
-                                act = trial_engine_settled(&s->e, &s->st, 0, false, s->now);
-                        else {
+                                act = trial_engine_settled(&s->e, &s->st, 0, s->probes, s->now);
+                        else if (act.wait == TRIAL_WAIT_PEEK) {
+                                assert_true(s->probes);
+                                TrialPeek pk = { .now = s->now, .p99_ms = probe_ms,
+                                                 .n = (s->now - s->e.t0) / 20000,
+                                                 .n_max = (s->e.policy.epoch_usec + TRIAL_PEEK_USEC) / 20000 + 1 };
+                                pk.above = probe_ms > s->e.peek_limit_ms ? pk.n : 0;
+                                act = trial_engine_peek(&s->e, &pk);
+                        } else {
                                 s->epochs++;
                                 act = trial_engine_epoch(&s->e, s->stat_fails ? NULL : &s->st, -EIO,
-                                                         s->epochs == s->errors_at ? 3 : 0, 0, s->now);
+                                                         s->epochs == s->errors_at ? 3 : 0,
+                                                         s->probes ? probe_ms : 0, s->now);
                         }
                         break;
+                }
                 case TRIAL_DO_NEXT:
                         act = trial_engine_next(&s->e, s->now);
                         break;
@@ -356,6 +371,35 @@ static void test_family_search(void **state) {
         assert_non_null(strstr(s.e.phases_text, "nr_requests: mq-deadline nr_requests=32"));
         assert_true(s.e.n_measured >= 3);
         assert_true(took < 120 * USEC);
+        trial_engine_done(&s.e);
+        autotune_policy_done(&p);
+}
+
+/* With probes: a challenger whose reads starve is looked at every 0.1 s
+ * of its epoch and leaves as soon as its probes settle that its p99 is
+ * far worse, not at the epoch's end. */
+static const Model STARVES[] = {
+        { "none", 2.0, 100 },
+        { "mq-deadline", 40.0, 100 },
+        { "kyber", 2.1, 100 },
+        {},
+};
+
+static void test_peek(void **state) {
+        AutoTunePolicy p = policy("none mq-deadline kyber");
+        Sim s;
+
+        sim_init(&s, STARVES, "none", NULL);
+        s.probes = true;
+        s.timed = "mq-deadline";
+        trial(&s, &p, "[none] mq-deadline kyber");
+        assert_true(s.e.drops[1].dropped);
+        assert_int_equal(s.e.series[1].n, 1);
+        assert_non_null(strstr(s.e.drops[1].why, "probes"));
+        /* its one epoch (2 s) cut short: in force for well under one */
+        print_message("# mq-deadline in force for %.2f s: %s\n", (double) s.in_force_usec / 1e6, s.e.drops[1].why);
+        assert_true(s.in_force_usec < USEC / 2);
+        assert_int_not_equal(s.e.decision.verdict, AUTO_VERDICT_CHANGE);
         trial_engine_done(&s.e);
         autotune_policy_done(&p);
 }
@@ -602,6 +646,7 @@ int main(void) {
                 cmocka_unit_test(test_refused),
                 cmocka_unit_test(test_abort),
                 cmocka_unit_test(test_family_search),
+                cmocka_unit_test(test_peek),
                 cmocka_unit_test(test_recall),
                 cmocka_unit_test(test_workload_change),
                 cmocka_unit_test(test_periodic),
