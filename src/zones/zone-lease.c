@@ -14,7 +14,7 @@
 #include "zone-service-internal.h"
 #include "zone-service-device.h"
 #include "zone-state.h"
-#include "zone-verify.h"
+#include "zone-scrub.h"
 #include "zone-service.h"
 #include "zones.h"
 

@@ -7,12 +7,12 @@
 #include "zone-service-internal.h"
 #include "zone-service.h"
 #include "zone-state.h"
-#include "zone-verify.h"
+#include "zone-seal-read.h"
 #include "zones.h"
 
 /* Seal: the two engines in turn. The zone's partial last block is written
  * out, padded (zone-append.c), then the zone is read back, compared,
- * finished and flushed (zone-verify.c). Neither engine knows the other
+ * finished and flushed (zone-seal-read.c). Neither engine knows the other
  * for it: this file hands the one's end to the other. */
 
 static void seal_flushed(int r, const char *what, void *userdata) {

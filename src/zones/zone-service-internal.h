@@ -9,8 +9,13 @@
  *                          state transitions the engines ask for;
  *   zone-service-device.c  devices added, gone, re-plugged, reconciled, and
  *                          their batched resets;
- *   zone-verify.c          reading back: verification behind the appends,
- *                          the seal's read-back, Read, Verify, the scrub;
+ *   zone-seal-read.c       the seal's read-back, finish and flush;
+ *   zone-verify.c          verification behind the appends;
+ *   zone-read.c            a sealed object read back: the job, what it
+ *                          found, the Read engine (into a descriptor);
+ *   zone-read-pool.c       Verify's and the scrub's reads (io_uring pool);
+ *   zone-scrub.c           the scrub's timer, the object due;
+ *   zone-object.c          objects by lease or label: Find, Read, Verify;
  *   zone-append.c          the append engine;
  *   zone-seal.c            Seal: the append engine's last block, then the
  *                          read-back;

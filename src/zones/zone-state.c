@@ -19,7 +19,7 @@
  * errors, the records, looking devices and leases up, and the state
  * transitions. Every change of a zone's lease state is made here or in
  * zone-lease.c (allocation, release) and zone-service-device.c
- * (reconcile, resets); the engines (zone-append.c, zone-verify.c) ask for
+ * (reconcile, resets); the engines (zone-append.c, zone-seal-read.c) ask for
  * theirs through the zone_slot_*() transitions. It calls no other file of
  * the folder. */
 
@@ -391,4 +391,9 @@ void zone_slot_seal_mismatch(ZoneDevice *d, uint32_t z, const char *expected, co
 void zone_alert(ZoneService *s, const char *event, const char *device, const char *detail) {
         if (s->alert_cb)
                 s->alert_cb(event, device, detail, s->alert_userdata);
+}
+
+void zone_verify_forget(ZoneSlot *x) {
+        sha256_done(&x->vsha);
+        x->verified = 0;
 }
