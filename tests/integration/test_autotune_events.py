@@ -15,7 +15,7 @@ life: on plain loop devices (fast, so short epochs do), with fio.
 4. Stopping the daemon during a trial puts the setting from before the
    trial back (the scheduler and nr_requests the disk had).
 5. Workloads seen (AutoRemember=, the default), the watch at its real
-   cadence (a tick every 5 s, no divisor): a trial records the workload
+   cadence (a tick every 5 s): a trial records the workload
    and its choice (GetDevice, the state file); after a restore (the
    original scheduler, none, which no candidate is) and another workload,
    the first workload's return puts the trial's scheduler back in
@@ -182,7 +182,7 @@ AutoTrialOnWorkloadChange=yes
 
             with r.case("a workload seen before gets its setting back within 10 s, across restarts (AutoRemember=)",
                         env):
-                # The watch at its real cadence (no divisor): a tick every
+                # The watch at its real cadence: a tick every
                 # 5 s, a recall within two of them. The disk's original
                 # scheduler is none, which no candidate of the trial is
                 # (the static Scheduler=mq-deadline is its baseline, kyber
