@@ -46,6 +46,10 @@ const KnobInfo *knob_info(Knob k) {
         return &knobs[k];
 }
 
+bool knob_request_queue(Knob k) {
+        return (k < KNOB_SCHEDULER_FORCE && k != KNOB_READ_AHEAD_KB) || k == KNOB_SCHEDULER_FORCE;
+}
+
 int knob_from_key(const char *key) {
         for (int i = 0; i < _KNOB_MAX; i++)
                 if (streq(knobs[i].key, key))

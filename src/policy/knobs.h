@@ -63,6 +63,11 @@ typedef struct KnobInfo {
 } KnobInfo;
 
 const KnobInfo *knob_info(Knob k);
+/* A setting of the request queue (the scheduler, its tunables, the queue's
+ * depth and limits, completion and IRQ affinity), which a stacked device's
+ * section sets on the request-based disks below it; not read-ahead (the
+ * top's), probes, alerts or the zone allocator. */
+bool knob_request_queue(Knob k);
 /* -ENOENT if key is not a setting key. */
 int knob_from_key(const char *key);
 /* Validates and canonicalises a config value (bools → "1"/"0", ints in

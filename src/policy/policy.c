@@ -15,6 +15,7 @@ void resolved_done(Resolved *r) {
         free(r->profile);
         strv_free(r->explain);
         strv_free(r->labels);
+        strv_free(r->stacks);
         *r = (Resolved) {};
 }
 
@@ -115,15 +116,77 @@ static int apply_settings(Resolved *r, const Settings *s, const char *label) {
         return 0;
 }
 
+static const char *device_names(const DeviceInfo *a, char buf[static 256]) {
+        const char *n = a->volume ? a->volume : a->crypt ? a->crypt : a->md_name ? a->md_name : a->dm_name;
+        if (n)
+                snprintf(buf, 256, "%s (%s)", a->sysname, n);
+        else
+                snprintf(buf, 256, "%s", a->sysname);
+        return buf;
+}
+
+/* The sections that match a device above d: their request-queue keys,
+ * the first section in configuration order winning for each. */
+static int apply_stacks(Resolved *r, const Config *c, const DeviceInfo *d, const DeviceInfo *const *above,
+                        size_t n_above) {
+        for (size_t i = 0; i < c->n_devices; i++) {
+                const DeviceSection *s = &c->devices[i];
+                const DeviceInfo *a = NULL;
+                _cleanup_free_ char *label = NULL, *line = NULL;
+                char buf[256];
+
+                for (size_t k = 0; k < n_above && !a; k++)
+                        if (above[k] && policy_match(&s->match, above[k], NULL))
+                                a = above[k];
+                if (!a)
+                        continue;
+                if (asprintf(&line, "[Device %s] (%s:%u) matches %s above %s: its request-queue settings apply here",
+                             s->name, s->file, s->line, device_names(a, buf), d->sysname) < 0 ||
+                    strv_push(&r->explain, TAKE_PTR(line)) < 0)
+                        return -ENOMEM;
+                if (!strv_contains(r->matched, s->name) && strv_extend(&r->matched, s->name) < 0)
+                        return -ENOMEM;
+                if (!strv_contains(r->stacks, a->sysname) && strv_extend(&r->stacks, a->sysname) < 0)
+                        return -ENOMEM;
+                if (asprintf(&label, "Device %s via %s", s->name, a->sysname) < 0 ||
+                    strv_push(&r->labels, TAKE_PTR(label)) < 0)
+                        return -ENOMEM;
+                const char *l = r->labels[strv_length(r->labels) - 1];
+                for (int k = 0; k < _KNOB_MAX; k++) {
+                        if (!s->settings.value[k] || !knob_request_queue(k))
+                                continue;
+                        if (r->value[k]) {
+                                if (asprintf(&line, "  %s=%s of [Device %s] not applied to %s: [%s] sets it first",
+                                             knob_info(k)->key, s->settings.value[k], s->name, d->sysname,
+                                             r->section[k]) < 0 ||
+                                    strv_push(&r->explain, TAKE_PTR(line)) < 0)
+                                        return -ENOMEM;
+                                continue;
+                        }
+                        if (!(r->value[k] = strdup(s->settings.value[k])))
+                                return -ENOMEM;
+                        r->section[k] = l;
+                        r->origin[k] = s->settings.origin[k];
+                }
+        }
+        return 0;
+}
+
 int policy_resolve(const Config *c, const DeviceInfo *d, const char *profile, Resolved *ret) {
+        return policy_resolve_stacked(c, d, NULL, 0, profile, ret);
+}
+
+int policy_resolve_stacked(const Config *c, const DeviceInfo *d, const DeviceInfo *const *above, size_t n_above,
+                           const char *profile, Resolved *ret) {
         Resolved r = {};
+        _cleanup_strv_free_ char **own = NULL;
 
         for (size_t i = 0; i < c->n_devices; i++) {
                 const DeviceSection *s = &c->devices[i];
                 _cleanup_free_ char *why = NULL, *line = NULL;
 
                 if (policy_match(&s->match, d, &why)) {
-                        if (strv_extend(&r.matched, s->name) < 0 ||
+                        if (strv_extend(&own, s->name) < 0 ||
                             asprintf(&line, "[Device %s] (%s:%u) matches", s->name, s->file, s->line) < 0)
                                 goto oom;
                 } else if (asprintf(&line, "[Device %s] (%s:%u) does not match: %s", s->name, s->file,
@@ -133,9 +196,15 @@ int policy_resolve(const Config *c, const DeviceInfo *d, const char *profile, Re
                         goto oom;
         }
 
+        /* The stacks' first, then d's own sections over them. */
+        if (n_above > 0 && !d->bio_based && apply_stacks(&r, c, d, above, n_above) < 0)
+                goto oom;
+
         /* Section labels get storage of their own, so section[] can point
          * into it for as long as the Resolved lives. */
-        STRV_FOREACH(m, r.matched) {
+        STRV_FOREACH(m, own) {
+                if (!strv_contains(r.matched, *m) && strv_extend(&r.matched, *m) < 0)
+                        goto oom;
                 const DeviceSection *s = config_find_device(c, *m);
                 _cleanup_free_ char *label = NULL;
 

@@ -13,7 +13,18 @@
  * name); a key set by a later section overrides the same key from an
  * earlier one. The active [Profile], if its Devices= names one of the
  * matched sections (or is empty), is applied last and overrides both. A
- * device no [Device] section matches is not managed at all. */
+ * device no [Device] section matches is not managed at all.
+ *
+ * Stacks (policy_resolve_stacked()): a request-based disk under stacked
+ * devices (an LV, an md array, a dm-crypt mapping: every device above it,
+ * stack_above()) also takes the request-queue settings (knob_request_queue())
+ * of each section that matches one of them; those sections count as
+ * matched. Its own sections come after and override them, key by key: a
+ * member's own section wins for its own knobs. Where two stacks' sections
+ * set one key on a shared disk (two LVs on one PV, md arrays on partitions
+ * of one disk), the section first in configuration order wins; explain
+ * says which one lost. Everything else (ReadAheadKB=, probes, alerts) stays
+ * with the device the section matched. */
 
 typedef struct Resolved {
         char *value[_KNOB_MAX];         /* NULL = not set */
@@ -23,12 +34,16 @@ typedef struct Resolved {
         char *profile;                  /* the profile that applied, if any */
         char **explain;                 /* one line per section: matched or why not */
         char **labels;
+        char **stacks;                  /* sysnames above d whose sections applied here */
 } Resolved;
 
 /* true if every Match* key of m matches d; on a mismatch *ret_reason (if
  * non-NULL) says which key failed and why. */
 bool policy_match(const Match *m, const DeviceInfo *d, char **ret_reason);
 int policy_resolve(const Config *c, const DeviceInfo *d, const char *profile, Resolved *ret);
+/* above: the devices stacked above d (NULL entries are skipped). */
+int policy_resolve_stacked(const Config *c, const DeviceInfo *d, const DeviceInfo *const *above, size_t n_above,
+                           const char *profile, Resolved *ret);
 void resolved_done(Resolved *r);
 static inline bool resolved_managed(const Resolved *r) {
         return r->matched && r->matched[0];

@@ -219,7 +219,7 @@ int stack_path_to(const Stack *s, const char *member, char ***ret) {
         return 0;
 }
 
-static int tops_of(const char *root, const char *name, const char *blockdir, unsigned depth, char ***tops) {
+static int tops_of(const char *root, const char *name, const char *blockdir, unsigned depth, bool all, char ***tops) {
         _cleanup_strv_free_ char **holders = NULL, **entries = NULL;
         _cleanup_free_ char *hdir = path_join(blockdir, "holders");
         int r;
@@ -241,16 +241,22 @@ static int tops_of(const char *root, const char *name, const char *blockdir, uns
                         return -ENOMEM;
                 if (access(pf, F_OK) < 0)
                         continue;
-                r = tops_of(root, *e, pd, depth + 1, tops);
+                r = tops_of(root, *e, pd, depth + 1, all, tops);
                 if (r < 0)
                         return r;
         }
-        if (!holders) {
-                /* nothing above: a top, unless it is where the walk began */
-                if (depth > 0 && !strv_contains(*tops, name) && strv_extend(tops, name) < 0)
+        /* a partition counts as its disk: never listed */
+        _cleanup_free_ char *pfile = path_join(blockdir, "partition");
+        if (!pfile)
+                return -ENOMEM;
+        bool part = access(pfile, F_OK) == 0;
+        if ((!holders || all) && depth > 0 && !part) {
+                /* nothing above: a top (all: anything above the start) */
+                if (!strv_contains(*tops, name) && strv_extend(tops, name) < 0)
                         return -ENOMEM;
-                return 0;
         }
+        if (!holders)
+                return 0;
         STRV_FOREACH(h, holders) {
                 _cleanup_free_ char *hn = NULL, *hd = NULL, *hb = NULL;
                 bool hp;
@@ -262,24 +268,32 @@ static int tops_of(const char *root, const char *name, const char *blockdir, uns
                         return r;
                 if (asprintf(&hb, "%s/block/%s", root, hn) < 0)
                         return -ENOMEM;
-                r = tops_of(root, hn, hb, depth + 1, tops);
+                r = tops_of(root, hn, hb, depth + 1, all, tops);
                 if (r < 0)
                         return r;
         }
         return 0;
 }
 
-int stack_tops(const char *sysfs_root, const char *name, char ***ret) {
+static int stack_up(const char *sysfs_root, const char *name, bool all, char ***ret) {
         _cleanup_strv_free_ char **tops = NULL;
         _cleanup_free_ char *dir = NULL;
         int r;
 
         if (asprintf(&dir, "%s/block/%s", sysfs_root, name) < 0)
                 return -ENOMEM;
-        r = tops_of(sysfs_root, name, dir, 0, &tops);
+        r = tops_of(sysfs_root, name, dir, 0, all, &tops);
         if (r < 0)
                 return r;
         strv_sort(tops);
         *ret = TAKE_PTR(tops);
         return 0;
+}
+
+int stack_tops(const char *sysfs_root, const char *name, char ***ret) {
+        return stack_up(sysfs_root, name, false, ret);
+}
+
+int stack_above(const char *sysfs_root, const char *name, char ***ret) {
+        return stack_up(sysfs_root, name, true, ret);
 }

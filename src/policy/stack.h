@@ -49,3 +49,6 @@ int stack_path_to(const Stack *s, const char *member, char ***ret);
  * holders above it, each once, sorted. None (an empty list) if nothing
  * holds it. */
 int stack_tops(const char *sysfs_root, const char *name, char ***ret);
+/* Every device above disk name, tops and the layers between (crypt, the
+ * LV under it), each once, sorted; none if nothing holds it. */
+int stack_above(const char *sysfs_root, const char *name, char ***ret);

@@ -241,6 +241,18 @@ static void test_tops(void **state) {
         assert_string_equal(t, mp);
         tops = (strv_free(tops), NULL);
 
+        /* stack_above(): the layer between too (the LV under the crypt mapping) */
+        assert_int_equal(stack_above(root, "nvme0n1", &tops), 0);
+        t = joined(tops);
+        assert_string_equal(t, "dm-0 dm-1 dm-2");
+        tops = (strv_free(tops), NULL);
+        t = mfree(t);
+        assert_int_equal(stack_above(root, "nvme0n3", &tops), 0);
+        t = joined(tops);
+        assert_string_equal(t, "md0 md1"); /* its partitions are not listed */
+        tops = (strv_free(tops), NULL);
+        t = mfree(t);
+
         /* the top itself has nothing above */
         assert_int_equal(stack_tops(root, "md0", &tops), 0);
         assert_null(tops);
@@ -404,6 +416,109 @@ static void test_match_key_errors(void **state) {
         }
 }
 
+/* Resolves member with the sections that match the devices above it, as
+ * the daemon does: stack_above(), each one's DeviceInfo. */
+static void resolve_member(const char *root, const Config *c, const char *member, Resolved *ret) {
+        _cleanup_strv_free_ char **above = NULL;
+        _cleanup_(device_info_freep) DeviceInfo *d = load_dev(root, member, true);
+        DeviceInfo *infos[16] = {};
+        size_t n = 0;
+
+        assert_int_equal(stack_above(root, member, &above), 0);
+        STRV_FOREACH(a, above) {
+                assert_true(n < ELEMENTSOF(infos));
+                infos[n++] = load_dev(root, *a, true);
+        }
+        assert_int_equal(policy_resolve_stacked(c, d, (const DeviceInfo *const *) infos, n, NULL, ret), 0);
+        for (size_t i = 0; i < n; i++)
+                device_info_free(infos[i]);
+}
+
+static bool explain_has(const Resolved *r, const char *needle) {
+        STRV_FOREACH(l, r->explain)
+                if (strstr(*l, needle))
+                        return true;
+        return false;
+}
+
+static const char STACK_CONF[] =
+        "[Device lvm]\n"
+        "MatchVolume=vgdata/*\n"
+        "Scheduler=kyber none\n"
+        "NrRequests=64\n"
+        "ReadAheadKB=4096\n"
+        "[Device mirror]\n"
+        "MatchMDLevel=raid1\n"
+        "NrRequests=128\n"
+        "WbtLatUsec=0\n"
+        "[Device stripe]\n"
+        "MatchMDLevel=raid0\n"
+        "NrRequests=32\n"
+        "RqAffinity=2\n"
+        "ReadAheadKB=8192\n"
+        "[Device ns4]\n"
+        "MatchKernel=nvme0n4\n"
+        "NrRequests=256\n";
+
+static void test_stack_settings(void **state) {
+        (void) state;
+        char *root = stacks_tree();
+        _cleanup_(config_freep) Config *c = NULL;
+        _cleanup_free_ char *striped = dm_by_name(root, "vgdata-striped"), *via = NULL;
+        ConfigError err;
+        Resolved r = {};
+
+        if (config_load_string(STACK_CONF, "s.conf", &c, &err) < 0)
+                fail_msg("s.conf:%u: %s", err.line, err.message);
+
+        /* a PV of the LVs: the volume's request-queue keys, not its read-ahead */
+        resolve_member(root, c, "nvme0n1", &r);
+        assert_true(resolved_managed(&r));
+        assert_string_equal(r.value[KNOB_SCHEDULER], "kyber none");
+        assert_string_equal(r.value[KNOB_NR_REQUESTS], "64");
+        assert_null(r.value[KNOB_READ_AHEAD_KB]);
+        assert_true(asprintf(&via, "Device lvm via %s", striped) > 0);
+        assert_string_equal(r.section[KNOB_NR_REQUESTS], via);
+        assert_string_equal(r.origin[KNOB_NR_REQUESTS], "s.conf:4");
+        assert_true(strv_contains(r.stacks, striped));
+        assert_true(explain_has(&r, "(vgdata/striped) above nvme0n1: its request-queue settings apply here"));
+        resolved_done(&r);
+
+        /* a disk under two arrays (through its partitions): the section
+         * first in the configuration wins each key, explain names the loser */
+        resolve_member(root, c, "nvme0n3", &r);
+        assert_string_equal(r.value[KNOB_NR_REQUESTS], "128");
+        assert_string_equal(r.section[KNOB_NR_REQUESTS], "Device mirror via md0");
+        assert_string_equal(r.value[KNOB_WBT_LAT_USEC], "0");
+        assert_string_equal(r.value[KNOB_RQ_AFFINITY], "2");
+        assert_string_equal(r.section[KNOB_RQ_AFFINITY], "Device stripe via md1");
+        assert_null(r.value[KNOB_READ_AHEAD_KB]);
+        assert_true(explain_has(&r, "NrRequests=32 of [Device stripe] not applied to nvme0n3: [Device mirror via md0] sets it first"));
+        resolved_done(&r);
+
+        /* its own section wins for its own keys */
+        resolve_member(root, c, "nvme0n4", &r);
+        assert_string_equal(r.value[KNOB_NR_REQUESTS], "256");
+        assert_string_equal(r.section[KNOB_NR_REQUESTS], "Device ns4");
+        assert_string_equal(r.value[KNOB_WBT_LAT_USEC], "0");
+        resolved_done(&r);
+
+        /* under a stack nothing matches: not managed */
+        resolve_member(root, c, "nvme0n5", &r);
+        assert_false(resolved_managed(&r));
+        assert_null(r.stacks);
+        resolved_done(&r);
+
+        /* the top: its own section whole (the plan skips what a bio-based
+         * queue does not have); read-ahead is its */
+        _cleanup_(device_info_freep) DeviceInfo *top = load_dev(root, "md1", true);
+        assert_int_equal(policy_resolve(c, top, NULL, &r), 0);
+        assert_string_equal(r.value[KNOB_READ_AHEAD_KB], "8192");
+        assert_null(r.stacks);
+        resolved_done(&r);
+        free_tree(root);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_lv_striped),
@@ -416,6 +531,7 @@ int main(void) {
                 cmocka_unit_test(test_stack_names),
                 cmocka_unit_test(test_volume_from_dm_name),
                 cmocka_unit_test(test_match_key_errors),
+                cmocka_unit_test(test_stack_settings),
         };
 
         if (!t_fixtures_dir()) {
