@@ -1,0 +1,14 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* What the files of the closed loop's decisions (autotune-*.c) share
+ * among themselves and with their unit test, beyond autotune.h: the
+ * daemon includes autotune.h only. */
+
+#include <stddef.h>
+
+#include "autotune.h"
+
+/* The t with P(T >= t) = alpha for Student's t with df degrees of freedom
+ * (by bisection: autotune_t_upper() falls as t grows); 0 for alpha >= 0.5. */
+double autotune_t_quantile_upper(double alpha, double df);
