@@ -5,7 +5,8 @@
 # blkmqd on a real kernel that has them (VM_KERNEL_SET=backports: 7.x;
 # meson test vm-newest-knobs@backports), read back, restored after a kill -9
 # and a restart, and on a path that came back by hotplug (one boot, --subsys
-# --udev). See guest/newest-knobs.sh.
+# --udev); blkmqctl show --json's writeLimits as sysfs has them (write
+# streams and atomic writes: reported, not tuned). See guest/newest-knobs.sh.
 # Exit: 0 pass, 1 fail, 77 skip (1 when CI=true).
 set -uo pipefail
 

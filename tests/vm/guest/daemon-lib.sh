@@ -31,6 +31,23 @@ qsnap() {
 attr_is() { [ "$(qattr $1 $2)" = "$3" ]; }
 sched_is() { [ "$(sched $1)" = "$2" ]; }
 
+# write_limits_agree WHAT JSON DISK: the writeLimits in JSON (blkmqctl
+# --json show's device, or zones' device) are what /sys/block/DISK/queue/
+# has, each absent ("-") where the kernel has no such attribute (before
+# 6.11 none; write streams from 6.16). A check, with both in its line.
+write_limits_agree() {
+        _wl_want= _wl_got=
+        for _wl_a in maxWriteStreams:max_write_streams writeStreamGranularity:write_stream_granularity \
+                atomicWriteMaxBytes:atomic_write_max_bytes atomicWriteUnitMinBytes:atomic_write_unit_min_bytes \
+                atomicWriteUnitMaxBytes:atomic_write_unit_max_bytes atomicWriteBoundaryBytes:atomic_write_boundary_bytes; do
+                _wl_k=${_wl_a%%:*} _wl_f=/sys/block/$3/queue/${_wl_a#*:}
+                _wl_v=-
+                [ -f $_wl_f ] && _wl_v=$(cat $_wl_f)
+                _wl_g=$(printf '%s\n' "$2" | tr ',{}' '\n\n\n' | sed -n "s/.*\"$_wl_k\": *\([0-9]*\).*/\1/p" | head -n1)
+                _wl_want="$_wl_want $_wl_k=$_wl_v" _wl_got="$_wl_got $_wl_k=${_wl_g:--}"
+        done
+        check_eq "$1: writeLimits as /sys/block/$3/queue has them (- absent)" "$_wl_want" "$_wl_got"
+}
 log_has() { grep -q -- "$1" $BLKMQD_LOG; }
 log_count() { grep -c -- "$1" $BLKMQD_LOG; }
 log_count_gt() { [ "$(log_count "$1")" -gt "$2" ]; }

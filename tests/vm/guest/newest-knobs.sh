@@ -6,7 +6,8 @@
 # capped), reads them back; kill -9 and a restart adopt the originals
 # recorded in the runtime directory, which SIGTERM then puts back; after a
 # controller unplug + replug the new path is tuned again, and SIGTERM gives
-# it back its own values.
+# it back its own values. blkmqctl show --json reports the path's write
+# streams and atomic write limits as sysfs has them.
 . /vm/daemon-lib.sh
 
 H=$(zoned_head); P=$(zoned_path)
@@ -32,6 +33,13 @@ start "first start"
 check_eq "$P tuned: read back" "$tuned" "$(snap $P)"
 check "log: zoned_qd1_writes written" log_has "$P: queue/zoned_qd1_writes"
 check "log: async_depth written" log_has "$P: queue/async_depth"
+# Reported, not tuned: write streams and atomic write limits (7.x has
+# both; QEMU's NVMe offers atomic writes of 512 B and no write streams).
+check "$P has queue/max_write_streams and atomic_write_max_bytes" \
+        sh -c "[ -f /sys/block/$P/queue/max_write_streams ] && [ -f /sys/block/$P/queue/atomic_write_max_bytes ]"
+export BLKMQD_ADDRESS=/run/blkmqd.sock
+write_limits_agree "blkmqctl show --json $P" "$(blkmqctl show --json $P)" $P
+blkmqctl show $P | sed -n '/^Write limits/,$p' | sed 's/^/# /'
 
 # kill -9: the settings stay; a restart adopts the recorded originals.
 kill -KILL $DPID

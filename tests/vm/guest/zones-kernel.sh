@@ -79,6 +79,9 @@ check "blkmqd reaches running" vm_wait_for 30 running
 blkmqctl zones | sed 's/^/# /'
 CAP=$(blkmqctl --json zones | sed -n 's/.*"zoneCapacity": *\([0-9]*\).*/\1/p')
 check_eq "zone capacity as the harness set it (60 MiB)" $((60 * MIB)) "$CAP"
+# The device the zones are handed out on: the kernel's write limits, as
+# sysfs has them (6.1: none; 6.12: atomic writes; 7.x: write streams too).
+write_limits_agree "blkmqctl zones --json" "$(blkmqctl --json zones)" $Z
 check_eq "$Z has a volatile write cache (QEMU's NVMe): seals and resets flush it" "write back" \
         "$(cat $Q/write_cache)"
 check_eq "zones free $Z: the first zone" 0 "$(blkmqctl zones free $Z)"
