@@ -6,11 +6,11 @@
  * that set it. They are fault injection: they stay in the shipped binary,
  * do nothing unless their variable is set, and log a warning when they
  * act. None makes a test faster: a test that wants time to pass faster
- * gives the code its clock instead (the one that did, the trial watch's
- * divisor in src/daemon/autotune-runner.c, goes with issue 32's trial
- * engine; test_hooks.py lists it as leaving). tests/unit/test_hooks.py holds this
- * list to the code and to the tests: a variable read elsewhere, a hook
- * without its entry, or a test named here that does not set it fails. */
+ * gives the code its clock instead (as the trial engine and its watch
+ * are: the variable that divided the watch's clock is gone).
+ * tests/unit/test_hooks.py holds this list to the code and to the tests:
+ * a variable read elsewhere, a hook without its entry, or a test named
+ * here that does not set it fails. */
 
 #include <stdbool.h>
 #include <stdint.h>

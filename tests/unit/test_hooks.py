@@ -8,10 +8,6 @@
   of those files exists and sets that variable;
 - every hook the header lists is read in test-hooks.c.
 
-LEAVING names a hook that only speeds a test up and is being removed
-(issue 32: the trial runner is to be given its clock), with the one file
-that still reads it; nothing else may read it or a new one like it.
-
 Usage: test_hooks.py [SRCDIR]. Prints one "not ok" line per mismatch.
 """
 import re
@@ -22,7 +18,6 @@ SRC = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).resolve().parent
 HEADER = "src/basic/test-hooks.h"
 READER = "src/basic/test-hooks.c"
 NAME_RE = re.compile(r"\bBLKMQD_TEST_[A-Z0-9_]+")
-LEAVING = {"BLKMQD_TEST_WATCH_DIVISOR": "src/daemon/autotune-runner.c"}
 failures = []
 
 
@@ -61,10 +56,9 @@ for f in sorted((SRC / "src").rglob("*.[ch]")):
     text = f.read_text(errors="replace")
     for lineno, line in enumerate(text.splitlines(), 1):
         for name in NAME_RE.findall(line):
-            if name not in entries and name not in LEAVING:
+            if name not in entries:
                 fail(f"{rel}:{lineno}: {name} has no entry in {HEADER}")
-        m = re.search(r'getenv\s*\(\s*"(BLKMQD_TEST_[A-Z0-9_]+)', line)
-        if m and rel != READER and LEAVING.get(m.group(1)) != rel:
+        if rel != READER and re.search(r'getenv\s*\(\s*"BLKMQD_TEST_', line):
             fail(f"{rel}:{lineno}: a test hook read outside {READER}")
 
 if failures:
