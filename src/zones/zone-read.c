@@ -34,7 +34,6 @@
 #define READ_CLIENT_TIMEOUT_MSEC (30 * 1000)
 #define READ_PROGRESS_USEC (250ULL * 1000)
 
-
 /* Writes all of buf into a client's descriptor, which may be a pipe or a
  * socket that does not drain: waits at most READ_CLIENT_TIMEOUT_MSEC for
  * room, in slices, so that a client going away is seen. */

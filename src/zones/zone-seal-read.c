@@ -118,7 +118,6 @@ static void seal_done(void *data, void *userdata) {
         zone_device_settle(d);
 }
 
-
 /* After the flush: waits for a verification job in flight, then reads back
  * and hashes what it has not covered. */
 void zone_seal_submit(SealJob *j) {
