@@ -3,11 +3,10 @@
 
 /* What the files of the closed loop's decisions (autotune-*.c) share
  * among themselves and with their unit test, beyond autotune.h: the
- * daemon includes autotune.h only. */
+ * daemon includes autotune.h only. It includes no header of theirs, so
+ * that a file of them includes both with no circle. */
 
 #include <stddef.h>
-
-#include "autotune.h"
 
 /* The t with P(T >= t) = alpha for Student's t with df degrees of freedom
  * (by bisection: autotune_t_upper() falls as t grows); 0 for alpha >= 0.5. */

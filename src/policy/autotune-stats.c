@@ -8,10 +8,12 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "autotune-internal.h"
+#include "autotune.h"
 
 int blockstat_parse(const char *text, BlockStat *ret) {
         BlockStat s = {};

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "autotune-internal.h"
+#include "autotune.h"
 #include "knobs.h"
 #include "util.h"
 
