@@ -11,3 +11,9 @@
 /* The t with P(T >= t) = alpha for Student's t with df degrees of freedom
  * (by bisection: autotune_t_upper() falls as t grows); 0 for alpha >= 0.5. */
 double autotune_t_quantile_upper(double alpha, double df);
+
+struct AutoTunePolicy;
+
+/* The decisions the trial's error rate is shared by (AutoTunePolicy.looks),
+ * at least 1. */
+double autotune_looks(const struct AutoTunePolicy *p);
