@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* autotune.c: the decision logic of closed-loop tuning, fed with synthetic
+/* autotune-*.c: the decisions of closed-loop tuning, fed with synthetic
  * series (a seeded generator, so every run sees the same numbers) and a
  * series recorded on the model disk (tools/modeldisk). It picks a clear
  * winner; does not flip on noise, drift or one outlier; keeps inside the

@@ -1,19 +1,17 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The decision: each candidate's medians, the objective's bound (against
+ * the best writer of every candidate measured), the rank test of the best
+ * admissible candidate against the current setting
+ * (autotune_decide_raced()), and the fallback when a change broke its
+ * promise. */
 #include "config.h"
 
-#include <errno.h>
-#include <inttypes.h>
-#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "autotune-internal.h"
 #include "autotune.h"
-#include "knobs.h"
-#include "util.h"
 
 static const char *const verdict_names[_AUTO_VERDICT_MAX] = {
         [AUTO_VERDICT_CHANGE] = "change",
