@@ -17,3 +17,12 @@ struct AutoTunePolicy;
 /* The decisions the trial's error rate is shared by (AutoTunePolicy.looks),
  * at least 1. */
 double autotune_looks(const struct AutoTunePolicy *p);
+
+/* P(T >= t) for Student's t with df degrees of freedom (df may be
+ * fractional). */
+double autotune_t_upper(double t, double df);
+
+/* The rotated order (A B C, B C A, ...): slot s of n_cand * rounds runs
+ * candidate autotune_slot_candidate(s, n_cand). The runner uses
+ * autotune_round_order(); the unit tests' synthetic trials use this. */
+size_t autotune_slot_candidate(size_t slot, size_t n_cand);

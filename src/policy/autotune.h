@@ -266,11 +266,6 @@ double autotune_objective_value(const AutoTunePolicy *p, const EpochFigures *e, 
 double autotune_read_latency(const EpochFigures *e, bool p99);
 bool autotune_objective_lower_better(const AutoTunePolicy *p);
 
-/* The rotated order (A B C, B C A, ...): slot s of n_cand * rounds runs
- * candidate autotune_slot_candidate(s, n_cand). The runner now uses
- * autotune_round_order(); the unit tests' synthetic trials use this. */
-size_t autotune_slot_candidate(size_t slot, size_t n_cand);
-
 /* One-sided Mann-Whitney: p-value of "x tends to be smaller than y". */
 double autotune_mann_whitney_less(const double *x, size_t nx, const double *y, size_t ny);
 
@@ -340,10 +335,6 @@ typedef struct AutoDrop {
         double p;         /* the racing test's p (0 for far worse) */
         char why[256];
 } AutoDrop;
-
-/* P(T >= t) for Student's t with df degrees of freedom (df may be
- * fractional). */
-double autotune_t_upper(double t, double df);
 
 /* After a round: drops the candidates (never 0) that another one still in
  * the race dominates: better in the objective with p at most

@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "autotune-internal.h"
 #include "autotune.h"
 #include "util.h"
 
