@@ -1,10 +1,14 @@
 #!/bin/bash
 # SPDX-License-Identifier: LGPL-2.1-or-later
 #
-# vm-systemd: the Debian package's whole life on Debian bookworm booted with
-# systemd as PID 1 (QEMU TCG, the 6.1 cloud kernel, --subsys --conventional:
-# a conventional and a ZNS NVMe namespace, QMP hotplug). One disk image,
-# four boots of it:
+# vm-systemd: the Debian package's whole life on a Debian guest booted with
+# systemd as PID 1 (QEMU TCG, --subsys --conventional: a conventional and a
+# ZNS NVMe namespace, QMP hotplug). The suite: VM_SYSTEMD_SUITE, trixie
+# (systemd 257) where VM_KERNEL_SET is trixie or backports, else bookworm
+# (systemd 252, the 6.1 cloud kernel); its own root file system and its own
+# build of the packages. Meson runs the whole life on trixie (vm-systemd:
+# trixie's 6.12 kernel) and the brief boot on bookworm (vm-systemd@bookworm).
+# One disk image, four boots of it:
 #   boot 1, guest/systemd-install.sh: apt-get install of this tree's .debs
 #          (no network); nothing enabled or started, no queue attribute
 #          changed.
@@ -33,14 +37,21 @@
 #          successfully"); boot -> READY;
 #          hotplug stopped-but-enabled (the udev rule starts it) and disabled
 #          (nothing starts); apt-get remove restores, purge leaves nothing.
-# The packages: tools/deb-build.sh (once per tree content, in
-# BUILD_ROOT/deb); the upgrade is the same blkmqd .deb repacked with
-# dpkg-deb at version VERSION+vmtest1. The root file system: rootfs.sh,
-# built once beside the debootstrap tarball ($DEB_CHROOT_CACHE, default
+# Or one boot alone, "brief" (guest/systemd-brief.sh): boot 1's install and
+#          checks, then enable --now, a hotplug while running, kill -9 and
+#          the restart with the originals adopted, remove and purge.
+# Every boot checks and prints first its kernel (uname -r), systemd's
+# version (252 on bookworm, 257 on trixie) and the root file system's suite.
+# The packages: tools/deb-build.sh, SUITE's build (VM_SYSTEMD_DEB_SUITE
+# another's: bookworm's installs on trixie amd64 through the t64 packages'
+# Provides:), once per tree content in BUILD_ROOT/deb/debs-SUITE; the
+# upgrade is the same blkmqd .deb repacked with dpkg-deb at version
+# VERSION+vmtest1. The root file system: rootfs.sh, SUITE's, built once
+# beside the debootstrap tarballs ($DEB_CHROOT_CACHE, default
 # tests/package/cache).
 # Usage: test-vm-systemd.sh   (root; exit 0 pass, 1 fail, 77 skip; 1 when CI=true)
 #        VM_SYSTEMD_BOOTS="install stop" runs those boots only (in this
-#        order; default: install stop running reboot)
+#        order; default: install stop running reboot; or brief)
 set -uo pipefail
 
 VM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -53,11 +64,24 @@ t0=$(date +%s.%N)
 for t in dpkg-buildpackage:dpkg-dev dh:debhelper debootstrap:debootstrap git:git mkfs.ext4:e2fsprogs; do
         command -v "${t%%:*}" >/dev/null || vm_skip "vm: ${t%%:*} missing (apt-get install ${t#*:}; tools/install-deps has it)"
 done
+case ${VM_KERNEL_SET:-bookworm} in
+trixie | backports) suite=${VM_SYSTEMD_SUITE:-trixie} ;;
+*) suite=${VM_SYSTEMD_SUITE:-bookworm} ;;
+esac
+# systemd's major version in each suite's root file system (the guest checks it)
+case $suite in
+bookworm) sd_version=252 ;;
+trixie) sd_version=257 ;;
+*) echo "FAIL: VM_SYSTEMD_SUITE=$suite: not bookworm or trixie"; exit 1 ;;
+esac
+deb_suite=${VM_SYSTEMD_DEB_SUITE:-$suite}
+echo "=== vm-systemd: root file system $suite (systemd $sd_version), packages built for $deb_suite, kernel set ${VM_KERNEL_SET:-bookworm}"
 vm_prepare
 
 out=${DEB_BUILD_DIR:-${MESON_BUILD_ROOT:-$SRC/build}/deb}
 mkdir -p "$out"
-deb_build "$SRC" "$out" || { echo "FAIL: building the packages"; exit 1; }
+deb_build "$SRC" "$out" "$deb_suite" || { echo "FAIL: building the $deb_suite packages"; exit 1; }
+echo "=== packages: $DEB_DIR, version $DEB_VERSION"
 t1=$(date +%s.%N)
 
 work=$(mktemp -d /tmp/blkmqd-vm-systemd.XXXXXX)
@@ -72,7 +96,7 @@ sed -i "s/^Version: .*/Version: $v2/" "$work/repack/DEBIAN/control"
 dpkg-deb -b "$work/repack" "$work/debs/upgrade/blkmqd_${v2}_amd64.deb" >/dev/null ||
         { echo "FAIL: repacking blkmqd at $v2"; exit 1; }
 rm -rf "$work/repack"
-vm_rootfs_image "$work/root.img" "$work/debs" || { echo "FAIL: making the disk image"; exit 1; }
+vm_rootfs_image "$work/root.img" "$work/debs" "$suite" || { echo "FAIL: making the disk image"; exit 1; }
 t2=$(date +%s.%N)
 echo "$DEB_VERSION" > "$work/deb-version"
 echo "$v2" > "$work/deb-version2"
@@ -95,7 +119,8 @@ common=(--rootfs "$work/root.img" --subsys --conventional
         --file "$VM_GUEST/systemd-lib.sh:/vm/systemd-lib.sh"
         --file "$work/deb-version:/vm/deb-version" --file "$work/deb-version2:/vm/deb-version2"
         --file "$work/quickstart-enable.sh:/vm/quickstart-enable.sh"
-        --file "$work/quickstart-off.sh:/vm/quickstart-off.sh")
+        --file "$work/quickstart-off.sh:/vm/quickstart-off.sh"
+        --env VM_SYSTEMD_SUITE="$suite" --env VM_SYSTEMD_VERSION="$sd_version")
 boots=" ${VM_SYSTEMD_BOOTS:-install stop running reboot} "
 want() { case $boots in *" $1 "*) ;; *) return 1 ;; esac; }
 # Boots 2 and 3 need the installation of boot 1; boot 3 runs after a failed
@@ -103,6 +128,9 @@ want() { case $boots in *" $1 "*) ;; *) return 1 ;; esac; }
 # Boot 3 took 387 s from QEMU's start to its result at load 9 (two cores).
 # The stop boot runs between them and leaves blkmqd disabled, stopped,
 # every attribute restored, as boot 2 expects.
+# brief: boot 1, then enable, hotplug, kill -9 and remove in the same boot.
+want brief && vm_boot vm-systemd-brief 900 "${common[@]}" \
+        --file "$VM_GUEST/systemd-install.sh:/vm/systemd-install.sh" --script "$VM_GUEST/systemd-brief.sh"
 if want install && vm_boot vm-systemd-install 300 "${common[@]}" --script "$VM_GUEST/systemd-install.sh"; then
         want stop && vm_boot vm-systemd-stop 600 "${common[@]}" --script "$VM_GUEST/systemd-stop.sh"
         want running && vm_boot vm-systemd-running 600 "${common[@]}" --script "$VM_GUEST/systemd-running.sh"

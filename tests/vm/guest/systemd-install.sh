@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # vm-systemd, boot 1 (systemd as PID 1): the packages installed with apt
 # from /root/debs (no network: the image holds their dependencies); nothing
-# is enabled, nothing starts, no queue attribute changes.
+# is enabled, nothing starts, no queue attribute changes. Sourced by
+# guest/systemd-brief.sh (SYSTEMD_BRIEF=1), which goes on in the same boot.
 . /vm/daemon-lib.sh
 . /vm/systemd-lib.sh
 
@@ -37,7 +38,24 @@ for d in $R $C $P $Z; do
 done
 # (the redirection inside: on check itself it would hide check's own line)
 check "systemd knows the units" sh -c 'systemctl cat blkmqd.service blkmqd.socket blkmqd-profile@x.timer > /dev/null'
+# The installed units and udev rule as this systemd reads them (252 and 257
+# differ in the directives they know): systemd-analyze verify, and udevadm
+# verify where udev has it (254 and later).
+systemd-analyze verify --man=no --recursive-errors=no blkmqd.service blkmqd.socket \
+        blkmqd-profile@x.service blkmqd-profile@x.timer blkmqd-profile-clear.service \
+        blkmqd-profile-clear.timer > /tmp/analyze-verify.txt 2>&1
+sed 's/^/# analyze verify| /' /tmp/analyze-verify.txt
+check_eq "systemd-analyze verify (systemd $SD_VERSION): nothing about blkmqd's units" "" \
+        "$(grep -i blkmqd /tmp/analyze-verify.txt | tr '\n' ' ')"
+rules=$(dpkg-query -L blkmqd | grep '/rules.d/60-blkmqd.rules$')
+if [ "$SD_VERSION" -ge 254 ]; then
+        udevadm verify --resolve-names=never "$rules" > /tmp/udev-verify.txt 2>&1
+        rc=$?
+        sed 's/^/# udevadm verify| /' /tmp/udev-verify.txt
+        check_eq "udevadm verify $rules (systemd $SD_VERSION)" 0 $rc
+fi
 timeout 60 systemctl is-system-running --wait > /dev/null 2>&1
 systemd-analyze blame 2>/dev/null | head -n 8 | sed 's/^/# blame| /'
 echo "# $(systemd-analyze time 2>&1 | head -n1)"
-vm_summary
+# guest/systemd-brief.sh goes on in this boot
+[ -n "${SYSTEMD_BRIEF:-}" ] || vm_summary

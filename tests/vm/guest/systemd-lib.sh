@@ -9,6 +9,16 @@
 ST=/var/lib/vmtest
 mkdir -p $ST
 
+# What runs here, first in every boot's log: the kernel, systemd (PID 1)
+# and the root file system's suite, each checked against what the host
+# booted (VM_KVER, VM_SYSTEMD_VERSION, VM_SYSTEMD_SUITE: run-guest.py --env).
+SD_VERSION=$(systemctl --version | sed -n '1s/^systemd \([0-9]*\).*/\1/p')
+SUITE=$(. /etc/os-release && echo "$VERSION_CODENAME")
+echo "# guest: kernel $(uname -r); $(systemctl --version | head -n1); root file system Debian $(cat /etc/debian_version) ($SUITE)"
+check_eq "guest kernel (uname -r)" "$VM_KVER" "$(uname -r)"
+check_eq "systemd's version as PID 1 (systemctl --version)" "${VM_SYSTEMD_VERSION:-unset}" "$SD_VERSION"
+check_eq "root file system's suite (/etc/os-release)" "${VM_SYSTEMD_SUITE:-unset}" "$SUITE"
+
 # The journal's MESSAGE_IDs of blkmqd (src/basic/log.h, blkmqd.catalog).
 MID_APPLIED=4c924cfe14914bf589305f00f0167f4d
 MID_RESTORE=7bbaaee7e01f412da4e43d21077d090d
@@ -49,11 +59,12 @@ disks_boot() {
         done
         echo "# disks: root $R, conventional ${C:-none}, ZNS head ${Z:-none} path ${P:-none}"
 }
-# snap_all DIR: qsnap of every disk present into DIR/NAME
+# snap_all DIR: qsnap of every disk present into DIR/NAME (a bio-based
+# disk too: 6.12's NVMe multipath head has no queue/scheduler at all)
 snap_all() {
         mkdir -p $1
         for _d in /sys/block/*; do
-                [ -e $_d/queue/scheduler ] || continue
+                [ -d $_d/queue ] || continue
                 qsnap ${_d##*/} > $1/${_d##*/}
         done
 }
@@ -193,4 +204,41 @@ missing_from() {
                 case " $2 " in *" $_w "*) ;; *) _m="$_m $_w" ;; esac
         done
         echo ${_m# }
+}
+# remove_and_purge [DEV...]: apt-get remove blkmqd restores (service
+# inactive, no process, every queue attribute of the boot disks as at boot 1,
+# each DEV, a disk hot-added since, back to none and 128), then apt-get purge
+# of blkmqd and libblkmq0 leaves no packaged file, unit, file named blkmqd,
+# state, configuration or runtime directory. An empty drop-in directory
+# (/etc/blkmqd/blkmqd.conf.d, made by a test as an admin would) is removed
+# in between.
+remove_and_purge() {
+        # dpkg-query, not dpkg: busybox sh runs its own dpkg applet, which
+        # has no -L (the list came out empty, and no file was checked)
+        dpkg-query -L blkmqd libblkmq0 > /tmp/files.txt
+        check "dpkg-query -L: the packages' files listed ($(wc -l < /tmp/files.txt))" [ -s /tmp/files.txt ]
+        apt-get remove -y -q blkmqd > /tmp/apt.log 2>&1
+        check_eq "apt-get remove blkmqd" 0 $?
+        tail -n 4 /tmp/apt.log | sed 's/^/# apt| /'
+        check_eq "removed: blkmqd.service inactive" inactive "$(prop blkmqd.service ActiveState)"
+        check "no blkmqd process" no_blkmqd
+        for _d in $R $C $P $Z; do
+                check "$_d: every queue attribute as at boot 1" same_as $ST/boot1 $_d
+        done
+        for _d in "$@"; do
+                check_eq "$_d back to its defaults" "none 128" "$(sched $_d) $(qattr $_d read_ahead_kb)"
+        done
+        rmdir /etc/blkmqd/blkmqd.conf.d 2>/dev/null
+        apt-get purge -y -q blkmqd libblkmq0 > /tmp/apt.log 2>&1
+        check_eq "apt-get purge blkmqd libblkmq0" 0 $?
+        systemctl daemon-reload
+        check_eq "dpkg knows neither" "" "$(dpkg-query -W -f='${db:Status-Status} ' blkmqd libblkmq0 2>/dev/null | tr -d ' ' | sed 's/not-installed//g')"
+        _left=
+        while read -r _f; do
+                [ -f "$_f" ] || [ -L "$_f" ] && _left="$_left $_f"
+        done < /tmp/files.txt
+        check_eq "no packaged file left" "" "$_left"
+        check_eq "no unit left (systemctl list-unit-files)" 0 "$(systemctl list-unit-files --no-legend 'blkmqd*' | wc -l)"
+        check_eq "no file named blkmqd left" "" "$(find / -xdev -name '*blkmqd*' -not -path '/vm/*' -not -path '/root/debs/*' -not -path '/var/lib/vmtest/*' 2>/dev/null | tr '\n' ' ')"
+        check_eq "no state, config or runtime directory" "" "$(ls -d /var/lib/blkmqd /etc/blkmqd /run/blkmqd 2>/dev/null)"
 }
