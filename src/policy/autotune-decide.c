@@ -85,9 +85,10 @@ static void write_lower_bounds(const AutoTunePolicy *p, const AutoSeries *series
                                                 : sum[c].write_mbps * exp(-t * sqrt(fmax(pooled, var[c]) / (double) k[c]));
 }
 
-/* Each candidate's medians; returns the best write throughput seen, among
- * every candidate measured: one that left the race early (for its read
- * latency, say) still showed in its epochs what it writes. */
+/* Each candidate's medians (a candidate without valid epochs: n 0 and its
+ * figures 0); returns the best write throughput seen, among every
+ * candidate measured: one that left the race early (for its read latency,
+ * say) still showed in its epochs what it writes. */
 static double summarize(const AutoTunePolicy *p, const AutoSeries *series, size_t n, bool p99, AutoSummary *sum,
                         double obj[][AUTOTUNE_MAX_EPOCHS]) {
         double best_write = 0;
@@ -97,6 +98,10 @@ static double summarize(const AutoTunePolicy *p, const AutoSeries *series, size_
                         rmb[AUTOTUNE_MAX_EPOCHS], iops[AUTOTUNE_MAX_EPOCHS], inf[AUTOTUNE_MAX_EPOCHS];
                 size_t k;
                 series_values(p, &series[c], p99, obj[c], rd, p99s, wmb, rmb, iops, inf, &k);
+                if (k == 0) {
+                        sum[c] = (AutoSummary) { .p_vs_current = 1 };
+                        continue;
+                }
                 sum[c] = (AutoSummary) {
                         .objective = autotune_median(obj[c], k),
                         .read_await_ms = autotune_median(rd, k),
@@ -108,11 +113,19 @@ static double summarize(const AutoTunePolicy *p, const AutoSeries *series, size_
                         .p_vs_current = 1,
                         .n = k,
                 };
-                if (k > 0 && sum[c].write_mbps > best_write)
+                if (sum[c].write_mbps > best_write)
                         best_write = sum[c].write_mbps;
         }
         write_lower_bounds(p, series, n, sum);
         return best_write;
+}
+
+void autotune_summarise(const AutoTunePolicy *p, const AutoSeries *series, size_t n, AutoSummary *summaries) {
+        double obj[AUTOTUNE_MAX_CANDIDATES][AUTOTUNE_MAX_EPOCHS];
+
+        if (n > AUTOTUNE_MAX_CANDIDATES)
+                n = AUTOTUNE_MAX_CANDIDATES;
+        (void) summarize(p, series, n, autotune_have_p99(series, n), summaries, obj);
 }
 
 /* Marks the candidates inside the objective's bound, tests each challenger

@@ -315,6 +315,12 @@ typedef struct AutoDecision {
 /* Whether every valid epoch of the n series has a probe p99. */
 bool autotune_have_p99(const AutoSeries *series, size_t n);
 
+/* Each candidate's medians over its valid epochs so far, as the decision
+ * takes them (a candidate without any: n 0, its figures 0); the read
+ * latency is the probes' p99 where every epoch has one
+ * (autotune_have_p99()). A running trial's progress. */
+void autotune_summarise(const AutoTunePolicy *p, const AutoSeries *series, size_t n, AutoSummary *summaries);
+
 /* Candidate 0 must be the baseline. summaries (n entries) is filled too. */
 void autotune_decide(const AutoTunePolicy *p, const AutoSeries *series, size_t n, AutoSummary *summaries,
                      AutoDecision *ret);

@@ -42,34 +42,7 @@ static bool decided(AutoVerdict v) {
 }
 
 void trial_engine_summarise(TrialEngine *e) {
-        bool p99 = autotune_have_p99(e->series, e->n_cand);
-
-        for (size_t c = 0; c < e->n_cand; c++) {
-                double rd[AUTOTUNE_MAX_EPOCHS], wm[AUTOTUNE_MAX_EPOCHS], rm[AUTOTUNE_MAX_EPOCHS],
-                        io[AUTOTUNE_MAX_EPOCHS], inf[AUTOTUNE_MAX_EPOCHS], ob[AUTOTUNE_MAX_EPOCHS],
-                        pq[AUTOTUNE_MAX_EPOCHS];
-                size_t k = 0;
-                for (size_t i = 0; i < e->series[c].n; i++) {
-                        const EpochFigures *f = &e->series[c].epochs[i];
-                        if (!f->valid)
-                                continue;
-                        rd[k] = f->read_await_ms, wm[k] = f->write_mbps, rm[k] = f->read_mbps;
-                        io[k] = f->read_iops + f->write_iops, inf[k] = f->in_flight;
-                        ob[k] = autotune_objective_value(&e->policy, f, p99);
-                        pq[k] = f->read_p99_ms;
-                        k++;
-                }
-                e->summary[c] = (AutoSummary) { .n = k, .p_vs_current = 1 };
-                if (k) {
-                        e->summary[c].read_await_ms = autotune_median(rd, k);
-                        e->summary[c].write_mbps = autotune_median(wm, k);
-                        e->summary[c].read_mbps = autotune_median(rm, k);
-                        e->summary[c].iops = autotune_median(io, k);
-                        e->summary[c].in_flight = autotune_median(inf, k);
-                        e->summary[c].objective = autotune_median(ob, k);
-                        e->summary[c].read_p99_ms = p99 ? autotune_median(pq, k) : 0;
-                }
-        }
+        autotune_summarise(&e->policy, e->series, e->n_cand, e->summary);
 }
 
 /* The candidates of family f around incumbent, the kernel guards and the

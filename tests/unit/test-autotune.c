@@ -62,6 +62,30 @@ static void fill(AutoSeries *series, size_t n, unsigned rounds, const double *me
         }
 }
 
+/* A running trial's medians (autotune_summarise()) are the decision's, and
+ * a candidate not measured yet has n 0 and figures 0, not NaN. */
+static void test_summarise(void **state) {
+        AutoTunePolicy p;
+        AutoSeries s[2] = {};
+        AutoSummary sum[2], dsum[1];
+        AutoDecision d;
+
+        autotune_policy_init(&p);
+        for (size_t i = 0; i < 5; i++)
+                s[0].epochs[s[0].n++] = (EpochFigures) { .read_iops = 100 + (double) i, .read_await_ms = 1 + (double) i,
+                                                         .write_mbps = 10, .valid = true };
+        autotune_summarise(&p, s, 2, sum);
+        assert_int_equal(sum[0].n, 5);
+        assert_true(sum[0].read_await_ms == 3 && sum[0].objective == 3 && sum[0].iops == 102 && sum[0].write_mbps == 10);
+        assert_int_equal(sum[1].n, 0);
+        assert_true(sum[1].read_await_ms == 0 && sum[1].write_mbps == 0 && sum[1].objective == 0 && sum[1].iops == 0);
+        assert_true(sum[1].p_vs_current == 1);
+        autotune_decide(&p, s, 1, dsum, &d);
+        assert_true(dsum[0].read_await_ms == sum[0].read_await_ms && dsum[0].objective == sum[0].objective &&
+                    dsum[0].write_mbps == sum[0].write_mbps && dsum[0].iops == sum[0].iops);
+        autotune_policy_done(&p);
+}
+
 static void test_mann_whitney(void **state) {
         double lo[] = { 1, 2, 3, 4, 5 }, hi[] = { 6, 7, 8, 9, 10 }, same[] = { 3, 3, 3, 3, 3 };
 
@@ -1603,6 +1627,7 @@ static void test_knobs_parse_and_format(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_mann_whitney),
+                cmocka_unit_test(test_summarise),
                 cmocka_unit_test(test_clear_winner),
                 cmocka_unit_test(test_no_flip_on_noise),
                 cmocka_unit_test(test_no_flip_on_drift),
