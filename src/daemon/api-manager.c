@@ -589,7 +589,7 @@ static int method_explain(VarlinkCall *call, json_t *params, void *userdata) {
         if (!d)
                 return no_such_device(call, name);
         /* Resolve afresh: explain answers for the config in force now. */
-        q = policy_resolve(a->manager->config, d->info, a->manager->profile, &r);
+        q = manager_resolve(a->manager, d, a->manager->profile, &r);
         if (q < 0)
                 return q;
         if (a->autotuner)

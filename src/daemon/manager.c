@@ -23,6 +23,7 @@
 #include "message-id.h"
 #include "originals-record.h"
 #include "plan-print.h"
+#include "stack.h"
 #include "sysfs.h"
 #include "util.h"
 
@@ -283,6 +284,54 @@ static int device_submit(Device *d, TuneJob *j) {
         return 0;
 }
 
+static Device *manager_find(Manager *m, const char *sysname) {
+        for (size_t i = 0; i < m->n_devices; i++)
+                if (!m->devices[i]->removed && streq(m->devices[i]->sysname, sysname))
+                        return m->devices[i];
+        return NULL;
+}
+
+int manager_resolve(Manager *m, Device *d, const char *profile, Resolved *ret) {
+        _cleanup_strv_free_ char **above = NULL;
+        _cleanup_free_ const DeviceInfo **infos = NULL;
+        size_t n = 0;
+
+        /* A request-based disk below stacked devices (LVs, md arrays,
+         * dm-crypt mappings) takes their sections' request-queue keys. */
+        if (!d->info->bio_based && stack_above(m->tune.sysfs_root, d->sysname, &above) >= 0 && above) {
+                infos = calloc(strv_length(above), sizeof *infos);
+                if (!infos)
+                        return -ENOMEM;
+                STRV_FOREACH(a, above) {
+                        Device *t = manager_find(m, *a);
+                        if (t && t->info)
+                                infos[n++] = t->info;
+                }
+        }
+        return policy_resolve_stacked(m->config, d->info, infos, n, profile, ret);
+}
+
+/* The disks whose policy depends on stacked device sysname: those below it
+ * now, and those a section matching it was applied to before (it left, or
+ * left their stack). Each is planned again. */
+static void manager_apply_stack(Manager *m, const char *sysname) {
+        _cleanup_(stack_freep) Stack *s = NULL;
+        Device *top = manager_find(m, sysname);
+
+        if (top && top->info->bio_based && stack_resolve(m->tune.sysfs_root, sysname, &s) >= 0)
+                STRV_FOREACH(member, s->members) {
+                        Device *d = manager_find(m, *member);
+                        if (d && d != top)
+                                (void) device_apply(d);
+                }
+        for (size_t i = 0; i < m->n_devices; i++) {
+                Device *d = m->devices[i];
+                if (!d->removed && !streq(d->sysname, sysname) && strv_contains(d->resolved.stacks, sysname) &&
+                    !(s && strv_contains(s->members, d->sysname)))
+                        (void) device_apply(d);
+        }
+}
+
 /* Resolves the policy, plans, and runs the plan (dry run: inline, reads only). */
 static int device_apply(Device *d) {
         Manager *m = d->manager;
@@ -294,7 +343,7 @@ static int device_apply(Device *d) {
                 return 0;
         }
         resolved_done(&d->resolved);
-        r = policy_resolve(m->config, d->info, m->profile, &d->resolved);
+        r = manager_resolve(m, d, m->profile, &d->resolved);
         if (r < 0)
                 return log_oom();
         /* The listeners: the trial runner (first) overlays a trial's
@@ -650,6 +699,10 @@ static void udev_job_done(void *data, void *userdata) {
 static void manager_device_seen(Manager *m, const char *sysname, int r, DeviceInfo *info) {
         manager_device_loaded(m, sysname, r, info);
         manager_for_each_path(m, sysname, path_seen);
+        /* an LV activated or deactivated, an array assembled or stopped, a
+         * member added: dm's change once its table is live, md's when the
+         * array starts; at start, a top enumerated after its disks */
+        manager_apply_stack(m, sysname);
 }
 
 static void manager_device_removed(Manager *m, const char *sysname) {
@@ -697,6 +750,9 @@ static void manager_udev_event(Manager *m, UdevJob *j) {
                 break;
         case UDEV_ACTION_REMOVE:
                 manager_device_removed(m, j->sysname);
+                /* the disks below it: their originals back, unless
+                 * another section still asks */
+                manager_apply_stack(m, j->sysname);
                 /* Its hidden paths went with the head; no event says so. */
                 manager_drop_vanished(m, true);
                 break;
@@ -959,9 +1015,36 @@ static void device_check_drift(Manager *m, Device *d) {
                 (void) device_apply(d);
 }
 
+/* The stacks above each disk, as the policy sees them now: a member taken
+ * out of an md array (mdadm --fail, --remove) sends no uevent, nor does
+ * its array. A disk whose stacks changed is planned again. */
+static void manager_check_stacks(Manager *m) {
+        for (size_t i = 0; i < m->n_devices; i++) {
+                Device *d = m->devices[i];
+                Resolved r = {};
+                bool same;
+
+                if (d->removed || d->busy || d->info->bio_based)
+                        continue;
+                if (manager_resolve(m, d, m->profile, &r) < 0) {
+                        log_oom();
+                        return;
+                }
+                same = strv_length(r.stacks) == strv_length(d->resolved.stacks);
+                STRV_FOREACH(t, r.stacks)
+                        same = same && strv_contains(d->resolved.stacks, *t);
+                resolved_done(&r);
+                if (!same) {
+                        log_info("%s: the stacks above it changed, planning it again.", d->sysname);
+                        (void) device_apply(d);
+                }
+        }
+}
+
 void manager_check_drift(Manager *m) {
         if (m->state != MANAGER_RUNNING || m->opts.dry_run || m->opts.once)
                 return;
+        manager_check_stacks(m);
         for (size_t i = 0; i < m->n_devices; i++)
                 device_check_drift(m, m->devices[i]);
 }

@@ -132,6 +132,9 @@ json_t *manager_plans_json(Manager *m);
 Device *manager_find_device(Manager *m, const char *name_or_id);
 /* Re-resolve and apply (d NULL: every device). */
 int manager_apply(Manager *m, Device *d);
+/* The policy of d as the daemon applies it: its sections and, for a disk
+ * below stacked devices, theirs (policy_resolve_stacked()). */
+int manager_resolve(Manager *m, Device *d, const char *profile, Resolved *ret);
 /* Put back originals (d NULL: every device). */
 int manager_restore(Manager *m, Device *d);
 /* Loads the config again; on error keeps the old one and fills *err. */

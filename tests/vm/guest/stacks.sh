@@ -1,0 +1,162 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# Guest half of test-vm-stacks.sh: blkmqd on LVM, md and dm-crypt stacks
+# over the five namespaces of the NVMe controller "stk0" (6.12).
+#   vgdata/striped over nvme0n1 and nvme0n2: ReadAheadKB= on the LV, the
+#   queue keys on both namespaces; md0 (RAID1) over nvme0n3p1 and
+#   nvme0n4p1: on both disks through their partitions; nvme0n5 in no stack:
+#   untouched. Hotplug: the LV deactivated and activated again, md0 stopped
+#   and assembled again, a member failed, removed and added again, a
+#   dm-crypt mapping opened on an LV after the start and closed. kill -9
+#   and a restart while the stacks are tuned: at stop every member's boot
+#   values are back.
+. /vm/daemon-lib.sh
+
+K=/vm/mods
+for m in dm-mod dm-bufio md-mod raid0 raid1 xts dm-crypt; do
+        [ -f $K/$m.ko ] && { insmod $K/$m.ko 2>/dev/null || echo "# insmod $m: $?"; }
+done
+mkdir -p /run/lock/lvm /run/lvm /etc/lvm /run/cryptsetup /dev/mapper
+dmsetup mknodes 2>/dev/null
+settle() { udevadm settle -t 20 2>/dev/null; }
+LVMC='devices { obtain_device_list_from_udev=0 }'
+lvm_() { lvm "$@" --config "$LVMC"; }
+
+S=
+for d in /sys/block/nvme*n*; do
+        [ "$(cat $d/device/serial 2>/dev/null | tr -d ' ')" = stk0 ] && S="$S ${d##*/}"
+done
+set -- $S
+check "five namespaces of stk0 ($S)" [ $# -eq 5 ]
+N1=$1 N2=$2 N3=$3 N4=$4 N5=$5
+# nq DEV: the queue keys the stacks set, one line
+nq() { echo "nr=$(qattr $1 nr_requests) wbt=$(qattr $1 wbt_lat_usec) rq=$(qattr $1 rq_affinity) ra=$(qattr $1 read_ahead_kb)"; }
+for n in $N1 $N2 $N3 $N4 $N5; do eval "B_$n=\"\$(nq $n)\""; echo "# boot: $n $(nq $n)"; done
+b() { eval "echo \"\$B_$1\""; }
+
+check "pvcreate, vgcreate vgdata" sh -c "lvm pvcreate -q /dev/$N1 /dev/$N2 --config '$LVMC' && lvm vgcreate -q vgdata /dev/$N1 /dev/$N2 --config '$LVMC'"
+check "lvcreate striped" lvm_ lvcreate -q -y -i 2 -I 64k -L 64M -n striped vgdata
+check "lvcreate cryptlv (on $N1)" lvm_ lvcreate -q -y -L 32M -n cryptlv vgdata /dev/$N1
+for n in $N3 $N4; do printf 'label: gpt\n,48M\n,48M\n' | sfdisk -q /dev/$n >/dev/null 2>&1; done
+settle
+check "mdadm RAID1 md0 over ${N3}p1 ${N4}p1" mdadm --create /dev/md0 --run --quiet --assume-clean --level=1 \
+        --raid-devices=2 --metadata=1.2 --name=mirror --homehost=any /dev/${N3}p1 /dev/${N4}p1
+settle
+LV=$(basename $(readlink -f /dev/vgdata/striped))
+RA_LV=$(qattr $LV read_ahead_kb)
+echo "# striped is $LV (read_ahead_kb $RA_LV)"
+
+mkdir -p $DROPIN
+cat > $BLKMQD_CONF <<EOC
+[Daemon]
+RestoreOnExit=yes
+# a member taken out of an md array sends no uevent: the drift check finds it
+DriftCheckSec=2
+
+[Device pg]
+MatchVolume=vgdata/striped
+ReadAheadKB=4096
+NrRequests=64
+WbtLatUsec=3000
+
+[Device mirror]
+MatchMDLevel=raid1
+MatchMDName=mirror
+NrRequests=32
+RqAffinity=2
+
+[Device vault]
+MatchCrypt=vault
+WbtLatUsec=7000
+EOC
+WANT1="nr=64 wbt=3000 rq=$(qattr $N1 rq_affinity) ra=$(qattr $N1 read_ahead_kb)"
+WANT2="nr=64 wbt=3000 rq=$(qattr $N2 rq_affinity) ra=$(qattr $N2 read_ahead_kb)"
+WANT3="nr=32 wbt=$(qattr $N3 wbt_lat_usec) rq=2 ra=$(qattr $N3 read_ahead_kb)"
+WANT4="nr=32 wbt=$(qattr $N4 wbt_lat_usec) rq=2 ra=$(qattr $N4 read_ahead_kb)"
+
+start() {
+        daemon_start -c $BLKMQD_CONF --varlink-address /run/blkmqd.sock --log-target=console
+        check "daemon ready ($1)" vm_wait_for 30 log_has "; ready\."
+}
+tuned() { # tuned WHEN: the stacks' values in sysfs
+        check "$1: $LV read_ahead_kb 4096 (the LV's)" vm_wait_for 20 attr_is $LV read_ahead_kb 4096
+        check "$1: $N1 under the LV" vm_wait_for 20 sh -c "[ \"\$(echo nr=\$(cat /sys/block/$N1/queue/nr_requests) wbt=\$(cat /sys/block/$N1/queue/wbt_lat_usec))\" = 'nr=64 wbt=3000' ]"
+        check_eq "$1: $N1" "$WANT1" "$(nq $N1)"
+        check_eq "$1: $N2" "$WANT2" "$(nq $N2)"
+        check "$1: $N3 under md0" vm_wait_for 20 attr_is $N3 nr_requests 32
+        check_eq "$1: $N3 (through ${N3}p1)" "$WANT3" "$(nq $N3)"
+        check_eq "$1: $N4 (through ${N4}p1)" "$WANT4" "$(nq $N4)"
+        check_eq "$1: $N5 in no stack, untouched" "$(b $N5)" "$(nq $N5)"
+}
+export BLKMQD_ADDRESS=/run/blkmqd.sock
+start "first start"
+tuned "start"
+check "log: $N1 nr_requests written" log_has "$N1: queue/nr_requests"
+blkmqctl explain $N3 | sed 's/^/# explain| /'
+check "explain $N3 names md0 and its section" sh -c "blkmqctl explain $N3 | grep -q 'mirror.*md0'"
+
+# The LV deactivated: its disks back to their boot values (nvme0n1 holds
+# cryptlv too, which no section names); activated again: tuned.
+check "lvchange -an vgdata/striped" lvm_ lvchange -q -an vgdata/striped
+settle
+check "$N2 back to its boot values (LV gone)" vm_wait_for 20 sh -c "[ \"\$(echo nr=\$(cat /sys/block/$N2/queue/nr_requests))\" = 'nr=$(b $N2 | sed 's/nr=\([0-9]*\).*/\1/')' ]"
+check_eq "$N2 after lvchange -an" "$(b $N2)" "$(nq $N2)"
+check_eq "$N1 after lvchange -an" "$(b $N1)" "$(nq $N1)"
+check "lvchange -ay vgdata/striped" lvm_ lvchange -q -ay vgdata/striped
+settle
+LV=$(basename $(readlink -f /dev/vgdata/striped))
+tuned "LV active again"
+
+# md0: a member failed and removed, added again; the array stopped, assembled.
+check "mdadm --fail --remove ${N4}p1" sh -c "mdadm /dev/md0 --fail /dev/${N4}p1 && sleep 1 && mdadm /dev/md0 --remove /dev/${N4}p1"
+settle
+check "$N4 back to its boot values (out of md0)" vm_wait_for 20 sh -c "[ \"\$(cat /sys/block/$N4/queue/nr_requests)\" != 32 ]"
+check_eq "$N4 out of md0" "$(b $N4)" "$(nq $N4)"
+check_eq "$N3 still in md0" "$WANT3" "$(nq $N3)"
+check "mdadm --add ${N4}p1" mdadm /dev/md0 --add /dev/${N4}p1
+settle
+check "$N4 tuned again (back in md0)" vm_wait_for 20 attr_is $N4 nr_requests 32
+check_eq "$N4 back in md0" "$WANT4" "$(nq $N4)"
+check "mdadm --stop md0" mdadm --stop /dev/md0
+settle
+check "$N3 back to its boot values (md0 stopped)" vm_wait_for 20 sh -c "[ \"\$(cat /sys/block/$N3/queue/nr_requests)\" != 32 ]"
+check_eq "$N3 md0 stopped" "$(b $N3)" "$(nq $N3)"
+check_eq "$N4 md0 stopped" "$(b $N4)" "$(nq $N4)"
+check "mdadm --assemble md0" mdadm --assemble /dev/md0 /dev/${N3}p1 /dev/${N4}p1
+settle
+tuned "md0 assembled again"
+
+# dm-crypt opened after the start on cryptlv (on $N1): its WbtLatUsec=
+# is the vault's only where the LV's section does not set it (pg is first).
+dd if=/dev/urandom of=/tmp/key bs=64 count=1 2>/dev/null
+check "cryptsetup open vault" cryptsetup open --type plain --cipher aes-xts-plain64 --key-size 256 \
+        --key-file /tmp/key /dev/vgdata/cryptlv vault
+settle
+sleep 2
+check_eq "$N1 with vault open: pg's keys stay (first in the configuration)" "$WANT1" "$(nq $N1)"
+blkmqctl explain $N1 | sed 's/^/# explain| /'
+check "explain $N1: vault's WbtLatUsec= not applied, pg first" sh -c "blkmqctl explain $N1 | grep -q 'WbtLatUsec=7000 of \[Device vault\] not applied'"
+check "lvchange -an vgdata/striped (vault stays)" lvm_ lvchange -q -an vgdata/striped
+settle
+check "$N1 takes vault's WbtLatUsec=7000 (the LV gone)" vm_wait_for 20 attr_is $N1 wbt_lat_usec 7000
+check "cryptsetup close vault" cryptsetup close vault
+settle
+check "$N1 back to its boot values (vault closed)" vm_wait_for 20 sh -c "[ \"\$(cat /sys/block/$N1/queue/wbt_lat_usec)\" != 7000 ]"
+check_eq "$N1 after close" "$(b $N1)" "$(nq $N1)"
+check "lvchange -ay vgdata/striped" lvm_ lvchange -q -ay vgdata/striped
+settle
+LV=$(basename $(readlink -f /dev/vgdata/striped))
+tuned "before kill -9"
+
+# kill -9 while tuned: the values stay; a restart adopts the recorded
+# originals; a stop puts every member's boot values back.
+kill -KILL $DPID
+vm_wait_for 10 test -s $BLKMQD_RC
+check_eq "$N1 still tuned after kill -9" "$WANT1" "$(nq $N1)"
+start "restart"
+tuned "restart"
+rc=$(daemon_stop)
+check_eq "blkmqd exit code" 0 "$rc"
+for n in $N1 $N2 $N3 $N4 $N5; do check_eq "$n: boot values back at stop" "$(b $n)" "$(nq $n)"; done
+check_eq "$LV read_ahead_kb back" "$RA_LV" "$(qattr $LV read_ahead_kb)"
+grep -q '<[0-3]>' $BLKMQD_LOG && log_show
+vm_summary
