@@ -55,6 +55,23 @@ static void note_add(char *note, size_t size, const char *fmt, const char *arg) 
         snprintf(note + n, size - n, fmt, arg);
 }
 
+/* Whether scheduler s may be a candidate: a zoned disk before 6.10 takes
+ * only mq-deadline, and the kernel must offer s (available_line, the
+ * content of queue/scheduler; NULL: unknown, none always is); note says
+ * why not. */
+static bool scheduler_offered(const char *s, bool zoned_old, const char *available_line, char *note,
+                              size_t note_size) {
+        if (zoned_old && !streq(s, "mq-deadline")) {
+                note_add(note, note_size, "%s left out: a zoned disk before 6.10 needs mq-deadline", s);
+                return false;
+        }
+        if (available_line && !streq(s, "none") && !scheduler_available(available_line, s)) {
+                note_add(note, note_size, "%s left out: the kernel does not offer it", s);
+                return false;
+        }
+        return true;
+}
+
 int autotune_candidates(const AutoTunePolicy *p, const AutoCandidate *current, const char *available_line,
                         bool zoned, unsigned kernel_version, unsigned max_nr_requests, AutoCandidate *ret,
                         size_t *ret_n, char *note, size_t note_size) {
@@ -87,14 +104,8 @@ int autotune_candidates(const AutoTunePolicy *p, const AutoCandidate *current, c
 
         for (size_t i = 0; i < ns; i++) {
                 const char *s = scheds[i];
-                if (zoned_old && !streq(s, "mq-deadline")) {
-                        note_add(note, note_size, "%s left out: a zoned disk before 6.10 needs mq-deadline", s);
+                if (!scheduler_offered(s, zoned_old, available_line, note, note_size))
                         continue;
-                }
-                if (available_line && !streq(s, "none") && !scheduler_available(available_line, s)) {
-                        note_add(note, note_size, "%s left out: the kernel does not offer it", s);
-                        continue;
-                }
                 size_t nnr = streq(s, "none") || p->n_nr_requests == 0 ? 1 : p->n_nr_requests;
                 size_t nwbt = p->n_wbt_lat_usec ? p->n_wbt_lat_usec : 1;
                 for (size_t a = 0; a < nnr; a++)
@@ -213,14 +224,8 @@ int autotune_family_candidates(const AutoTunePolicy *p, AutoFamily f, const Auto
                         l = default_schedulers;
                 for (; *l && ns < AUTOTUNE_MAX_SCHEDULERS; l++, ns++) {
                         const char *s = *l;
-                        if (zoned_old && !streq(s, "mq-deadline")) {
-                                note_add(note, note_size, "%s left out: a zoned disk before 6.10 needs mq-deadline", s);
+                        if (!scheduler_offered(s, zoned_old, available_line, note, note_size))
                                 continue;
-                        }
-                        if (available_line && !streq(s, "none") && !scheduler_available(available_line, s)) {
-                                note_add(note, note_size, "%s left out: the kernel does not offer it", s);
-                                continue;
-                        }
                         /* at its defaults: the switch resets nr_requests and
                          * iosched/; the read-ahead and wbt stay as they are */
                         AutoCandidate c = { .wbt_lat_usec = inc.wbt_lat_usec, .set = inc.set & AUTO_SET_READ_AHEAD,

@@ -25,11 +25,17 @@ const char *auto_objective_to_string(AutoObjective o) {
         return (unsigned) o < _AUTO_OBJECTIVE_MAX ? objective_names[o] : NULL;
 }
 
-int auto_objective_from_string(const char *s) {
-        for (int i = 0; i < 2; i++)
-                if (streq(s, objective_names[i]))
-                        return i;
+/* The index of s among names[0..n); -EINVAL: none. */
+static int name_index(const char *const *names, size_t n, const char *s) {
+        for (size_t i = 0; i < n; i++)
+                if (streq(s, names[i]))
+                        return (int) i;
         return -EINVAL;
+}
+
+int auto_objective_from_string(const char *s) {
+        /* sequential-read is the search's own, not a value of AutoObjective= */
+        return name_index(objective_names, AUTO_OBJECTIVE_SEQ_READ, s);
 }
 
 static const char *const family_names[_AUTO_FAMILY_MAX] = {
@@ -45,10 +51,7 @@ const char *auto_family_to_string(AutoFamily f) {
 }
 
 int auto_family_from_string(const char *s) {
-        for (int i = 0; i < _AUTO_FAMILY_MAX; i++)
-                if (streq(s, family_names[i]))
-                        return i;
-        return -EINVAL;
+        return name_index(family_names, _AUTO_FAMILY_MAX, s);
 }
 
 void autotune_policy_init(AutoTunePolicy *p) {
