@@ -20,6 +20,7 @@
 #include "message-id.h"
 #include "metrics-text.h"
 #include "probe.h"
+#include "stack.h"
 #include "strbuf.h"
 #include "sysfs.h"
 #include "util.h"
@@ -84,7 +85,71 @@ void autotune_device_free(AutoTuner *t, AutoDevice *a) {
         free(a->probe0);
         free(a->cand_hist);
         free(a->trial_h0);
+        strv_free(a->members);
+        free(a->member_back);
         free(a);
+}
+
+/* The stack trial whose member d is (NULL: none). */
+static AutoDevice *stack_of(AutoTuner *t, const Device *d) {
+        for (AutoDevice *a = t->devices; a; a = a->next)
+                if (a->members && a->device != d && strv_contains(a->members, d->sysname))
+                        return a;
+        return NULL;
+}
+
+/* Every member of a's stack back from the apply asked for last. */
+static bool members_back(const AutoDevice *a) {
+        for (size_t i = 0; a->members && a->members[i]; i++)
+                if (!a->member_back[i])
+                        return false;
+        return true;
+}
+
+/* Puts what the overlay gives in place: on the device, or on the top and
+ * each member of a stack (the lockstep: the members' jobs are gathered by
+ * member_applied()). The jobs running (0: none, the device or every
+ * member matches no section), or a negative errno with why. */
+static int apply_all(AutoDevice *a, char *why, size_t why_size) {
+        Manager *m = a->tuner->manager;
+        int r, jobs = 0;
+
+        if (!a->members) {
+                r = manager_apply(m, a->device);
+                if (r < 0) {
+                        snprintf(why, why_size, "cannot apply: %s", strerror(-r));
+                        return r;
+                }
+                return a->device->busy ? 1 : 0;
+        }
+        a->gathered = (TrialApplied) {};
+        (void) manager_apply(m, a->device); /* the top: the trial's probe rate */
+        for (size_t i = 0; a->members[i]; i++) {
+                Device *d = manager_find_device(m, a->members[i]);
+                a->member_back[i] = true;
+                if (!d) {
+                        snprintf(why, why_size, "member %s of the stack is gone", a->members[i]);
+                        return -ENODEV;
+                }
+                r = manager_apply(m, d);
+                if (r < 0) {
+                        snprintf(why, why_size, "cannot apply to member %s: %s", d->sysname, strerror(-r));
+                        return r;
+                }
+                if (d->busy) {
+                        a->member_back[i] = false;
+                        jobs++;
+                } else
+                        /* a member without a job did not take the candidate */
+                        a->gathered.refused = true;
+        }
+        return jobs;
+}
+
+int autotune_apply(AutoDevice *a) {
+        char why[256];
+        int r = apply_all(a, why, sizeof why);
+        return r < 0 ? r : 0;
 }
 
 bool autotune_running(const AutoDevice *a) {
@@ -275,11 +340,10 @@ static void carry_out(AutoDevice *a, TrialAction act) {
                         return;
                 case TRIAL_DO_APPLY:
                         sync_phases(a, true);
-                        r = manager_apply(a->tuner->manager, a->device);
-                        if (r < 0) {
-                                snprintf(why, sizeof why, "cannot apply: %s", strerror(-r));
+                        r = apply_all(a, why, sizeof why);
+                        if (r < 0)
                                 act = trial_engine_abort(&a->trial, why);
-                        } else if (!a->device->busy)
+                        else if (r == 0)
                                 /* no job: the device matches no section any more
                                  * (a loop device detached from its file, say) */
                                 act = trial_engine_abort(&a->trial, "the device no longer matches its policy");
@@ -426,7 +490,7 @@ static void finish(AutoDevice *a) {
         autotune_emit(a);
         /* No job (the device no longer matches a section, or the apply
          * failed): nothing to wait for. */
-        if (manager_apply(t->manager, d) < 0 || !d->busy) {
+        if (apply_all(a, text, sizeof text) <= 0) {
                 trial_engine_finished(e);
                 tell(a, AUTOTUNER_TRIAL_DONE);
         }
@@ -478,6 +542,59 @@ static void on_applied(AutoDevice *a) {
         ev.have_stat = !ev.refused && !ev.device_error && autotune_read_stat(d, &ev.stat) >= 0;
         ev.now = now_usec(CLOCK_MONOTONIC);
         carry_out(a, trial_engine_applied(&a->trial, &ev));
+}
+
+/* The job of member d of a stack's trial came back. The candidate's apply
+ * is done when every member's is, each read back: a member that refused a
+ * knob, or does not carry the candidate afterwards, refuses it for the
+ * stack; the engine then asks for the next one (or the setting before the
+ * trial), which every member gets, those that took the refused one too. */
+static void member_applied(AutoDevice *a, Device *d) {
+        const TuneJob *j = d->last;
+        const AutoCandidate *c = &a->trial.cand[a->trial.current];
+        const AutoTunePolicy *p = autotune_device_policy(a->tuner, a->device);
+        size_t i = 0;
+
+        while (a->members[i] && !streq(a->members[i], d->sysname))
+                i++;
+        if (!a->members[i] || a->member_back[i] || !j || d->dirty)
+                return;
+        a->member_back[i] = true;
+        if (a->trial.phase == TRIAL_APPLYING) {
+                TrialApplied *g = &a->gathered;
+                bool refused = false;
+                for (size_t k = 0; k < j->n_entries; k++) {
+                        const TuneEntry *te = &j->entries[k];
+                        if (!trial_knob(c, te->knob))
+                                continue;
+                        if (te->outcome == TUNE_FAILED)
+                                refused = true;
+                        if (te->knob == KNOB_SCHEDULER && te->outcome == TUNE_CHANGED)
+                                g->switches = 1; /* one switch of the stack, however many members */
+                }
+                if (!refused && p && !autotune_setting_in_force(d, p, c)) {
+                        char buf[AUTOTUNE_CANDIDATE_STRMAX];
+                        log_notice("%s: member %s does not carry %s after its apply.", a->device->sysname, d->sysname,
+                                   autotune_candidate_format(c, buf, sizeof buf));
+                        refused = true;
+                }
+                g->refused |= refused;
+                g->device_error |= j->device_error;
+                if (j->usec > g->usec)
+                        g->usec = j->usec;
+        }
+        if (!members_back(a))
+                return;
+        if (a->trial.phase == TRIAL_APPLYING) {
+                TrialApplied ev = a->gathered;
+                ev.have_stat = !ev.refused && !ev.device_error && autotune_read_stat(a->device, &ev.stat) >= 0;
+                ev.now = now_usec(CLOCK_MONOTONIC);
+                carry_out(a, trial_engine_applied(&a->trial, &ev));
+        } else if (a->trial.phase == TRIAL_FINISHING) {
+                trial_engine_finished(&a->trial);
+                autotune_emit(a);
+                tell(a, AUTOTUNER_TRIAL_DONE);
+        }
 }
 
 static int current_setting(const Device *d, const AutoTunePolicy *p, AutoCandidate *ret, char **ret_line) {
@@ -559,6 +676,54 @@ bool autotune_setting_in_force(const Device *d, const AutoTunePolicy *p, const A
         return true;
 }
 
+bool autotune_in_force(AutoDevice *a, const AutoTunePolicy *p, const AutoCandidate *c) {
+        if (!a->members)
+                return autotune_setting_in_force(a->device, p, c);
+        for (size_t i = 0; a->members[i]; i++) {
+                Device *d = manager_find_device(a->tuner->manager, a->members[i]);
+                if (!d || !autotune_setting_in_force(d, p, c))
+                        return false;
+        }
+        return true;
+}
+
+/* The members of a stacked device d (a bio-based top: an LV, an md array,
+ * a dm-crypt mapping), each a device blkmqd knows, none in a trial of its
+ * own; *ret NULL for a disk. -EPERM with why: no trial. */
+static int stack_members(AutoTuner *t, Device *d, char ***ret, char *why, size_t why_size) {
+        _cleanup_(stack_freep) Stack *s = NULL;
+        int r;
+
+        *ret = NULL;
+        if (!d->info->bio_based)
+                return 0;
+        r = stack_resolve(t->manager->tune.sysfs_root, d->sysname, &s);
+        if (r < 0) {
+                snprintf(why, why_size, "cannot follow the stack under it: %s", strerror(-r));
+                return -EPERM;
+        }
+        if (!s->members || !s->members[0]) {
+                snprintf(why, why_size, "bio-based with no request-based disk under it: no scheduler to try");
+                return -EPERM;
+        }
+        for (size_t i = 0; s->members[i]; i++) {
+                Device *md = manager_find_device(t->manager, s->members[i]);
+                AutoDevice *ma = md ? autotune_find(t, md) : NULL, *o = md ? stack_of(t, md) : NULL;
+                if (!md) {
+                        snprintf(why, why_size, "member %s is not a device blkmqd manages", s->members[i]);
+                        return -EPERM;
+                }
+                if ((ma && ma->trial.phase != TRIAL_IDLE) ||
+                    (o && o->device != d && o->trial.phase != TRIAL_IDLE)) {
+                        snprintf(why, why_size, "member %s is in a trial already (%s's)", md->sysname,
+                                 o && o->device != d ? o->device->sysname : md->sysname);
+                        return -EPERM;
+                }
+        }
+        *ret = TAKE_PTR(s->members);
+        return 0;
+}
+
 /* A new trial: the driver's counters and clocks, its probes, and the caps'
  * history. */
 static void trial_begin(AutoDevice *a) {
@@ -591,6 +756,8 @@ int autotuner_start(AutoTuner *t, Device *d, bool forced, char *why, size_t why_
         const AutoTunePolicy *p = autotune_device_policy(t, d);
         AutoDevice *a;
         _cleanup_free_ char *line = NULL;
+        _cleanup_strv_free_ char **members = NULL;
+        Device *first = d; /* where the setting before the trial is read */
         AutoCandidate cur;
         int r;
 
@@ -611,16 +778,43 @@ int autotuner_start(AutoTuner *t, Device *d, bool forced, char *why, size_t why_
         if (!autotune_may_start(p, &a->history, &t->global, m->config->daemon.autotune_trials_per_hour,
                                 now_usec(CLOCK_MONOTONIC), forced, why, why_size))
                 return -EPERM;
-        r = current_setting(d, p, &cur, &line);
+        r = stack_members(t, d, &members, why, why_size);
+        if (r < 0)
+                return r;
+        if (members) {
+                if (p->knobs & (1U << AUTO_FAMILY_READ_AHEAD)) {
+                        snprintf(why, why_size, "AutoKnobs=read_ahead_kb on a stack: its read-ahead is the top's, "
+                                                "not its members'; a stack's trial does not try it yet");
+                        return -EPERM;
+                }
+                first = manager_find_device(m, members[0]);
+        }
+        r = current_setting(first, p, &cur, &line);
         if (r < 0) {
-                snprintf(why, why_size, "cannot read the current setting: %s", strerror(-r));
+                snprintf(why, why_size, "cannot read the current setting%s%s: %s", members ? " of " : "",
+                         members ? first->sysname : "", strerror(-r));
                 return -EPERM;
         }
+        /* The lockstep starts from members alike: the setting before the
+         * trial is the one every member has. */
+        for (size_t i = 1; members && members[i]; i++) {
+                Device *md = manager_find_device(m, members[i]);
+                if (!autotune_setting_in_force(md, p, &cur)) {
+                        char buf[AUTOTUNE_CANDIDATE_STRMAX];
+                        snprintf(why, why_size, "the members differ: %s does not carry %s's %s (a [Device] section "
+                                                "matching the stack puts them alike)",
+                                 md->sysname, first->sysname, autotune_candidate_format(&cur, buf, sizeof buf));
+                        return -EPERM;
+                }
+        }
+        _cleanup_free_ bool *back = members ? calloc(strv_length(members), sizeof *back) : NULL;
+        if (members && !back)
+                return -ENOMEM;
         TrialSetup setup = {
                 .policy = p,
                 .current = cur,
                 .scheduler_line = line,
-                .zoned = d->info->zoned && !streq(d->info->zoned, "none"),
+                .zoned = first->info->zoned && !streq(first->info->zoned, "none"),
                 .kernel_version = m->tune.kernel_version,
                 .forced = forced,
                 .now = now_usec(CLOCK_MONOTONIC),
@@ -628,7 +822,16 @@ int autotuner_start(AutoTuner *t, Device *d, bool forced, char *why, size_t why_
         r = trial_engine_start(&a->trial, &setup, why, why_size);
         if (r < 0)
                 return r;
+        strv_free(a->members);
+        free(a->member_back);
+        a->members = TAKE_PTR(members);
+        a->member_back = TAKE_PTR(back);
         trial_begin(a);
+        if (a->members) {
+                _cleanup_free_ char *list = strv_join(a->members, ", ");
+                log_info("%s: a stack: each candidate goes to its members %s in lockstep.", d->sysname,
+                         list ? list : "-");
+        }
         log_info("%s: trial of %zu settings, %u rounds of %.1f s epochs (%s%s%s).", d->sysname, a->trial.n_cand,
                  p->rounds, (double) p->epoch_usec / 1e6, forced ? "asked for" : "automatic",
                  a->trial.note[0] ? "; " : "", a->trial.note);
@@ -699,15 +902,20 @@ static char *strdupf(const char *fmt, ...) {
 }
 
 void autotuner_overlay(AutoTuner *t, Device *d, Resolved *r) {
-        AutoDevice *a;
+        AutoDevice *a, *s;
         const AutoCandidate *c = NULL;
         const char *origin;
 
         check_replaced(t, d);
-        a = autotune_find(t, d);
+        /* A member of a stack under trial (or whose trial chose) takes the
+         * stack's candidate (or choice); the top takes none of its knobs
+         * (it has no request queue), only the trial's probe rate. */
+        s = stack_of(t, d);
+        a = s && (s->trial.phase != TRIAL_IDLE || s->has_choice) ? s : autotune_find(t, d);
         if (!a)
                 return;
-        if (!autotune_device_policy(t, d)) {
+        bool top = a->members && a->device == d;
+        if (!autotune_device_policy(t, a->device)) {
                 /* The Auto* keys are gone (reload), or the device matches
                  * no section any more: so is what they chose. A running
                  * trial ends at its next apply (no job). */
@@ -726,6 +934,8 @@ void autotuner_overlay(AutoTuner *t, Device *d, Resolved *r) {
         } else
                 return;
 
+        if (top)
+                goto probes;
         overlay_knob(r, KNOB_SCHEDULER, strdup(c->scheduler), origin);
         if (c->nr_requests || streq(c->scheduler, "none")) {
                 /* none: never write nr_requests (it shrinks the driver tags) */
@@ -745,21 +955,32 @@ void autotuner_overlay(AutoTuner *t, Device *d, Resolved *r) {
                 if ((c->set & (1U << tu)) && streq(ti->scheduler, c->scheduler))
                         overlay_knob(r, ti->knob, strdupf("%lld", c->tun[tu]), origin);
         }
-        if (autotune_running(a) && (!r->value[KNOB_PROBE] || !streq(r->value[KNOB_PROBE], "0")))
+probes:
+        if (a->device == d && autotune_running(a) && (!r->value[KNOB_PROBE] || !streq(r->value[KNOB_PROBE], "0")))
                 overlay_knob(r, KNOB_PROBE_INTERVAL, strdup(TRIAL_PROBE_INTERVAL), origin);
 }
 
 void autotuner_forget(AutoTuner *t, Device *d) {
         for (AutoDevice *a = t->devices; a; a = a->next) {
-                if (d && a->device != d)
+                bool member = d && a->members && strv_contains(a->members, d->sysname);
+                if (d && a->device != d && !member)
                         continue;
                 if (autotune_running(a)) {
-                        log_info("%s: trial ended by a restore.", a->device->sysname);
+                        log_info("%s: trial ended by a restore%s%s.", a->device->sysname, member ? " of member " : "",
+                                 member ? d->sysname : "");
                         end_trial_now(a, "restore");
                 }
                 trial_engine_finished(&a->trial);
                 a->has_choice = false;
                 a->watch.promising = false;
+                /* A restore of a stack's top or of one member: the
+                 * (other) members leave the trial's setting too, for their
+                 * own policy. */
+                for (size_t i = 0; d && a->members && a->members[i]; i++) {
+                        Device *md = manager_find_device(t->manager, a->members[i]);
+                        if (md && md != d)
+                                (void) manager_apply(t->manager, md);
+                }
         }
 }
 
@@ -780,8 +1001,14 @@ void autotuner_event(AutoTuner *t, ManagerEventType type, Device *d) {
 
         switch (type) {
         case MANAGER_EVENT_DEVICE_APPLIED:
+                a = stack_of(t, d);
+                if (a) {
+                        member_applied(a, d);
+                        break;
+                }
                 a = autotune_find(t, d);
-                if (!a)
+                if (!a || a->members)
+                        /* a stack's top: its members' jobs are the trial's */
                         break;
                 if (a->trial.phase == TRIAL_APPLYING)
                         on_applied(a);
@@ -793,6 +1020,23 @@ void autotuner_event(AutoTuner *t, ManagerEventType type, Device *d) {
                 }
                 break;
         case MANAGER_EVENT_DEVICE_REMOVED:
+                a = stack_of(t, d);
+                if (a && a->trial.phase != TRIAL_IDLE) {
+                        /* a member gone: the lockstep cannot hold; the
+                         * others go back to their policy without the trial */
+                        log_warning("%s: member %s removed during a trial; trial ended.", a->device->sysname, d->sysname);
+                        if (autotune_running(a))
+                                end_trial_now(a, "a member of the stack was removed");
+                        else {
+                                trial_engine_finished(&a->trial);
+                                tell(a, AUTOTUNER_TRIAL_DONE);
+                        }
+                        for (size_t i = 0; a->members[i]; i++) {
+                                Device *md = manager_find_device(t->manager, a->members[i]);
+                                if (md && md != d)
+                                        (void) manager_apply(t->manager, md);
+                        }
+                }
                 a = autotune_find(t, d);
                 if (!a)
                         break;

@@ -68,6 +68,15 @@ struct AutoDevice {
         unsigned n_recalls;
         uint64_t recalled_usec; /* CLOCK_REALTIME */
         sd_event_source *hotplug_timer;
+
+        /* A stack's trial (issue 33): device is the top, measured (its
+         * stat, its probes); members the request-based disks under it
+         * (stack_resolve()), each given every candidate before its epoch
+         * begins (the lockstep: an apply is done when every member's job
+         * is back and read back). NULL: a disk, its own member. */
+        char **members;
+        bool *member_back;       /* of members: its job for this apply came back */
+        TrialApplied gathered;   /* the members' outcomes so far */
 };
 
 /* What trials chose per workload, for one disk (its identity and
@@ -109,6 +118,11 @@ int autotune_read_stat(const Device *d, BlockStat *ret);
 void autotune_install_choice(AutoDevice *a, const AutoCandidate *c, const char *origin, const char *text,
                              uint64_t change_mono);
 bool autotune_setting_in_force(const Device *d, const AutoTunePolicy *p, const AutoCandidate *c);
+/* The trial's device, or each member of a stack's: c in force on all of
+ * them; and an apply of what the overlay gives (a stack: the top and
+ * each member). */
+bool autotune_in_force(AutoDevice *a, const AutoTunePolicy *p, const AutoCandidate *c);
+int autotune_apply(AutoDevice *a);
 void autotune_emit(AutoDevice *a);
 /* autotune-memory.c: the disk's memory (NULL: none; create: a new empty
  * one). A disk whose diskseq differs from the remembered one is another

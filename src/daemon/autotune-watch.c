@@ -30,7 +30,7 @@ static void recall_apply(AutoDevice *a, const AutoTunePolicy *p, int i, const Au
         /* The static keys are in force (the trial before kept them) and
          * already are what the workload's trial chose: recalled, but
          * nothing changes on the disk. */
-        bool same = !a->has_choice && autotune_setting_in_force(a->device, p, &e->cand);
+        bool same = !a->has_choice && autotune_in_force(a, p, &e->cand);
         autotune_candidate_format(&e->cand, w, sizeof w);
         a->recalled_usec = now_usec(CLOCK_REALTIME);
         a->n_recalls++;
@@ -51,7 +51,7 @@ static void recall_apply(AutoDevice *a, const AutoTunePolicy *p, int i, const Au
         autotune_install_choice(a, &e->cand, origin, text, now_usec(CLOCK_MONOTONIC));
         log_info("%s: a workload seen before is back: %s, as the trial at %s chose for it (no trial).",
                  a->device->sysname, w, autotune_clock_hm(e->realtime_usec, hm));
-        (void) manager_apply(a->tuner->manager, a->device);
+        (void) autotune_apply(a);
         autotune_emit(a);
 }
 
@@ -82,7 +82,7 @@ static void promise_broken(AutoDevice *a, uint64_t now) {
         autotune_install_choice(a, &wa->fallback, origin, text, now);
         log_warning("%s: %s broke the bound the trial chose it under (%s); falling back to %s.", a->device->sysname, w,
                     wa->promise_why, f);
-        (void) manager_apply(t->manager, a->device);
+        (void) autotune_apply(a);
         autotune_emit(a);
 }
 

@@ -112,13 +112,22 @@ Device *manager_find_device(Manager *m, const char *name) {
         if (strncmp(name, "/dev/", 5) == 0) {
                 real = realpath(name, NULL);
                 base = strrchr(real ? real : name, '/') + 1;
+        } else if (strchr(name, '/')) {
+                /* VG/LV, as an operator names an LVM volume: /dev/VG/LV
+                 * (the link lvm makes) to its dm-N, where no udev database
+                 * gave the device its volume name */
+                _cleanup_free_ char *p = path_join("/dev", name);
+                real = p ? realpath(p, NULL) : NULL;
+                if (real)
+                        base = strrchr(real, '/') + 1;
         }
         for (size_t i = 0; i < m->n_devices; i++) {
                 Device *d = m->devices[i];
                 if (d->removed)
                         continue;
                 if (streq(d->sysname, base) || streq(d->info->id, name) ||
-                    (d->info->devnode && streq(d->info->devnode, name)))
+                    (d->info->devnode && streq(d->info->devnode, name)) ||
+                    (d->info->volume && streq(d->info->volume, name)))
                         return d;
         }
         return NULL;
