@@ -99,6 +99,26 @@ static int match_lines(json_t *dev, char *name, size_t name_size, char **ret) {
         char *s = NULL;
         int k;
 
+        /* A stacked device (its trial: issue 33) is named by what its
+         * operators call it, never by the model of the disks under it:
+         * the LVM volume, the dm-crypt mapping, the md array, the
+         * multipath map. */
+        static const char *const stack_keys[][2] = { { "volume", "MatchVolume" }, { "crypt", "MatchCrypt" },
+                                                     { "mdName", "MatchMDName" },
+                                                     { "multipathWwid", "MatchMultipathWWID" } };
+        for (size_t i = 0; i < ELEMENTSOF(stack_keys); i++) {
+                const char *n = jstr(dev, stack_keys[i][0]);
+                if (!n)
+                        continue;
+                m = glob_escape(n);
+                if (!m)
+                        return fail(EXIT_PROTOCOL, "out of memory");
+                section_name(name, name_size, "stack", n, NULL);
+                if (asprintf(&s, "%s=%s\n", stack_keys[i][1], m) < 0)
+                        return fail(EXIT_PROTOCOL, "out of memory");
+                *ret = s;
+                return EXIT_OK;
+        }
         if (model) {
                 m = glob_escape(model);
                 v = vendor ? glob_escape(vendor) : NULL;

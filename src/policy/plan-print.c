@@ -46,6 +46,12 @@ json_t *device_info_to_json(const DeviceInfo *d) {
                 json_object_set_new(o, "nsid", json_integer(d->nsid));
         json_object_set_new(o, "hidden", json_boolean(d->hidden));
         json_object_set_new(o, "bioBased", json_boolean(d->bio_based));
+        /* a stacked device's names, as its Match* keys take them */
+        const char *names[][2] = { { "volume", d->volume }, { "crypt", d->crypt }, { "mdName", d->md_name },
+                                   { "multipathWwid", d->mpath_wwid } };
+        for (size_t i = 0; i < ELEMENTSOF(names); i++)
+                if (names[i][1])
+                        json_object_set_new(o, names[i][0], json_string(names[i][1]));
         json_t *wl = write_limits_to_json(&d->write_limits);
         if (wl)
                 json_object_set_new(o, "writeLimits", wl);
