@@ -91,7 +91,7 @@ static void write_lower_bounds(const AutoTunePolicy *p, const AutoSeries *series
  * say) still showed in its epochs what it writes. */
 static double summarize(const AutoTunePolicy *p, const AutoSeries *series, size_t n, bool p99, AutoSummary *sum,
                         double obj[][AUTOTUNE_MAX_EPOCHS]) {
-        double best_write = 0;
+        double best_write = p->write_seen_mbps; /* the phases before, in a search */
 
         for (size_t c = 0; c < n; c++) {
                 double rd[AUTOTUNE_MAX_EPOCHS], p99s[AUTOTUNE_MAX_EPOCHS], wmb[AUTOTUNE_MAX_EPOCHS],

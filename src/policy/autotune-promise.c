@@ -12,7 +12,7 @@
 
 void autotune_promise_make(const AutoTunePolicy *p, const AutoSeries *series, const AutoSummary *sum, size_t n,
                            int winner, AutoPromise *ret) {
-        double best_write = 0;
+        double best_write = p->write_seen_mbps; /* the phases before, in a search */
 
         *ret = (AutoPromise) {};
         for (size_t c = 0; c < n; c++) /* every candidate measured, dropped or not */

@@ -142,8 +142,9 @@ size_t autotune_race(const AutoTunePolicy *p, const AutoSeries *series, size_t n
                 return 0;
         double pooled = fmax(ss / df, floor_var), wpooled = fmax(wss / df, floor_var);
         /* the best writer among every candidate measured, those that left
-         * the race included: they showed in their epochs what they write */
-        double best_write = 0;
+         * the race included: they showed in their epochs what they write
+         * (and those of a search's phases before) */
+        double best_write = p->write_seen_mbps;
         for (size_t c = 0; c < n; c++)
                 if (k[c] > 0)
                         best_write = fmax(best_write, autotune_median(wmb[c], k[c]));
@@ -311,7 +312,7 @@ static bool far_worse_seq(const AutoTunePolicy *p, const AutoSeries *series, siz
  * slowest epoch, at least AUTOTUNE_GUARD_FLOOR_MS. -1: none yet. */
 static int far_ref(const AutoTunePolicy *p, const AutoSeries *series, size_t n, const AutoDrop *drops, size_t c,
                    bool p99, double *ret_base) {
-        double best_write = 0, ref_med = INFINITY, ref_worst = 0;
+        double best_write = p->write_seen_mbps, ref_med = INFINITY, ref_worst = 0;
         int ref = -1;
         double med_w[AUTOTUNE_MAX_CANDIDATES], med_r[AUTOTUNE_MAX_CANDIDATES], worst_r[AUTOTUNE_MAX_CANDIDATES];
         bool has[AUTOTUNE_MAX_CANDIDATES] = {};

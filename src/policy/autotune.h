@@ -78,6 +78,12 @@ typedef struct AutoTunePolicy {
          * (Bonferroni across the phases, as within one over the
          * challengers). 0 or 1: one decision. */
         unsigned looks;
+        /* Not a key: the best median write MB/s that the earlier phases of
+         * a search measured (0: none). The write bound is against the best
+         * writer of every candidate measured, those of the phases before
+         * included: the decision, the race, the far-worse reference and
+         * the promise take the larger of it and their own. */
+        double write_seen_mbps;
 } AutoTunePolicy;
 
 /* A trial makes at most this many scheduler switches by default (each

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,8 +134,13 @@ static bool next_phase(TrialEngine *e, uint64_t now, TrialAction *ret) {
         char active[32];
 
         autotune_decide_raced(&e->policy, e->series, e->n_cand, e->drops, e->summary, &dec);
-        for (size_t c = 0; c < e->n_cand; c++)
+        for (size_t c = 0; c < e->n_cand; c++) {
                 e->n_measured += e->series[c].n > 0 && (c > 0 || e->n_phases == 0);
+                /* the write bound of the phases to come: the best writer
+                 * of every candidate measured, this phase's too */
+                if (e->summary[c].n > 0)
+                        e->policy.write_seen_mbps = fmax(e->policy.write_seen_mbps, e->summary[c].write_mbps);
+        }
         e->n_phases++;
         if (autotune_series_signature(e->series, e->n_cand, &sig))
                 e->sequential = autotune_sequential_reads(&sig, e->policy.min_iops);
@@ -289,6 +295,7 @@ int trial_engine_start(TrialEngine *e, const TrialSetup *s, char *why, size_t wh
         memset(e->refused, 0, sizeof e->refused);
         memset(e->summary, 0, sizeof e->summary);
         e->search = p->knobs != 0;
+        e->policy.write_seen_mbps = 0; /* a search's phases add theirs */
         e->n_phases = e->n_generated = e->n_measured = 0;
         e->search_changed = e->sequential = false;
         e->phases_text[0] = 0;

@@ -1286,6 +1286,30 @@ static void test_write_bound_every_candidate(void **state) {
         assert_false(autotune_far_worse(&p, s2, 3, dr2, 2, &e, why, sizeof why));
         int ref = -2;
         assert_true(autotune_far_worse_limit(&p, s2, 3, dr2, 2, &ref, &base) == 0);
+
+        /* a search: the scheduler phase measured mq-deadline/256 at 1,403
+         * MB/s; the depth phase races bfq's depths only, around 800-1,100:
+         * bfq/64 (steady 1,000, reads best) is outside the bound of every
+         * writer measured, whatever this phase's best */
+        AutoSeries s3[3] = {};
+        AutoSummary sum3[3];
+        double rd3[3] = { 80, 11, 60 }, wr3[3] = { 1090, 1000, 1100 };
+        for (unsigned r = 0; r < 6; r++)
+                for (size_t c = 0; c < 3; c++)
+                        s3[c].epochs[s3[c].n++] = (EpochFigures) { .valid = true, .read_iops = 900,
+                                                                   .write_iops = 1000,
+                                                                   .read_await_ms = noisy(rd3[c], 0.05),
+                                                                   .write_mbps = noisy(wr3[c], 0.02) };
+        autotune_decide(&p, s3, 3, sum3, &d);
+        assert_int_equal(d.winner, 1); /* this phase alone: inside 0.75 x 1,100 */
+        p.write_seen_mbps = 1403;
+        autotune_decide(&p, s3, 3, sum3, &d);
+        print_message("a search's depth phase after a 1,403 MB/s writer: %s, winner %d (%s)\n",
+                      auto_verdict_to_string(d.verdict), d.winner, d.reason);
+        assert_int_not_equal(d.winner, 1);
+        assert_false(sum3[1].admissible);
+        autotune_promise_make(&p, s3, sum3, 3, 2, &pr);
+        assert_true(fabs(pr.write_floor_mbps - 0.75 * 1403) < 1e-9);
 }
 
 static void test_signature_memory(void **state) {
