@@ -41,7 +41,7 @@ H
 # shellcheck disable=SC2207
 "$cc" "${flags[@]}" "$root/fuzz/fuzz-conf.c" "$root/src/policy/conf.c" "$root/src/policy/knobs.c" "$root/src/policy/autotune-policy.c" "$root/src/basic/util.c" "$root/src/basic/log.c" \
         $(pkg-config --cflags --libs inih libsystemd) -lm -o "$out/fuzz-conf"
-"$cc" "${flags[@]}" "$root/fuzz/fuzz-zone-record.c" "$root/src/zbd/zbd.c" "$root/src/basic/log.c" "$root/src/basic/util.c" \
+"$cc" "${flags[@]}" "$root/fuzz/fuzz-zone-record.c" "$root/src/zbd/zbd.c" "$root/src/basic/log.c" "$root/src/basic/util.c" "$root/src/basic/test-hooks.c" \
         $(pkg-config --cflags --libs libsystemd liburing) -lpthread -o "$out/fuzz-zone-record"
 
 [ "${FUZZ_BUILD_ONLY:-0}" = 1 ] && exit 0
