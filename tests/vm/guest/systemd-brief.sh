@@ -15,7 +15,7 @@ sed 's/^/# enable| /' /tmp/enable.log
 check_eq "ActiveState" active "$(prop blkmqd.service ActiveState)"
 check_match "StatusText from blkmqd (sd_notify STATUS=)" "Managing * block devices*" "$(prop blkmqd.service StatusText)"
 check "$C (conventional): kyber/256/4096 in sysfs" vm_wait_for 20 tuned_conv $C
-check "$P (ZNS path): mq-deadline in sysfs" vm_wait_for 20 sched_is $P mq-deadline
+check "$P (ZNS path): $ZSCHED in sysfs" vm_wait_for 20 sched_is $P $ZSCHED
 check "$C's originals on record: read_ahead_kb 128" record_has $C queue/read_ahead_kb 128
 check "journal: MESSAGE_ID=applied, $C scheduler none -> kyber, from blkmqd.service" \
         jhas MESSAGE_ID=$MID_APPLIED BLKMQD_DEVICE=$C BLKMQD_KNOB=queue/scheduler BLKMQD_OLD=none BLKMQD_NEW=kyber _SYSTEMD_UNIT=blkmqd.service

@@ -19,6 +19,12 @@ check_eq "guest kernel (uname -r)" "$VM_KVER" "$(uname -r)"
 check_eq "systemd's version as PID 1 (systemctl --version)" "${VM_SYSTEMD_VERSION:-unset}" "$SD_VERSION"
 check_eq "root file system's suite (/etc/os-release)" "${VM_SYSTEMD_SUITE:-unset}" "$SUITE"
 
+# The ZNS path's scheduler under the shipped [Device zoned]
+# (Scheduler=none mq-deadline): none from 6.10 on (the block layer plugs
+# zone writes itself), mq-deadline before.
+ZSCHED=mq-deadline
+vm_kernel_ge 6 10 && ZSCHED=none
+
 # The journal's MESSAGE_IDs of blkmqd (src/basic/log.h, blkmqd.catalog).
 MID_APPLIED=4c924cfe14914bf589305f00f0167f4d
 MID_RESTORE=7bbaaee7e01f412da4e43d21077d090d

@@ -37,7 +37,7 @@ t_exec=$(prop blkmqd.service ExecMainStartTimestampMonotonic)
 echo "# TIMING start job -> READY=1: $(usec_ms $t_exit $t_ready) ms (exec -> READY $(usec_ms $t_exec $t_ready) ms)"
 echo "$(usec_ms $t_exit $t_ready)" > $ST/start-to-ready-ms
 check "$C (conventional): kyber/256/4096 in sysfs" vm_wait_for 20 tuned_conv $C
-check "$P (ZNS path): mq-deadline in sysfs" vm_wait_for 20 sched_is $P mq-deadline
+check "$P (ZNS path): $ZSCHED in sysfs" vm_wait_for 20 sched_is $P $ZSCHED
 echo "# $C: $(qstate $C); $P: $(qstate $P); $R: $(qstate $R)"
 ls -l /run/blkmqd/originals 2>&1 | sed 's/^/# originals| /'
 # The directory is the unit's (RuntimeDirectory=): only the file is blkmqd's.
@@ -206,7 +206,7 @@ check "host: ZNS controller unplugged" vm_hotplug zns-unplug
 check "host: ZNS controller back under nvmeB" vm_hotplug zns-replug
 check "ZNS head back" vm_wait_for 20 have_zoned_head
 P2=$(zoned_path)
-check "replugged ZNS path ${P2:-none}: mq-deadline" vm_wait_for 20 sched_is "$P2" mq-deadline
+check "replugged ZNS path ${P2:-none}: $ZSCHED" vm_wait_for 20 sched_is "$P2" $ZSCHED
 
 # --- 5b. a later stop restores the values from before the first start ---------
 t=$(date +%s)
