@@ -240,6 +240,7 @@ static void test_tops(void **state) {
         t = joined(tops);
         assert_string_equal(t, mp);
         tops = (strv_free(tops), NULL);
+        t = mfree(t);
 
         /* stack_above(): the layer between too (the LV under the crypt mapping) */
         assert_int_equal(stack_above(root, "nvme0n1", &tops), 0);
