@@ -81,6 +81,54 @@ vm_finish() {
         exit 0
 }
 
+# vm_stack_guest TMP N MODULES TOOLS RULES: what a busybox guest needs to
+# build device-mapper and md stacks (vm-stacks, vm-stack-trial,
+# capture-stacks.sh): the kernel modules MODULES (names without .ko, from
+# VM_KVER's cached kernel package: prepare.sh caches drivers/block only),
+# the host's TOOLS (bundled with their libraries) and udev RULES, and an
+# NVMe controller (serial stk0) of N namespaces of 256 MiB in TMP. Sets
+# VM_STACK_ARGS (run-guest.py's arguments; the modules in /vm/mods), or
+# returns 1 with VM_STACK_ERR saying what is missing.
+vm_stack_guest() {
+        local tmp=$1 n=$2 cache deb m f b p r d i
+        cache=${VM_CACHE:-$VM_DIR/cache}
+        VM_STACK_ARGS=()
+        # shellcheck disable=SC1090
+        . "$cache/$( [ "$VM_KERNEL_SET" = bookworm ] && echo vm.env || echo "vm-$VM_KERNEL_SET.env")"
+        deb=$(ls "$cache"/debs/linux-{image,modules}-"$VM_KVER"*.deb 2>/dev/null | head -n1 || true)
+        [ -n "$deb" ] || { VM_STACK_ERR="no kernel package of $VM_KVER in $cache/debs"; return 1; }
+        mkdir -p "$tmp/x" "$tmp/mods"
+        # a module the package lacks is left out here, and its absence shows in the guest
+        dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$tmp/x" --wildcards '*/kernel/drivers/md/*' '*/kernel/crypto/xts.ko*' 2>/dev/null || true
+        for m in $3; do
+                f=$(find "$tmp/x" -name "$m.ko*" | head -n1)
+                [ -n "$f" ] || continue
+                case $f in
+                *.xz) xz -dc "$f" >"$tmp/mods/$m.ko" ;;
+                *.zst) zstd -qdc "$f" >"$tmp/mods/$m.ko" ;;
+                *) cp "$f" "$tmp/mods/$m.ko" ;;
+                esac
+        done
+        rm -rf "$tmp/x"
+        VM_STACK_ARGS+=(--file "$tmp/mods:/vm/mods" --file "$VM_GUEST/stacks-lib.sh:/vm/stacks-lib.sh")
+        for b in $4; do
+                p=$(command -v "$b" || true)
+                [ -n "$p" ] || { VM_STACK_ERR="$b not installed on the host (tools/install-deps)"; return 1; }
+                VM_STACK_ARGS+=(--bin "$p:/sbin/$b")
+        done
+        for r in $5; do
+                for d in /usr/lib/udev/rules.d /lib/udev/rules.d; do
+                        [ -f "$d/$r" ] && { VM_STACK_ARGS+=(--file "$d/$r:/usr/lib/udev/rules.d/$r"); break; }
+                done
+        done
+        VM_STACK_ARGS+=(--qemu-arg=-device --qemu-arg="nvme,id=stk,serial=stk0")
+        for i in $(seq 1 "$n"); do
+                truncate -s 256M "$tmp/stk$i.img"
+                VM_STACK_ARGS+=(--qemu-arg=-drive --qemu-arg="file=$tmp/stk$i.img,id=stk$i,format=raw,if=none"
+                                --qemu-arg=-device --qemu-arg="nvme-ns,drive=stk$i,bus=stk,nsid=$i")
+        done
+}
+
 # vm_rootfs_image IMG DIR [SUITE]: a fresh ext4 disk image IMG (2 GiB,
 # sparse) for run-guest.py --rootfs, holding the cached SUITE (bookworm, the
 # default, or trixie) + systemd root file system (rootfs.sh, built once into

@@ -20,39 +20,8 @@ vm_prepare
 tmp=$(mktemp -d /tmp/blkmqd-vst.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 
-cache=${VM_CACHE:-$VM_DIR/cache}
-. "$cache/$( [ "$VM_KERNEL_SET" = bookworm ] && echo vm.env || echo "vm-$VM_KERNEL_SET.env")"
-deb=$(ls "$cache"/debs/linux-{image,modules}-"$VM_KVER"*.deb 2>/dev/null | head -n1 || true)
-[ -n "$deb" ] || vm_skip "vm-stack-trial: no kernel package of $VM_KVER in $cache/debs"
-mkdir -p "$tmp/x" "$tmp/mods"
-dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$tmp/x" --wildcards '*/kernel/drivers/md/*'
-for m in dm-mod dm-bufio; do
-        f=$(find "$tmp/x" -name "$m.ko*" | head -n1)
-        [ -n "$f" ] || continue
-        case $f in
-        *.xz) xz -dc "$f" >"$tmp/mods/$m.ko" ;;
-        *.zst) zstd -qdc "$f" >"$tmp/mods/$m.ko" ;;
-        *) cp "$f" "$tmp/mods/$m.ko" ;;
-        esac
-done
-args=()
-for b in lvm dmsetup; do
-        p=$(command -v $b || true)
-        [ -n "$p" ] || vm_skip "vm-stack-trial: $b not installed on the host (tools/install-deps)"
-        args+=(--bin "$p:/sbin/$b")
-done
-for r in 55-dm.rules 56-lvm.rules 60-persistent-storage-dm.rules 95-dm-notify.rules; do
-        for d in /usr/lib/udev/rules.d /lib/udev/rules.d; do
-                [ -f "$d/$r" ] && { args+=(--file "$d/$r:/usr/lib/udev/rules.d/$r"); break; }
-        done
-done
-q=()
-for i in 1 2; do
-        truncate -s 256M "$tmp/stk$i.img"
-        q+=(--qemu-arg=-drive --qemu-arg="file=$tmp/stk$i.img,id=stk$i,format=raw,if=none"
-            --qemu-arg=-device --qemu-arg="nvme-ns,drive=stk$i,bus=stk,nsid=$i")
-done
-vm_boot vm-stack-trial 420 --udev "${VM_DAEMON_ARGS[@]}" --file "$tmp/mods:/vm/mods" "${args[@]}" \
-        --qemu-arg=-device --qemu-arg="nvme,id=stk,serial=stk0" "${q[@]}" \
-        --script "$VM_GUEST/stack-trial.sh"
+vm_stack_guest "$tmp" 2 "dm-mod dm-bufio" "lvm dmsetup" \
+        "55-dm.rules 56-lvm.rules 60-persistent-storage-dm.rules 95-dm-notify.rules" ||
+        vm_skip "vm-stack-trial: $VM_STACK_ERR"
+vm_boot vm-stack-trial 420 --udev "${VM_DAEMON_ARGS[@]}" "${VM_STACK_ARGS[@]}" --script "$VM_GUEST/stack-trial.sh"
 vm_finish vm-stack-trial

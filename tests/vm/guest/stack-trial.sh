@@ -13,21 +13,8 @@
 . /vm/daemon-lib.sh
 
 echo "# kernel $(uname -r), uptime $(vm_uptime)s"
-for m in dm-mod dm-bufio; do
-        [ -f /vm/mods/$m.ko ] && { insmod /vm/mods/$m.ko 2>/dev/null || echo "# insmod $m: $?"; }
-done
-mkdir -p /run/lock/lvm /run/lvm /etc/lvm /dev/mapper
-dmsetup mknodes 2>/dev/null
-check "dm loaded" [ -e /dev/mapper/control ]
-S=
-for d in /sys/block/nvme*n*; do
-        [ "$(cat $d/device/serial 2>/dev/null | tr -d ' ')" = stk0 ] || continue
-        S="$S ${d##*/}"
-done
-set -- $S
-check "two namespaces of stk0 ($S)" [ $# -eq 2 ]
-N1=$1 N2=$2
-LVMC='devices { obtain_device_list_from_udev=0 }'
+. /vm/stacks-lib.sh
+stack_setup 2
 check "pvcreate" lvm pvcreate -q --config "$LVMC" /dev/$N1 /dev/$N2
 check "vgcreate vgtrial" lvm vgcreate -q --config "$LVMC" vgtrial /dev/$N1 /dev/$N2
 check "lvcreate -i 2 striped" lvm lvcreate -q -y --config "$LVMC" -i 2 -I 64k -L 192M -n striped vgtrial

@@ -14,27 +14,9 @@
 # the host (--bin), the dm/lvm/md udev rules too.
 
 echo "# kernel $(uname -r), uptime $(vm_uptime)s"
-K=/vm/mods
-for m in dm-mod dm-bufio md-mod raid0 raid1 xts dm-crypt dm-multipath dm-round-robin; do
-        [ -f $K/$m.ko ] || continue
-        insmod $K/$m.ko 2>/dev/null || echo "# insmod $m: $?"
-done
-mkdir -p /run/lock/lvm /run/lvm /etc/lvm /run/cryptsetup /dev/mapper
-dmsetup mknodes 2>/dev/null
-check "dm loaded" [ -e /dev/mapper/control ]
+. /vm/stacks-lib.sh
+stack_setup 5
 
-S=
-for d in /sys/block/nvme*n*; do
-        [ "$(cat $d/device/serial 2>/dev/null | tr -d ' ')" = stk0 ] || continue
-        S="$S ${d##*/}"
-done
-set -- $S
-check "five namespaces of stk0 ($S)" [ $# -eq 5 ]
-N1=$1 N2=$2 N3=$3 N4=$4 N5=$5
-settle() { udevadm settle -t 20 2>/dev/null; }
-
-LVMC='devices { obtain_device_list_from_udev=0 }'
-lvm_() { lvm "$@" --config "$LVMC"; }
 check "pvcreate" lvm_ pvcreate -q /dev/$N1 /dev/$N2
 check "vgcreate vgdata" lvm_ vgcreate -q vgdata /dev/$N1 /dev/$N2
 check "lvcreate striped" lvm_ lvcreate -q -y -i 2 -I 64k -L 64M -n striped vgdata

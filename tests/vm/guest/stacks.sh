@@ -11,23 +11,8 @@
 #   values are back.
 . /vm/daemon-lib.sh
 
-K=/vm/mods
-for m in dm-mod dm-bufio md-mod raid0 raid1 xts dm-crypt; do
-        [ -f $K/$m.ko ] && { insmod $K/$m.ko 2>/dev/null || echo "# insmod $m: $?"; }
-done
-mkdir -p /run/lock/lvm /run/lvm /etc/lvm /run/cryptsetup /dev/mapper
-dmsetup mknodes 2>/dev/null
-settle() { udevadm settle -t 20 2>/dev/null; }
-LVMC='devices { obtain_device_list_from_udev=0 }'
-lvm_() { lvm "$@" --config "$LVMC"; }
-
-S=
-for d in /sys/block/nvme*n*; do
-        [ "$(cat $d/device/serial 2>/dev/null | tr -d ' ')" = stk0 ] && S="$S ${d##*/}"
-done
-set -- $S
-check "five namespaces of stk0 ($S)" [ $# -eq 5 ]
-N1=$1 N2=$2 N3=$3 N4=$4 N5=$5
+. /vm/stacks-lib.sh
+stack_setup 5
 # nq DEV: the queue keys the stacks set, one line
 nq() { echo "nr=$(qattr $1 nr_requests) wbt=$(qattr $1 wbt_lat_usec) rq=$(qattr $1 rq_affinity) ra=$(qattr $1 read_ahead_kb)"; }
 for n in $N1 $N2 $N3 $N4 $N5; do eval "B_$n=\"\$(nq $n)\""; echo "# boot: $n $(nq $n)"; done
