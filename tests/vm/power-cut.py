@@ -277,10 +277,15 @@ class Rounds:
                     return
                 # Every cut finds a seal acknowledged: what blkmqd promised
                 # is at stake (the book carries them across cuts).
+                # The stagers release seals too: one acknowledged before the
+                # delay may be released by its end, so the wait comes after
+                # it again (a smoke run's one cut held none without this).
                 deadline = time.monotonic() + 120
                 while not book.acked and time.monotonic() < deadline:
                     time.sleep(0.05)
                 time.sleep(delay)
+                while not book.acked and time.monotonic() < deadline + 120:
+                    time.sleep(0.05)
                 if after:
                     pz.ctl(f"cut-after {after} {pid}")
                     deadline = time.monotonic() + (10 if i > 1 else 60)
