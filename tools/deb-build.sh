@@ -113,7 +113,9 @@ _deb_build_in_chroot() { # SRC SUITE FILES DATE; DEB_DIR, DEB_VERSION set
                 apt-get build-dep -y -q /tmp/bd
                 rm -rf /tmp/bd; apt-get clean"
         root=$DEB_DIR/chroot
-        trap 'chroot_umount_all; rm -rf --one-file-system "$root"' EXIT
+        # $root expanded now: at the subshell's exit this function's locals
+        # are gone, and a caller under set -u would stop at "$root" there.
+        trap "chroot_umount_all; rm -rf --one-file-system $(printf %q "$root")" EXIT
         echo "deb-build: $suite build chroot ($tar)"
         chroot_from_tarball "$tar" "$root" "$suite" buildd "$setup" || return 1
         # Tarballs of an older debian/control: not needed any more.
