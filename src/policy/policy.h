@@ -17,7 +17,8 @@
  *
  * Stacks (policy_resolve_stacked()): a request-based disk under stacked
  * devices (an LV, an md array, a dm-crypt mapping: every device above it,
- * stack_above()) also takes the request-queue settings (knob_request_queue())
+ * stack_above(), up to a request-based dm-multipath map, which takes its
+ * sections' keys itself) also takes the request-queue settings (knob_request_queue())
  * of each section that matches one of them; those sections count as
  * matched. Its own sections come after and override them, key by key: a
  * member's own section wins for its own knobs. Where two stacks' sections

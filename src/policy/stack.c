@@ -266,6 +266,12 @@ static int tops_of(const char *root, const char *name, const char *blockdir, uns
                         continue;
                 if (r < 0)
                         return r;
+                /* A request-based holder (a dm-multipath map) is a member
+                 * of its own: its queue, not this disk's, carries what is
+                 * set on it and on the stacks above it (stack_resolve()
+                 * stops there too). */
+                if (disk_request_based(root, hd))
+                        continue;
                 if (asprintf(&hb, "%s/block/%s", root, hn) < 0)
                         return -ENOMEM;
                 r = tops_of(root, hn, hb, depth + 1, all, tops);

@@ -47,7 +47,9 @@ int stack_path_to(const Stack *s, const char *member, char ***ret);
 /* The tops of every stack that uses disk name (through the disk or one of
  * its partitions), followed up through holders/: the devices without
  * holders above it, each once, sorted. None (an empty list) if nothing
- * holds it. */
+ * holds it. The walk stops below a request-based holder (a dm-multipath
+ * map): that one is its own member, it and what is above it are carried
+ * by its queue, not by name's (as stack_resolve() sees it from above). */
 int stack_tops(const char *sysfs_root, const char *name, char ***ret);
 /* Every device above disk name, tops and the layers between (crypt, the
  * LV under it), each once, sorted; none if nothing holds it. */

@@ -220,7 +220,7 @@ static void test_tops(void **state) {
         (void) state;
         char *root = stacks_tree();
         _cleanup_free_ char *striped = dm_by_name(root, "vgdata-striped"), *crypt = dm_by_name(root, "secret"),
-                            *mp = dm_by_name(root, "mpatha"), *t = NULL, *want = NULL;
+                            *t = NULL, *want = NULL;
         _cleanup_strv_free_ char **tops = NULL;
 
         assert_int_equal(stack_tops(root, "nvme0n3", &tops), 0);
@@ -236,11 +236,12 @@ static void test_tops(void **state) {
         tops = (strv_free(tops), NULL);
         t = mfree(t);
 
+        /* the path of a request-based multipath map: the map is a member
+         * of its own, nothing above the path is its stack */
         assert_int_equal(stack_tops(root, "nvme0n5", &tops), 0);
-        t = joined(tops);
-        assert_string_equal(t, mp);
-        tops = (strv_free(tops), NULL);
-        t = mfree(t);
+        assert_null(tops);
+        assert_int_equal(stack_above(root, "nvme0n5", &tops), 0);
+        assert_null(tops);
 
         /* stack_above(): the layer between too (the LV under the crypt mapping) */
         assert_int_equal(stack_above(root, "nvme0n1", &tops), 0);
@@ -459,7 +460,11 @@ static const char STACK_CONF[] =
         "ReadAheadKB=8192\n"
         "[Device ns4]\n"
         "MatchKernel=nvme0n4\n"
-        "NrRequests=256\n";
+        "NrRequests=256\n"
+        "[Device mpath]\n"
+        "MatchMultipathWWID=nvme.1b36-*-00000005\n"
+        "Scheduler=mq-deadline\n"
+        "NrRequests=96\n";
 
 static void test_stack_settings(void **state) {
         (void) state;
@@ -504,10 +509,17 @@ static void test_stack_settings(void **state) {
         assert_string_equal(r.value[KNOB_WBT_LAT_USEC], "0");
         resolved_done(&r);
 
-        /* under a stack nothing matches: not managed */
+        /* the path of a request-based multipath map whose section sets
+         * queue keys: the map carries them, the path is not managed */
         resolve_member(root, c, "nvme0n5", &r);
         assert_false(resolved_managed(&r));
         assert_null(r.stacks);
+        resolved_done(&r);
+        _cleanup_free_ char *mp = dm_by_name(root, "mpatha");
+        _cleanup_(device_info_freep) DeviceInfo *map = load_dev(root, mp, true);
+        assert_int_equal(policy_resolve(c, map, NULL, &r), 0);
+        assert_string_equal(r.value[KNOB_NR_REQUESTS], "96");
+        assert_string_equal(r.value[KNOB_SCHEDULER], "mq-deadline");
         resolved_done(&r);
 
         /* the top: its own section whole (the plan skips what a bio-based
