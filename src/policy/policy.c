@@ -16,6 +16,9 @@ void resolved_done(Resolved *r) {
         strv_free(r->explain);
         strv_free(r->labels);
         strv_free(r->stacks);
+        for (size_t i = 0; i < r->n_losses; i++)
+                free(r->losses[i].value);
+        free(r->losses);
         *r = (Resolved) {};
 }
 
@@ -125,6 +128,21 @@ static const char *device_names(const DeviceInfo *a, char buf[static 256]) {
         return buf;
 }
 
+static int add_loss(Resolved *r, Knob k, const char *value, const char *section, const char *origin,
+                    const char *winner, bool own) {
+        ResolvedLoss *a = reallocarray(r->losses, r->n_losses + 1, sizeof *a);
+
+        if (!a)
+                return -ENOMEM;
+        r->losses = a;
+        a[r->n_losses] = (ResolvedLoss) { .knob = k, .section = section, .origin = origin, .winner = winner,
+                                          .own = own, .value = strdup(value) };
+        if (!a[r->n_losses].value)
+                return -ENOMEM;
+        r->n_losses++;
+        return 0;
+}
+
 /* The sections that match a device above d: their request-queue keys,
  * the first section in configuration order winning for each. */
 static int apply_stacks(Resolved *r, const Config *c, const DeviceInfo *d, const DeviceInfo *const *above,
@@ -159,7 +177,9 @@ static int apply_stacks(Resolved *r, const Config *c, const DeviceInfo *d, const
                                 if (asprintf(&line, "  %s=%s of [Device %s] not applied to %s: [%s] sets it first",
                                              knob_info(k)->key, s->settings.value[k], s->name, d->sysname,
                                              r->section[k]) < 0 ||
-                                    strv_push(&r->explain, TAKE_PTR(line)) < 0)
+                                    strv_push(&r->explain, TAKE_PTR(line)) < 0 ||
+                                    add_loss(r, k, s->settings.value[k], l, s->settings.origin[k], r->section[k],
+                                             false) < 0)
                                         return -ENOMEM;
                                 continue;
                         }
@@ -180,6 +200,7 @@ int policy_resolve_stacked(const Config *c, const DeviceInfo *d, const DeviceInf
                            const char *profile, Resolved *ret) {
         Resolved r = {};
         _cleanup_strv_free_ char **own = NULL;
+        bool stacked[_KNOB_MAX] = {};
 
         for (size_t i = 0; i < c->n_devices; i++) {
                 const DeviceSection *s = &c->devices[i];
@@ -199,6 +220,8 @@ int policy_resolve_stacked(const Config *c, const DeviceInfo *d, const DeviceInf
         /* The stacks' first, then d's own sections over them. */
         if (n_above > 0 && !d->bio_based && apply_stacks(&r, c, d, above, n_above) < 0)
                 goto oom;
+        for (int k = 0; k < _KNOB_MAX; k++)
+                stacked[k] = r.value[k];
 
         /* Section labels get storage of their own, so section[] can point
          * into it for as long as the Resolved lives. */
@@ -212,7 +235,21 @@ int policy_resolve_stacked(const Config *c, const DeviceInfo *d, const DeviceInf
                         goto oom;
                 if (strv_push(&r.labels, TAKE_PTR(label)) < 0)
                         goto oom;
-                if (apply_settings(&r, &s->settings, r.labels[strv_length(r.labels) - 1]) < 0)
+                const char *l = r.labels[strv_length(r.labels) - 1];
+                /* a stack's key this device's own section overrides */
+                for (int k = 0; k < _KNOB_MAX; k++) {
+                        _cleanup_free_ char *line = NULL;
+
+                        if (!stacked[k] || !s->settings.value[k])
+                                continue;
+                        stacked[k] = false;
+                        if (asprintf(&line, "  %s=%s of [%s] not applied to %s: its own [%s] wins", knob_info(k)->key,
+                                     r.value[k], r.section[k], d->sysname, l) < 0 ||
+                            strv_push(&r.explain, TAKE_PTR(line)) < 0 ||
+                            add_loss(&r, k, r.value[k], r.section[k], r.origin[k], l, true) < 0)
+                                goto oom;
+                }
+                if (apply_settings(&r, &s->settings, l) < 0)
                         goto oom;
         }
 

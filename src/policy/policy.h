@@ -24,8 +24,21 @@
  * member's own section wins for its own knobs. Where two stacks' sections
  * set one key on a shared disk (two LVs on one PV, md arrays on partitions
  * of one disk), the section first in configuration order wins; explain
- * says which one lost. Everything else (ReadAheadKB=, probes, alerts) stays
+ * says which one lost (Resolved.losses, and a line of explain), and where a
+ * member's own section overrides a stack's key. Everything else (ReadAheadKB=, probes, alerts) stays
  * with the device the section matched. */
+
+/* A key a stack's section sets that a member does not take, and why: its
+ * own section sets it (own), or a section first in configuration order
+ * (another stack's, or the same stack's through another layer) does. */
+typedef struct ResolvedLoss {
+        Knob knob;
+        char *value;
+        const char *section; /* the section that lost: "Device vault via dm-2", points into labels */
+        const char *origin;  /* its file:line, owned by the Config */
+        const char *winner;  /* the section in force, points into labels */
+        bool own;
+} ResolvedLoss;
 
 typedef struct Resolved {
         char *value[_KNOB_MAX];         /* NULL = not set */
@@ -36,6 +49,8 @@ typedef struct Resolved {
         char **explain;                 /* one line per section: matched or why not */
         char **labels;
         char **stacks;                  /* sysnames above d whose sections applied here */
+        ResolvedLoss *losses;           /* the stacks' keys not applied here */
+        size_t n_losses;
 } Resolved;
 
 /* true if every Match* key of m matches d; on a mismatch *ret_reason (if

@@ -507,6 +507,11 @@ static void test_stack_settings(void **state) {
         assert_string_equal(r.value[KNOB_NR_REQUESTS], "256");
         assert_string_equal(r.section[KNOB_NR_REQUESTS], "Device ns4");
         assert_string_equal(r.value[KNOB_WBT_LAT_USEC], "0");
+        assert_true(explain_has(&r, "NrRequests=128 of [Device mirror via md0] not applied to nvme0n4: its own [Device ns4] wins"));
+        assert_int_equal(r.n_losses, 2); /* stripe's NrRequests= to mirror's, mirror's to ns4 */
+        assert_true(r.losses[1].own);
+        assert_string_equal(r.losses[1].winner, "Device ns4");
+        assert_string_equal(r.losses[1].origin, "s.conf:8");
         resolved_done(&r);
 
         /* the path of a request-based multipath map whose section sets
