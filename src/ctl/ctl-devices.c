@@ -384,6 +384,15 @@ static int explain_device(json_t *e, void *userdata) {
         r = explain_values(e);
         if (r != EXIT_OK)
                 return r;
+        json_t *stacks = json_object_get(e, "stacks");
+        if (json_array_size(stacks) > 0) {
+                printf("\n%s:\n", json_array_size(stacks) == 1 ? "Stack" : "Stacks");
+                json_array_foreach(stacks, i, s) {
+                        if (i > 0)
+                                putchar('\n');
+                        stack_tree_print(stdout, s, "  ", utf8);
+                }
+        }
         if (jstr(e, "autotune"))
                 printf("\nAutoTune: %s\n", jstr(e, "autotune"));
         return EXIT_OK;

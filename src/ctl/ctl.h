@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include <jansson.h>
 
@@ -243,6 +244,10 @@ int export_opt_emit_conf(const char *arg);
 int export_options_fit(const char *verb);
 /* The section of the trial's choice; p is the trial's last reply. */
 int emit_trial_conf(Ctl *c, json_t *p);
+
+/* ctl-stack-tree.c: a StackNode of Explain and the devices below it, each
+ * line after indent, box-drawing glyphs if use_utf8 (else ASCII). */
+void stack_tree_print(FILE *f, json_t *tree, const char *indent, bool use_utf8);
 
 /* ctl-complete.c: __complete devices|profiles|zoned|leases|labels */
 int verb_complete(int argc, char **argv);

@@ -10,9 +10,11 @@
 #include "api-manager.h"
 #include "originals-record.h"
 #include "autotune-runner.h"
+#include "dm-table.h"
 #include "io.blkmqd.Manager.varlink.h"
 #include "log.h"
 #include "plan-print.h"
+#include "stack-tree.h"
 #include "sysfs.h"
 #include "util.h"
 #include "varlink-subscribers.h"
@@ -578,12 +580,71 @@ static int method_list_profiles(VarlinkCall *call, json_t *params, void *userdat
         return varlink_call_reply(call, json_pack("{s:o}", "profiles", profiles));
 }
 
+/* One device of a stack for explain's tree: its policy resolved afresh,
+ * a trial's overlay, its last job, its dm table's targets. */
+static int stack_tree_lookup(const char *sysname, StackTreeDevice *ret, void *userdata) {
+        ApiManager *a = userdata;
+        Device *d = manager_find_device(a->manager, sysname);
+        int r;
+
+        if (!d || !streq(d->sysname, sysname))
+                return 0; /* not one blkmqd manages: its name and role only */
+        ret->info = d->info;
+        ret->job = d->last;
+        r = manager_resolve(a->manager, d, a->manager->profile, &ret->resolved);
+        if (r < 0)
+                return r;
+        if (a->autotuner)
+                autotuner_overlay(a->autotuner, d, &ret->resolved);
+        if (d->info->dm_name || d->info->dm_uuid) {
+                r = dm_target_types(d->info->devnum, &ret->dm_target);
+                if (r < 0)
+                        log_debug_errno(r, "%s: no dm table for explain's tree, the role without it: %m", sysname);
+        }
+        return 0;
+}
+
+/* The trees of the stacks d is in: its own on a top, each top above it on
+ * a member or a layer between; none on a disk in no stack. */
+static int stacks_json(ApiManager *a, Device *d, json_t **ret) {
+        const char *root = a->manager->tune.sysfs_root;
+        _cleanup_strv_free_ char **tops = NULL;
+        _cleanup_(json_decrefp) json_t *l = json_array();
+        int r;
+
+        if (!l)
+                return -ENOMEM;
+        r = stack_tops(root, d->sysname, &tops);
+        if (r < 0)
+                log_debug_errno(r, "%s: the stacks above it not read: %m", d->sysname);
+        if (!tops && strv_extend(&tops, d->sysname) < 0)
+                return -ENOMEM;
+        STRV_FOREACH(t, tops) {
+                _cleanup_(stack_freep) Stack *s = NULL;
+                json_t *tree = NULL;
+
+                r = stack_resolve(root, *t, &s);
+                if (r < 0) {
+                        log_debug_errno(r, "%s: the stack of %s not read: %m", d->sysname, *t);
+                        continue;
+                }
+                if (s->top->n_children == 0)
+                        continue; /* a disk, no stack */
+                r = stack_tree_json(s, stack_tree_lookup, a, &tree);
+                if (r < 0)
+                        return r;
+                json_array_append_new(l, tree);
+        }
+        *ret = TAKE_PTR(l);
+        return 0;
+}
+
 static int method_explain(VarlinkCall *call, json_t *params, void *userdata) {
         ApiManager *a = userdata;
         const char *name = json_string_value(json_object_get(params, "device"));
         Device *d = manager_find_device(a->manager, name);
         Resolved r = {};
-        json_t *values, *o;
+        json_t *values, *o, *stacks = NULL;
         int q;
 
         if (!d)
@@ -594,14 +655,20 @@ static int method_explain(VarlinkCall *call, json_t *params, void *userdata) {
                 return q;
         if (a->autotuner)
                 autotuner_overlay(a->autotuner, d, &r);
+        q = stacks_json(a, d, &stacks);
+        if (q < 0) {
+                resolved_done(&r);
+                return q;
+        }
         values = json_array();
         for (int k = 0; k < _KNOB_MAX; k++)
                 if (r.value[k])
                         json_array_append_new(values, json_pack("{s:s, s:s, s:s, s:s}", "key", knob_info(k)->key,
                                                                 "value", r.value[k], "section", strna(r.section[k]),
                                                                 "origin", strna(r.origin[k])));
-        o = json_pack("{s:s, s:b, s:o, s:o, s:o}", "device", d->sysname, "managed", resolved_managed(&r), "matched",
-                      strv_json(r.matched), "sections", strv_json(r.explain), "values", values);
+        o = json_pack("{s:s, s:b, s:o, s:o, s:o, s:o}", "device", d->sysname, "managed", resolved_managed(&r),
+                      "matched", strv_json(r.matched), "sections", strv_json(r.explain), "values", values, "stacks",
+                      stacks);
         if (r.profile)
                 json_object_set_new(o, "profile", json_string(r.profile));
         if (a->autotuner) {

@@ -6,7 +6,8 @@
  * map; down through slaves/ to the request-based members, up through
  * holders/ to every top; the Match keys of stacks (MatchVolume= ...) on the
  * devices as device_info_load() reads them, with the captured udev
- * database and without it (sysfs alone). */
+ * database and without it (sysfs alone); the trees explain draws of them
+ * (policy/stack-tree.c's StackNode, drawn by blkmqctl's ctl-stack-tree.c). */
 
 #include <errno.h>
 #include <limits.h>
@@ -20,6 +21,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* before cmocka.h: its fail() macro would take ctl.h's fail() */
+#include "ctl.h"
+
 #include <cmocka.h>
 
 #include "cleanup.h"
@@ -28,8 +32,10 @@
 #include "fake-sysfs.h"
 #include "policy.h"
 #include "stack.h"
+#include "stack-tree.h"
 #include "sysfs.h"
 #include "util.h"
+#include "varlink-idl.h"
 
 #define STACKS "guest-6.12-stacks.tsv"
 
@@ -537,6 +543,201 @@ static void test_stack_settings(void **state) {
         free_tree(root);
 }
 
+/* explain's tree: every device of the fixture as the daemon would look it
+ * up, resolved with the sections of the devices above it. The dm tables'
+ * target types are those tests/vm/guest/stacks-capture.sh built (the
+ * fixture has no table: the daemon asks the kernel, see
+ * src/daemon/dm-table.c): lvcreate -i 2 (striped), lvcreate -L (linear),
+ * cryptsetup open --type plain (crypt), dmsetup's multipath table. */
+typedef struct TreeLookup {
+        const char *root;
+        const Config *config;
+        DeviceInfo *infos[16]; /* each device loaded once */
+        size_t n;
+} TreeLookup;
+
+static DeviceInfo *tree_info(TreeLookup *t, const char *sysname) {
+        for (size_t i = 0; i < t->n; i++)
+                if (streq(t->infos[i]->sysname, sysname))
+                        return t->infos[i];
+        assert_true(t->n < ELEMENTSOF(t->infos));
+        return t->infos[t->n++] = load_dev(t->root, sysname, true);
+}
+
+static int tree_lookup(const char *sysname, StackTreeDevice *ret, void *userdata) {
+        static const char *const tables[][2] = {
+                { "vgdata-striped", "striped" }, { "vgdata-cryptlv", "linear" },
+                { "secret", "crypt" },           { "mpatha", "multipath" },
+        };
+        TreeLookup *t = userdata;
+        _cleanup_free_ char *dir = NULL;
+        _cleanup_strv_free_ char **above = NULL;
+        const DeviceInfo *infos[16] = {};
+        size_t n = 0;
+
+        /* a partition is no device of blkmqd's: its name and role only */
+        assert_true(asprintf(&dir, "%s/block/%s", t->root, sysname) > 0);
+        if (access(dir, F_OK) < 0)
+                return 0;
+        /* as resolve_member(), over the devices loaded once */
+        DeviceInfo *d = tree_info(t, sysname);
+        assert_int_equal(stack_above(t->root, sysname, &above), 0);
+        STRV_FOREACH(a, above) {
+                assert_true(n < ELEMENTSOF(infos));
+                infos[n++] = tree_info(t, *a);
+        }
+        ret->info = d;
+        assert_int_equal(policy_resolve_stacked(t->config, d, infos, n, NULL, &ret->resolved), 0);
+        for (size_t i = 0; d->dm_name && i < ELEMENTSOF(tables); i++)
+                if (streq(d->dm_name, tables[i][0]))
+                        assert_non_null(ret->dm_target = strdup(tables[i][1]));
+        return 0;
+}
+
+/* The tree of top, drawn as blkmqctl explain draws it. */
+static char *draw(const char *root, const Config *c, const char *top, bool use_utf8, json_t **ret_json) {
+        _cleanup_(stack_freep) Stack *s = NULL;
+        TreeLookup t = { .root = root, .config = c };
+        json_t *tree = NULL;
+        char *text = NULL;
+        size_t size = 0;
+        FILE *f;
+
+        assert_int_equal(stack_resolve(root, top, &s), 0);
+        assert_int_equal(stack_tree_json(s, tree_lookup, &t, &tree), 0);
+        for (size_t i = 0; i < t.n; i++)
+                device_info_free(t.infos[i]);
+        assert_non_null(f = open_memstream(&text, &size));
+        stack_tree_print(f, tree, "", use_utf8);
+        assert_int_equal(fclose(f), 0);
+        if (ret_json)
+                *ret_json = tree;
+        else
+                json_decref(tree);
+        return text;
+}
+
+/* tree as Explain replies it: a StackNode of io.blkmqd.Manager's IDL (the
+ * source file, as the daemon embeds it) */
+static void check_stack_node_idl(json_t *tree) {
+        _cleanup_(varlink_idl_freep) VarlinkIdlInterface *idl = NULL;
+        _cleanup_free_ char *p = NULL, *text = NULL, *error = NULL, *path = NULL;
+        const VarlinkIdlMember *m;
+
+        assert_true(asprintf(&p, "%s/../../src/varlink/io.blkmqd.Manager.varlink", t_fixtures_dir()) > 0);
+        FILE *f = fopen(p, "re");
+        size_t size = 0;
+        assert_non_null(f);
+        assert_true(getdelim(&text, &size, 0, f) > 0);
+        fclose(f);
+        if (varlink_idl_parse(text, &idl, &error) < 0)
+                fail_msg("%s: %s", p, strna(error));
+        assert_non_null(m = varlink_idl_find_member(idl, VARLINK_IDL_MEMBER_TYPE, "StackNode"));
+        if (varlink_idl_validate(m->type, tree, &path) != 0)
+                fail_msg("the tree does not match StackNode at '%s': %s", strna(path), json_dumps(tree, JSON_COMPACT));
+}
+
+static const char TREE_CONF[] =
+        "[Device pg]\n"
+        "MatchVolume=vgdata/striped\n"
+        "Scheduler=mq-deadline\n"
+        "NrRequests=64\n"
+        "ReadAheadKB=4096\n"
+        "[Device vault]\n"
+        "MatchCrypt=secret\n"
+        "Scheduler=kyber\n"
+        "WbtLatUsec=7000\n"
+        "ReadAheadKB=1024\n"
+        "[Device ns2]\n"
+        "MatchKernel=nvme0n2\n"
+        "NrRequests=256\n";
+
+/* An LV striped over two namespaces: its read-ahead on it, the queue keys
+ * on both; nvme0n1 takes the crypt mapping's WbtLatUsec= (pg does not set
+ * it), not its Scheduler= (pg is first); nvme0n2's own NrRequests= wins. */
+static void tree_striped(const char *root, const Config *c) {
+        _cleanup_free_ char *ascii = NULL, *utf = NULL;
+        _cleanup_(json_decrefp) json_t *tree = NULL;
+
+        ascii = draw(root, c, "dm-0", false, &tree);
+        assert_string_equal(ascii,
+                "dm-0 (vgdata/striped): top, striped LV\n"
+                "| ReadAheadKB=4096 ([Device pg], t.conf:5)\n"
+                "|-nvme0n1: request-based disk\n"
+                "|   Scheduler=mq-deadline ([Device pg via dm-0], t.conf:3)\n"
+                "|   NrRequests=64 ([Device pg via dm-0], t.conf:4)\n"
+                "|   WbtLatUsec=7000 ([Device vault via dm-2], t.conf:9)\n"
+                "|   Scheduler=kyber not applied ([Device vault via dm-2], t.conf:8): "
+                "[Device pg via dm-0] is first in the configuration\n"
+                "`-nvme0n2: request-based disk\n"
+                "    Scheduler=mq-deadline ([Device pg via dm-0], t.conf:3)\n"
+                "    NrRequests=256 ([Device ns2], t.conf:13)\n"
+                "    NrRequests=64 not applied ([Device pg via dm-0], t.conf:4): its own [Device ns2] wins\n");
+        utf = draw(root, c, "dm-0", true, NULL);
+        assert_non_null(strstr(utf, "\n│ ReadAheadKB=4096"));
+        assert_non_null(strstr(utf, "\n├─nvme0n1: request-based disk\n│   Scheduler=mq-deadline"));
+        assert_non_null(strstr(utf, "\n└─nvme0n2: request-based disk\n    Scheduler=mq-deadline"));
+
+        /* --json: the same tree, nested */
+        json_t *kids = json_object_get(tree, "children");
+        assert_int_equal(json_array_size(kids), 2);
+        assert_true(json_is_true(json_object_get(tree, "top")));
+        assert_string_equal(json_string_value(json_object_get(tree, "role")), "striped LV");
+        assert_string_equal(json_string_value(json_object_get(json_array_get(kids, 1), "device")), "nvme0n2");
+        assert_true(json_is_true(json_object_get(json_array_get(kids, 1), "member")));
+        json_t *loss = json_array_get(json_object_get(json_array_get(kids, 1), "notApplied"), 0);
+        assert_string_equal(json_string_value(json_object_get(loss, "reason")), "ownSection");
+        check_stack_node_idl(tree);
+}
+
+/* dm-crypt on a linear LV on a namespace: three layers, the LV between
+ * matched by nothing; md RAID1 over partitions, matched by nothing. */
+static void tree_crypt_on_lv(const char *root, const Config *c) {
+        _cleanup_free_ char *text = NULL, *md = NULL;
+        _cleanup_(json_decrefp) json_t *tree = NULL, *mdtree = NULL;
+
+        text = draw(root, c, "dm-2", false, &tree);
+        assert_string_equal(text,
+                "dm-2 (secret): top, dm-crypt\n"
+                "| ReadAheadKB=1024 ([Device vault], t.conf:10)\n"
+                "`-dm-1 (vgdata/cryptlv): linear LV\n"
+                "  | (not managed: no section matches it)\n"
+                "  `-nvme0n1: request-based disk\n"
+                "      Scheduler=mq-deadline ([Device pg via dm-0], t.conf:3)\n"
+                "      NrRequests=64 ([Device pg via dm-0], t.conf:4)\n"
+                "      WbtLatUsec=7000 ([Device vault via dm-2], t.conf:9)\n"
+                "      Scheduler=kyber not applied ([Device vault via dm-2], t.conf:8): "
+                "[Device pg via dm-0] is first in the configuration\n");
+        check_stack_node_idl(tree);
+
+        /* md over partitions: each partition's disk below it */
+        md = draw(root, c, "md0", false, &mdtree);
+        assert_string_equal(md,
+                "md0 (any:mirror): top, md raid1\n"
+                "| (not managed: no section matches it)\n"
+                "|-nvme0n3p1: partition\n"
+                "| `-nvme0n3: request-based disk\n"
+                "|     (not managed: no section matches it or a stack above it)\n"
+                "`-nvme0n4p1: partition\n"
+                "  `-nvme0n4: request-based disk\n"
+                "      (not managed: no section matches it or a stack above it)\n");
+        check_stack_node_idl(mdtree);
+}
+
+/* The trees over one copy of the fixture. */
+static void test_trees(void **state) {
+        (void) state;
+        char *root = stacks_tree();
+        _cleanup_(config_freep) Config *c = NULL;
+        ConfigError err;
+
+        if (config_load_string(TREE_CONF, "t.conf", &c, &err) < 0)
+                fail_msg("t.conf:%u: %s", err.line, err.message);
+        tree_striped(root, c);
+        tree_crypt_on_lv(root, c);
+        free_tree(root);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_lv_striped),
@@ -550,6 +751,7 @@ int main(void) {
                 cmocka_unit_test(test_volume_from_dm_name),
                 cmocka_unit_test(test_match_key_errors),
                 cmocka_unit_test(test_stack_settings),
+                cmocka_unit_test(test_trees),
         };
 
         if (!t_fixtures_dir()) {
