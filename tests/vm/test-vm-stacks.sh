@@ -3,7 +3,8 @@
 #
 # vm-stacks: blkmqd on LVM, md and dm-crypt stacks (issue 33) over the five
 # namespaces of an NVMe controller, trixie's 6.12 (guest/stacks.sh): the
-# settings where they take effect, checked in sysfs; LV deactivation and
+# settings where they take effect, checked in sysfs, and explain's tree of
+# the striped LV; LV deactivation and
 # activation, an md member failed, removed and added again, the array
 # stopped and assembled, a dm-crypt mapping opened and closed; kill -9 and a
 # restart, then every member's boot values back at stop. An NVMe subsystem

@@ -2,7 +2,8 @@
 # Guest half of test-vm-stacks.sh: blkmqd on LVM, md and dm-crypt stacks
 # over the five namespaces of the NVMe controller "stk0" (6.12).
 #   vgdata/striped over nvme0n1 and nvme0n2: ReadAheadKB= on the LV, the
-#   queue keys on both namespaces; md0 (RAID1) over nvme0n3p1 and
+#   queue keys (mq-deadline among them) on both namespaces, and explain's
+#   tree of the volume (text and --json) naming both; md0 (RAID1) over nvme0n3p1 and
 #   nvme0n4p1: on both disks through their partitions; nvme0n5 in no stack:
 #   untouched. Hotplug: the LV deactivated and activated again, md0 stopped
 #   and assembled again, a member failed, removed and added again, a
@@ -72,6 +73,7 @@ DriftCheckSec=2
 [Device pg]
 MatchVolume=vgdata/striped
 ReadAheadKB=4096
+Scheduler=mq-deadline
 NrRequests=64
 WbtLatUsec=3000
 
@@ -122,6 +124,19 @@ tuned "start"
 check "log: $N1 nr_requests written" log_has "$N1: queue/nr_requests"
 blkmqctl explain $N3 | sed 's/^/# explain| /'
 check "explain $N3 names md0 and its section" sh -c "blkmqctl explain $N3 | grep -q 'mirror.*md0'"
+# explain on the volume by its name draws the stack: the LV at the top, both
+# namespaces below it with the scheduler pg sets there; --json the same tree
+check "$N1 and $N2 on mq-deadline" sh -c "grep -q '\[mq-deadline\]' /sys/block/$N1/queue/scheduler && grep -q '\[mq-deadline\]' /sys/block/$N2/queue/scheduler"
+blkmqctl explain vgdata/striped >/tmp/ex.txt 2>&1
+sed -n '/^Stack/,$p' /tmp/ex.txt | sed 's/^/# explain| /'
+check "explain vgdata/striped: $LV at the top, a striped LV" grep -qx "  $LV (vgdata/striped): top, striped LV" /tmp/ex.txt
+for n in $N1 $N2; do
+        check "explain vgdata/striped: $n below it, mq-deadline from pg" sh -c \
+                "grep -A3 -e '-$n: request-based disk\$' /tmp/ex.txt | grep -q 'Scheduler=mq-deadline (\[Device pg via $LV\]'"
+done
+blkmqctl --json explain vgdata/striped >/tmp/ex.json 2>&1
+check_eq "explain --json: the tree's members" "$N1 $N2" \
+        "$(grep -o '"device":"[^"]*","role":"request-based disk","top":false,"member":true' /tmp/ex.json | cut -d'"' -f4 | tr '\n' ' ' | sed 's/ $//')"
 
 # The LV deactivated: its disks back to their boot values (nvme0n1 holds
 # cryptlv too, which no section names); activated again: tuned.
