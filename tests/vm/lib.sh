@@ -88,7 +88,10 @@ vm_finish() {
 # the host's TOOLS (bundled with their libraries) and udev RULES, and an
 # NVMe controller (serial stk0) of N namespaces of 256 MiB in TMP. Sets
 # VM_STACK_ARGS (run-guest.py's arguments; the modules in /vm/mods), or
-# returns 1 with VM_STACK_ERR saying what is missing.
+# returns 1 with VM_STACK_ERR saying what is missing. VM_STACK_IMAGES (N
+# files, in namespace order) backs the namespaces by those files instead
+# (bench/pgbench --stack: tools/modeldisk's), VM_STACK_DRIVE_OPTS is added
+# to each -drive (",cache=none": O_DIRECT, no host page cache between).
 vm_stack_guest() {
         local tmp=$1 n=$2 cache deb m f b p r d i
         cache=${VM_CACHE:-$VM_DIR/cache}
@@ -122,9 +125,11 @@ vm_stack_guest() {
                 done
         done
         VM_STACK_ARGS+=(--qemu-arg=-device --qemu-arg="nvme,id=stk,serial=stk0")
+        local imgs=(${VM_STACK_IMAGES:-})
         for i in $(seq 1 "$n"); do
-                truncate -s 256M "$tmp/stk$i.img"
-                VM_STACK_ARGS+=(--qemu-arg=-drive --qemu-arg="file=$tmp/stk$i.img,id=stk$i,format=raw,if=none"
+                f=${imgs[i - 1]:-$tmp/stk$i.img}
+                [ -n "${imgs[i - 1]:-}" ] || truncate -s 256M "$f"
+                VM_STACK_ARGS+=(--qemu-arg=-drive --qemu-arg="file=$f,id=stk$i,format=raw,if=none${VM_STACK_DRIVE_OPTS:-}"
                                 --qemu-arg=-device --qemu-arg="nvme-ns,drive=stk$i,bus=stk,nsid=$i")
         done
 }
