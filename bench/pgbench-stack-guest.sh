@@ -132,7 +132,9 @@ check "daemon ready" vm_wait_for 60 log_has "; ready\."
 sleep 1
 t0=$(vm_uptime)
 blkmqctl --address $ADDR --json trial vgpg/lv > $OUT/trial.json 2> $OUT/trial.err
-check "blkmqctl trial vgpg/lv" [ $? -eq 0 ] || sed 's/^/# trial| /' $OUT/trial.err
+rc=$?
+check_eq "blkmqctl trial vgpg/lv" 0 $rc
+[ $rc = 0 ] || sed 's/^/# trial| /' $OUT/trial.err
 echo "chosen $(in_force)" >> $OUT/settings
 echo "# the trial took $(awk -v a=$t0 -v b=$(vm_uptime) 'BEGIN { printf "%.0f", b - a }') s and left $(in_force)"
 
