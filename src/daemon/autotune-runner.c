@@ -34,9 +34,12 @@ const AutoTunePolicy *autotune_device_policy(AutoTuner *t, const Device *d) {
         const Config *c = t->manager->config;
         const AutoTunePolicy *p = NULL;
 
-        /* The last matched [Device] section with Auto* keys wins as a whole. */
+        /* The last matched [Device] section with Auto* keys wins as a
+         * whole; of d's own sections only: a stack's section, applied to
+         * the disks below it, runs the trials of its top (the lockstep),
+         * never a trial of each member. */
         for (size_t i = 0; i < c->n_devices; i++)
-                if (c->devices[i].autotune.set && strv_contains(d->resolved.matched, c->devices[i].name))
+                if (c->devices[i].autotune.set && strv_contains(d->resolved.own, c->devices[i].name))
                         p = &c->devices[i].autotune;
         return p;
 }
@@ -86,7 +89,7 @@ void autotune_device_free(AutoTuner *t, AutoDevice *a) {
         free(a->cand_hist);
         free(a->trial_h0);
         strv_free(a->members);
-        free(a->member_back);
+        lockstep_done(&a->lockstep);
         free(a);
 }
 
@@ -96,14 +99,6 @@ static AutoDevice *stack_of(AutoTuner *t, const Device *d) {
                 if (a->members && a->device != d && strv_contains(a->members, d->sysname))
                         return a;
         return NULL;
-}
-
-/* Every member of a's stack back from the apply asked for last. */
-static bool members_back(const AutoDevice *a) {
-        for (size_t i = 0; a->members && a->members[i]; i++)
-                if (!a->member_back[i])
-                        return false;
-        return true;
 }
 
 /* Puts what the overlay gives in place: on the device, or on the top and
@@ -122,11 +117,10 @@ static int apply_all(AutoDevice *a, char *why, size_t why_size) {
                 }
                 return a->device->busy ? 1 : 0;
         }
-        a->gathered = (TrialApplied) {};
+        lockstep_begin(&a->lockstep);
         (void) manager_apply(m, a->device); /* the top: the trial's probe rate */
         for (size_t i = 0; a->members[i]; i++) {
                 Device *d = manager_find_device(m, a->members[i]);
-                a->member_back[i] = true;
                 if (!d) {
                         snprintf(why, why_size, "member %s of the stack is gone", a->members[i]);
                         return -ENODEV;
@@ -136,12 +130,11 @@ static int apply_all(AutoDevice *a, char *why, size_t why_size) {
                         snprintf(why, why_size, "cannot apply to member %s: %s", d->sysname, strerror(-r));
                         return r;
                 }
-                if (d->busy) {
-                        a->member_back[i] = false;
+                if (d->busy)
                         jobs++;
-                } else
+                else
                         /* a member without a job did not take the candidate */
-                        a->gathered.refused = true;
+                        lockstep_no_job(&a->lockstep, i, d->sysname);
         }
         return jobs;
 }
@@ -548,53 +541,83 @@ static void on_applied(AutoDevice *a) {
  * is done when every member's is, each read back: a member that refused a
  * knob, or does not carry the candidate afterwards, refuses it for the
  * stack; the engine then asks for the next one (or the setting before the
- * trial), which every member gets, those that took the refused one too. */
+ * trial), which every member gets, those that took the refused one too.
+ * The trial's last apply is checked alike (lockstep_end()). */
 static void member_applied(AutoDevice *a, Device *d) {
         const TuneJob *j = d->last;
-        const AutoCandidate *c = &a->trial.cand[a->trial.current];
+        TrialEngine *e = &a->trial;
+        const AutoCandidate *c = a->has_choice && e->phase == TRIAL_FINISHING ? &a->choice : &e->cand[e->current];
         const AutoTunePolicy *p = autotune_device_policy(a->tuner, a->device);
+        char buf[AUTOTUNE_CANDIDATE_STRMAX];
+        LockstepOutcome o = {};
         size_t i = 0;
 
         while (a->members[i] && !streq(a->members[i], d->sysname))
                 i++;
-        if (!a->members[i] || a->member_back[i] || !j || d->dirty)
+        if (!a->members[i] || lockstep_is_back(&a->lockstep, i) || !j || d->dirty)
                 return;
-        a->member_back[i] = true;
-        if (a->trial.phase == TRIAL_APPLYING) {
-                TrialApplied *g = &a->gathered;
-                bool refused = false;
-                for (size_t k = 0; k < j->n_entries; k++) {
-                        const TuneEntry *te = &j->entries[k];
-                        if (!trial_knob(c, te->knob))
-                                continue;
-                        if (te->outcome == TUNE_FAILED)
-                                refused = true;
-                        if (te->knob == KNOB_SCHEDULER && te->outcome == TUNE_CHANGED)
-                                g->switches = 1; /* one switch of the stack, however many members */
-                }
-                if (!refused && p && !autotune_setting_in_force(d, p, c)) {
-                        char buf[AUTOTUNE_CANDIDATE_STRMAX];
-                        log_notice("%s: member %s does not carry %s after its apply.", a->device->sysname, d->sysname,
-                                   autotune_candidate_format(c, buf, sizeof buf));
-                        refused = true;
-                }
-                g->refused |= refused;
-                g->device_error |= j->device_error;
-                if (j->usec > g->usec)
-                        g->usec = j->usec;
+        if (e->phase != TRIAL_APPLYING && e->phase != TRIAL_FINISHING)
+                return;
+        for (size_t k = 0; k < j->n_entries; k++) {
+                const TuneEntry *te = &j->entries[k];
+                if (!trial_knob(c, te->knob))
+                        continue;
+                if (te->outcome == TUNE_FAILED)
+                        o.refused = true;
+                if (te->knob == KNOB_SCHEDULER && te->outcome == TUNE_CHANGED)
+                        o.switched = true;
         }
-        if (!members_back(a))
+        o.carries = p && autotune_setting_in_force(d, p, c);
+        o.device_error = j->device_error;
+        o.usec = j->usec;
+        if (!o.refused && !o.carries)
+                log_notice("%s: member %s does not carry %s after its apply.", a->device->sysname, d->sysname,
+                           autotune_candidate_format(c, buf, sizeof buf));
+        if (!lockstep_back(&a->lockstep, i, d->sysname, &o))
                 return;
-        if (a->trial.phase == TRIAL_APPLYING) {
-                TrialApplied ev = a->gathered;
+        if (e->phase == TRIAL_APPLYING) {
+                TrialApplied ev = a->lockstep.gathered;
+                if (ev.refused)
+                        log_notice("%s: member %s refused %s: refused for the stack; the members go on together.",
+                                   a->device->sysname, a->lockstep.refused_by,
+                                   autotune_candidate_format(c, buf, sizeof buf));
                 ev.have_stat = !ev.refused && !ev.device_error && autotune_read_stat(a->device, &ev.stat) >= 0;
                 ev.now = now_usec(CLOCK_MONOTONIC);
-                carry_out(a, trial_engine_applied(&a->trial, &ev));
-        } else if (a->trial.phase == TRIAL_FINISHING) {
-                trial_engine_finished(&a->trial);
-                autotune_emit(a);
-                tell(a, AUTOTUNER_TRIAL_DONE);
+                carry_out(a, trial_engine_applied(e, &ev));
+                return;
         }
+        /* the trial's last apply: its choice, or the setting before it */
+        const AutoCandidate *before = e->search ? &e->origin0 : &e->cand[0];
+        bool is_before = lockstep_carries(c, before) && lockstep_carries(before, c);
+        switch (lockstep_end(&a->lockstep, is_before)) {
+        case LOCKSTEP_END_FALL_BACK: {
+                char w[AUTOTUNE_CANDIDATE_STRMAX], text[768];
+                autotune_candidate_format(c, w, sizeof w);
+                autotune_candidate_format(before, buf, sizeof buf);
+                log_warning("%s: member %s refused the trial's %s; every member goes back to %s, the setting "
+                            "before the trial.", a->device->sysname, a->lockstep.refused_by, w, buf);
+                if (snprintf(text, sizeof text,
+                             "%s, the setting before the trial: member %s refused the trial's %s, so every member "
+                             "went back to it.", buf, a->lockstep.refused_by, w) < 0)
+                        text[0] = 0;
+                AutoCandidate b = *before;
+                b.baseline = false;
+                autotune_install_choice(a, &b, "trial's choice refused by a member", text, 0);
+                if (apply_all(a, text, sizeof text) > 0)
+                        return; /* back here with every member's job */
+                break;
+        }
+        case LOCKSTEP_END_DIFFER:
+                log_warning("%s: member %s does not carry %s, the setting before the trial, as the others do: "
+                            "the members differ.", a->device->sysname, a->lockstep.refused_by,
+                            autotune_candidate_format(c, buf, sizeof buf));
+                break;
+        case LOCKSTEP_END_DONE:
+                break;
+        }
+        trial_engine_finished(e);
+        autotune_emit(a);
+        tell(a, AUTOTUNER_TRIAL_DONE);
 }
 
 static int current_setting(const Device *d, const AutoTunePolicy *p, AutoCandidate *ret, char **ret_line) {
@@ -662,18 +685,7 @@ bool autotune_setting_in_force(const Device *d, const AutoTunePolicy *p, const A
         _cleanup_free_ char *line = NULL;
         AutoCandidate cur;
 
-        if (current_setting(d, p, &cur, &line) < 0 || !streq(cur.scheduler, c->scheduler))
-                return false;
-        if (c->nr_requests && c->nr_requests != cur.nr_requests)
-                return false;
-        if (c->wbt_lat_usec != AUTO_WBT_UNSET && c->wbt_lat_usec != cur.wbt_lat_usec)
-                return false;
-        if ((c->set & AUTO_SET_READ_AHEAD) && (!(cur.set & AUTO_SET_READ_AHEAD) || c->read_ahead_kb != cur.read_ahead_kb))
-                return false;
-        for (size_t t = 0; t < _AUTO_TUN_MAX; t++)
-                if ((c->set & (1U << t)) && (!(cur.set & (1U << t)) || c->tun[t] != cur.tun[t]))
-                        return false;
-        return true;
+        return current_setting(d, p, &cur, &line) >= 0 && lockstep_carries(&cur, c);
 }
 
 bool autotune_in_force(AutoDevice *a, const AutoTunePolicy *p, const AutoCandidate *c) {
@@ -688,8 +700,9 @@ bool autotune_in_force(AutoDevice *a, const AutoTunePolicy *p, const AutoCandida
 }
 
 /* The members of a stacked device d (a bio-based top: an LV, an md array,
- * a dm-crypt mapping), each a device blkmqd knows, none in a trial of its
- * own; *ret NULL for a disk. -EPERM with why: no trial. */
+ * a dm-crypt mapping), each a device blkmqd knows; *ret NULL for a disk.
+ * -EPERM with why: no trial. Whether the lockstep may start over them is
+ * lockstep_check_start()'s. */
 static int stack_members(AutoTuner *t, Device *d, char ***ret, char *why, size_t why_size) {
         _cleanup_(stack_freep) Stack *s = NULL;
         int r;
@@ -706,22 +719,37 @@ static int stack_members(AutoTuner *t, Device *d, char ***ret, char *why, size_t
                 snprintf(why, why_size, "bio-based with no request-based disk under it: no scheduler to try");
                 return -EPERM;
         }
-        for (size_t i = 0; s->members[i]; i++) {
-                Device *md = manager_find_device(t->manager, s->members[i]);
-                AutoDevice *ma = md ? autotune_find(t, md) : NULL, *o = md ? stack_of(t, md) : NULL;
-                if (!md) {
+        for (size_t i = 0; s->members[i]; i++)
+                if (!manager_find_device(t->manager, s->members[i])) {
                         snprintf(why, why_size, "member %s is not a device blkmqd manages", s->members[i]);
                         return -EPERM;
                 }
-                if ((ma && ma->trial.phase != TRIAL_IDLE) ||
-                    (o && o->device != d && o->trial.phase != TRIAL_IDLE)) {
-                        snprintf(why, why_size, "member %s is in a trial already (%s's)", md->sysname,
-                                 o && o->device != d ? o->device->sysname : md->sysname);
-                        return -EPERM;
-                }
-        }
         *ret = TAKE_PTR(s->members);
         return 0;
+}
+
+/* Reads each member's setting and trial: lockstep_check_start() over
+ * them. */
+static int stack_check(AutoTuner *t, Device *d, const AutoTunePolicy *p, char **members, char *why,
+                       size_t why_size) {
+        size_t n = strv_length(members);
+        _cleanup_free_ LockstepMember *lm = calloc(n ? n : 1, sizeof *lm);
+
+        if (!lm)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                Device *md = manager_find_device(t->manager, members[i]);
+                AutoDevice *ma = autotune_find(t, md), *o = stack_of(t, md);
+                _cleanup_free_ char *line = NULL;
+
+                lm[i].name = md->sysname;
+                lm[i].read_error = current_setting(md, p, &lm[i].current, &line);
+                if (ma && ma->trial.phase != TRIAL_IDLE)
+                        lm[i].trial_of = md->sysname;
+                else if (o && o->device != d && o->trial.phase != TRIAL_IDLE)
+                        lm[i].trial_of = o->device->sysname;
+        }
+        return lockstep_check_start(d->sysname, lm, n, why, why_size);
 }
 
 /* A new trial: the driver's counters and clocks, its probes, and the caps'
@@ -758,9 +786,20 @@ int autotuner_start(AutoTuner *t, Device *d, bool forced, char *why, size_t why_
         _cleanup_free_ char *line = NULL;
         _cleanup_strv_free_ char **members = NULL;
         Device *first = d; /* where the setting before the trial is read */
+        AutoDevice *s = stack_of(t, d);
         AutoCandidate cur;
         int r;
 
+        /* A member of a stack whose trial runs, or whose choice it
+         * carries: no trial of its own (the stack's would come apart). */
+        if (s && lockstep_check_own(d->sysname, s->device->sysname, s->trial.phase != TRIAL_IDLE, s->has_choice, why,
+                                    why_size) < 0)
+                return -EPERM;
+        if (!p && d->resolved.stacks) {
+                snprintf(why, why_size, "no bounds of its own: the Auto* keys of a stack's section are its top's "
+                                        "(blkmqctl trial %s)", d->resolved.stacks[0]);
+                return -EPERM;
+        }
         if (!p || (!p->schedulers[0] && !p->n_nr_requests && !p->n_wbt_lat_usec && !p->knobs)) {
                 snprintf(why, why_size, "no bounds: the matched [Device] sections set none of AutoScheduler=, "
                                         "AutoNrRequests=, AutoWbtLatUsec=, AutoKnobs=");
@@ -788,6 +827,9 @@ int autotuner_start(AutoTuner *t, Device *d, bool forced, char *why, size_t why_
                         return -EPERM;
                 }
                 first = manager_find_device(m, members[0]);
+                r = stack_check(t, d, p, members, why, why_size);
+                if (r < 0)
+                        return r;
         }
         r = current_setting(first, p, &cur, &line);
         if (r < 0) {
@@ -795,21 +837,12 @@ int autotuner_start(AutoTuner *t, Device *d, bool forced, char *why, size_t why_
                          members ? first->sysname : "", strerror(-r));
                 return -EPERM;
         }
-        /* The lockstep starts from members alike: the setting before the
-         * trial is the one every member has. */
-        for (size_t i = 1; members && members[i]; i++) {
-                Device *md = manager_find_device(m, members[i]);
-                if (!autotune_setting_in_force(md, p, &cur)) {
-                        char buf[AUTOTUNE_CANDIDATE_STRMAX];
-                        snprintf(why, why_size, "the members differ: %s does not carry %s's %s (a [Device] section "
-                                                "matching the stack puts them alike)",
-                                 md->sysname, first->sysname, autotune_candidate_format(&cur, buf, sizeof buf));
-                        return -EPERM;
-                }
+        _cleanup_(lockstep_done) Lockstep ls = {};
+        if (members) {
+                r = lockstep_init(&ls, strv_length(members));
+                if (r < 0)
+                        return r;
         }
-        _cleanup_free_ bool *back = members ? calloc(strv_length(members), sizeof *back) : NULL;
-        if (members && !back)
-                return -ENOMEM;
         TrialSetup setup = {
                 .policy = p,
                 .current = cur,
@@ -823,9 +856,10 @@ int autotuner_start(AutoTuner *t, Device *d, bool forced, char *why, size_t why_
         if (r < 0)
                 return r;
         strv_free(a->members);
-        free(a->member_back);
+        lockstep_done(&a->lockstep);
         a->members = TAKE_PTR(members);
-        a->member_back = TAKE_PTR(back);
+        a->lockstep = ls;
+        ls = (Lockstep) {};
         trial_begin(a);
         if (a->members) {
                 _cleanup_free_ char *list = strv_join(a->members, ", ");
@@ -857,6 +891,15 @@ static void check_replaced(AutoTuner *t, Device *d) {
         const AutoTunePolicy *p = autotune_device_policy(t, d);
         AutoDevice *a = autotune_find(t, d);
 
+        /* A device's first policy with AutoTrialOnHotplug=, before its
+         * first job: its hotplug trial. MANAGER_EVENT_DEVICE_ADDED comes
+         * before the device is resolved, when no section matches it yet;
+         * a stack's top (an md array made, an LV activated) is resolved
+         * here once its stack is up. */
+        if (!a && p && p->enabled && p->on_hotplug && d->n_jobs == 0 && !d->busy && (a = autotune_get(t, d))) {
+                arm_hotplug_trial(a);
+                return;
+        }
         if (!a && (!p || !p->enabled || !p->on_hotplug || d->generation == 0))
                 return;
         if (!a) {
@@ -1002,10 +1045,11 @@ void autotuner_event(AutoTuner *t, ManagerEventType type, Device *d) {
         switch (type) {
         case MANAGER_EVENT_DEVICE_APPLIED:
                 a = stack_of(t, d);
-                if (a) {
+                if (a && (a->trial.phase == TRIAL_APPLYING || a->trial.phase == TRIAL_FINISHING)) {
                         member_applied(a, d);
                         break;
                 }
+                /* else its own trial's, if any (its stack's is idle) */
                 a = autotune_find(t, d);
                 if (!a || a->members)
                         /* a stack's top: its members' jobs are the trial's */

@@ -17,6 +17,7 @@
 
 #include "autotune.h"
 #include "hist.h"
+#include "lockstep.h"
 #include "manager.h"
 #include "trial-engine.h"
 #include "trial-watch.h"
@@ -73,10 +74,10 @@ struct AutoDevice {
          * stat, its probes); members the request-based disks under it
          * (stack_resolve()), each given every candidate before its epoch
          * begins (the lockstep: an apply is done when every member's job
-         * is back and read back). NULL: a disk, its own member. */
+         * is back and read back: lockstep.h). NULL: a disk, its own
+         * member. */
         char **members;
-        bool *member_back;       /* of members: its job for this apply came back */
-        TrialApplied gathered;   /* the members' outcomes so far */
+        Lockstep lockstep;       /* of members: whose job for this apply came back, their outcomes */
 };
 
 /* What trials chose per workload, for one disk (its identity and

@@ -19,6 +19,7 @@ void resolved_done(Resolved *r) {
         for (size_t i = 0; i < r->n_losses; i++)
                 free(r->losses[i].value);
         free(r->losses);
+        strv_free(r->own);
         *r = (Resolved) {};
 }
 
@@ -273,6 +274,7 @@ int policy_resolve_stacked(const Config *c, const DeviceInfo *d, const DeviceInf
                                 goto oom;
                 }
         }
+        r.own = TAKE_PTR(own);
         *ret = r;
         return 0;
 oom:

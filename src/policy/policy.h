@@ -51,6 +51,8 @@ typedef struct Resolved {
         char **stacks;                  /* sysnames above d whose sections applied here */
         ResolvedLoss *losses;           /* the stacks' keys not applied here */
         size_t n_losses;
+        char **own;                     /* of matched, those that match d itself, not a device above it:
+                                         * their Auto* keys are d's trials' (a stack's are its top's) */
 } Resolved;
 
 /* true if every Match* key of m matches d; on a mismatch *ret_reason (if

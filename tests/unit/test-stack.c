@@ -494,6 +494,11 @@ static void test_stack_settings(void **state) {
         assert_string_equal(r.origin[KNOB_NR_REQUESTS], "s.conf:4");
         assert_true(strv_contains(r.stacks, striped));
         assert_true(explain_has(&r, "(vgdata/striped) above nvme0n1: its request-queue settings apply here"));
+        /* the volume's section is matched, but not its own: the Auto*
+         * keys of a stack's section start the top's trials, never a
+         * member's (issue 33, item 4) */
+        assert_true(strv_contains(r.matched, "lvm"));
+        assert_null(r.own);
         resolved_done(&r);
 
         /* a disk under two arrays (through its partitions): the section
@@ -518,6 +523,9 @@ static void test_stack_settings(void **state) {
         assert_true(r.losses[1].own);
         assert_string_equal(r.losses[1].winner, "Device ns4");
         assert_string_equal(r.losses[1].origin, "s.conf:8");
+        assert_int_equal(strv_length(r.own), 1);
+        assert_string_equal(r.own[0], "ns4");
+        assert_true(strv_contains(r.matched, "mirror"));
         resolved_done(&r);
 
         /* the path of a request-based multipath map whose section sets
