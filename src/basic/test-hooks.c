@@ -73,6 +73,22 @@ bool test_fail_flush(const char *path) {
         return fail;
 }
 
+bool test_fail_write(const char *sysname, const char *attr, const char *value) {
+        const char *e = secure_getenv("BLKMQD_TEST_FAIL_WRITE"), *colon, *eq;
+        size_t ns, na;
+
+        if (!e || !sysname || !attr || !value || !(colon = strchr(e, ':')) || !(eq = strchr(colon, '=')))
+                return false;
+        ns = (size_t) (colon - e);
+        na = (size_t) (eq - colon - 1);
+        if (strlen(sysname) != ns || strncmp(e, sysname, ns) != 0 || strlen(attr) != na ||
+            strncmp(colon + 1, attr, na) != 0 || !streq(eq + 1, value))
+                return false;
+        log_warning("%s: BLKMQD_TEST_FAIL_WRITE=%s: failing the write of %s to %s with EIO (fault injection for "
+                    "tests).", sysname, e, value, attr);
+        return true;
+}
+
 unsigned test_db_delay_msec(void) {
         const char *e = secure_getenv("BLKMQD_TEST_DB_DELAY_MS");
         int ms;

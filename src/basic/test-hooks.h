@@ -45,6 +45,14 @@ uint64_t test_misplace_append(const char *devnode);
  * Used by: tests/unit/test-zone-service.c, tests/integration/test_faults.py */
 bool test_fail_flush(const char *path);
 
+/* BLKMQD_TEST_FAIL_WRITE=SYSNAME:ATTR=VALUE: a member that refuses a
+ * setting: a tuning write of VALUE to ATTR ("queue/scheduler") of the
+ * device SYSNAME fails with -EIO instead of being made, as a scheduler a
+ * disk lacks or a write the kernel rejects would (a stack's trial: the
+ * candidate is refused for every member). True: fail this write.
+ * Used by: tests/vm/guest/stack-trial.sh */
+bool test_fail_write(const char *sysname, const char *attr, const char *value);
+
 /* BLKMQD_TEST_DB_DELAY_MS=MSEC: a slow zone database: every commit waits
  * MSEC first, so that a test can kill blkmqd or call again while a record
  * is not yet durable. Returns MSEC (logged), 0 when unset.

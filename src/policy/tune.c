@@ -433,7 +433,7 @@ static void execute_scheduler(TuneJob *j, TuneEntry *e) {
                         e->wanted = strdup(*s);
                         return;
                 }
-                r = sysfs_write(e->path, *s);
+                r = test_fail_write(j->sysname, e->attr, *s) ? -EIO : sysfs_write(e->path, *s);
                 if (r < 0) {
                         log_debug_errno(r, "%s: scheduler %s not accepted: %m", j->sysname, *s);
                         last_error = r;
@@ -516,7 +516,7 @@ static void execute_attr(TuneJob *j, TuneEntry *e) {
         }
         if (sysfs_writable(e->path) == 0)
                 return (void) entry_skip(e, "%s is read-only on this kernel", e->attr);
-        r = sysfs_write(e->path, e->wanted);
+        r = test_fail_write(j->sysname, e->attr, e->wanted) ? -EIO : sysfs_write(e->path, e->wanted);
         if (r < 0) {
                 if (e->knob == KNOB_CPU_AFFINITY && r == -EIO)
                         return (void) entry_skip(e, "interrupt %s is managed by the kernel: its affinity cannot be set",
