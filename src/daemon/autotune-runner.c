@@ -914,6 +914,10 @@ static void check_replaced(AutoTuner *t, Device *d) {
         log_info("%s: another disk (%s): what earlier trials found is dropped.", d->sysname, d->info->id);
         if (autotune_running(a))
                 end_trial_now(a, "another disk appeared under the name");
+        else if (a->trial.phase == TRIAL_FINISHING) {
+                trial_engine_finished(&a->trial);
+                tell(a, AUTOTUNER_TRIAL_DONE);
+        }
         trial_engine_finished(&a->trial);
         a->has_choice = false;
         a->trial.n_tripped = 0;
@@ -1012,6 +1016,11 @@ void autotuner_forget(AutoTuner *t, Device *d) {
                         log_info("%s: trial ended by a restore%s%s.", a->device->sysname, member ? " of member " : "",
                                  member ? d->sysname : "");
                         end_trial_now(a, "restore");
+                } else if (a->trial.phase == TRIAL_FINISHING) {
+                        /* decided, its setting on its way: its calls get
+                         * their reply now, or never */
+                        trial_engine_finished(&a->trial);
+                        tell(a, AUTOTUNER_TRIAL_DONE);
                 }
                 trial_engine_finished(&a->trial);
                 a->has_choice = false;
