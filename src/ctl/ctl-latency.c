@@ -111,7 +111,7 @@ static void print_trial_price(json_t *t) {
                        jreal(pr, "ratio"));
         else
                 printf("Price: too few probes for a read p99 (ProbeIntervalSec=, the probes' own %s)\n",
-                       "rate during a trial is one per 20 ms");
+                       "rate during a trial is one per 5-20 ms");
 }
 
 /* The last reply: the outcome. */

@@ -26,9 +26,6 @@
 #include "util.h"
 
 #define HOTPLUG_DELAY_USEC 10000000ULL /* a new disk gets its workload first */
-/* µs: probes run faster during a trial, for a read p99 per epoch (up to
- * 100 probes in an epoch of 2 s; AUTOTUNE_P99_MIN_PROBES make it count). */
-#define TRIAL_PROBE_INTERVAL "20000"
 
 const AutoTunePolicy *autotune_device_policy(AutoTuner *t, const Device *d) {
         const Config *c = t->manager->config;
@@ -752,10 +749,22 @@ static int stack_check(AutoTuner *t, Device *d, const AutoTunePolicy *p, char **
         return lockstep_check_start(d->sysname, lm, n, why, why_size);
 }
 
+/* The probe interval of a trial on d (autotune_trial_probe_usec()), from
+ * the disk's I/O rate as the prober last sampled its stat, over the probe
+ * interval before the trial (where the probes' own share is one per
+ * ProbeIntervalSec=). */
+static uint64_t trial_probe_interval(const AutoTuner *t, const Device *d) {
+        const ProbeTarget *pt = t->prober ? prober_find(t->prober, d->sysname) : NULL;
+        return autotune_trial_probe_usec(pt && pt->stats.interval_usec > 0 ? pt->stats.read_iops + pt->stats.write_iops
+                                                                           : 0);
+}
+
 /* A new trial: the driver's counters and clocks, its probes, and the caps'
  * history. */
 static void trial_begin(AutoDevice *a) {
         AutoTuner *t = a->tuner;
+
+        a->probe_interval_usec = trial_probe_interval(t, a->device);
 
         a->p99_before = a->p99_during = a->p99_after = 0;
         a->p99_before0 = 0;
@@ -866,9 +875,9 @@ int autotuner_start(AutoTuner *t, Device *d, bool forced, char *why, size_t why_
                 log_info("%s: a stack: each candidate goes to its members %s in lockstep.", d->sysname,
                          list ? list : "-");
         }
-        log_info("%s: trial of %zu settings, %u rounds of %.1f s epochs (%s%s%s).", d->sysname, a->trial.n_cand,
-                 p->rounds, (double) p->epoch_usec / 1e6, forced ? "asked for" : "automatic",
-                 a->trial.note[0] ? "; " : "", a->trial.note);
+        log_info("%s: trial of %zu settings, %u rounds of %.2f s epochs, probes every %.1f ms (%s%s%s).", d->sysname,
+                 a->trial.n_cand, p->rounds, (double) p->epoch_usec / 1e6, (double) a->probe_interval_usec / 1e3,
+                 forced ? "asked for" : "automatic", a->trial.note[0] ? "; " : "", a->trial.note);
         autotune_emit(a);
         carry_out(a, trial_engine_begin(&a->trial, now_usec(CLOCK_MONOTONIC)));
         return 0;
@@ -1004,7 +1013,7 @@ void autotuner_overlay(AutoTuner *t, Device *d, Resolved *r) {
         }
 probes:
         if (a->device == d && autotune_running(a) && (!r->value[KNOB_PROBE] || !streq(r->value[KNOB_PROBE], "0")))
-                overlay_knob(r, KNOB_PROBE_INTERVAL, strdup(TRIAL_PROBE_INTERVAL), origin);
+                overlay_knob(r, KNOB_PROBE_INTERVAL, strdupf("%" PRIu64, a->probe_interval_usec), origin);
 }
 
 void autotuner_forget(AutoTuner *t, Device *d) {

@@ -69,6 +69,17 @@ double autotune_objective_value(const AutoTunePolicy *p, const EpochFigures *e, 
         return e->read_mbps + e->write_mbps;
 }
 
+uint64_t autotune_trial_probe_usec(double iops) {
+        if (!(iops > 0))
+                return AUTOTUNE_TRIAL_PROBE_SLOW_USEC;
+        double usec = 1e6 * AUTOTUNE_TRIAL_PROBE_SHARE / iops;
+        if (usec <= AUTOTUNE_TRIAL_PROBE_FAST_USEC)
+                return AUTOTUNE_TRIAL_PROBE_FAST_USEC;
+        if (usec >= AUTOTUNE_TRIAL_PROBE_SLOW_USEC)
+                return AUTOTUNE_TRIAL_PROBE_SLOW_USEC;
+        return (uint64_t) ceil(usec);
+}
+
 bool autotune_have_p99(const AutoSeries *series, size_t n) {
         bool any = false;
 

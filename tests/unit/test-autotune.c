@@ -86,6 +86,27 @@ static void test_summarise(void **state) {
         autotune_policy_done(&p);
 }
 
+/* The probes during a trial: one per 20 ms at least, faster while they
+ * stay at most 1 in 10 of the disk's I/Os, never faster than one per 5 ms. */
+static void test_trial_probe_usec(void **state) {
+        assert_int_equal(autotune_trial_probe_usec(0), 20000);
+        assert_int_equal(autotune_trial_probe_usec(NAN), 20000);
+        assert_int_equal(autotune_trial_probe_usec(-5), 20000);
+        assert_int_equal(autotune_trial_probe_usec(170), 20000); /* seq-write: 1 MiB writes */
+        assert_int_equal(autotune_trial_probe_usec(500), 20000);
+        assert_int_equal(autotune_trial_probe_usec(1000), 10000);
+        assert_int_equal(autotune_trial_probe_usec(1300), 7693); /* mixed */
+        assert_int_equal(autotune_trial_probe_usec(2000), 5000);
+        assert_int_equal(autotune_trial_probe_usec(2400), 5000); /* read-mostly */
+        assert_int_equal(autotune_trial_probe_usec(1e6), 5000);
+        /* between the ends, the share holds */
+        for (double iops = 510; iops < 2000; iops += 37.5) {
+                uint64_t usec = autotune_trial_probe_usec(iops);
+                assert_true(usec > 5000 && usec < 20000);
+                assert_true(1e6 / (double) usec <= iops / 10);
+        }
+}
+
 static void test_mann_whitney(void **state) {
         double lo[] = { 1, 2, 3, 4, 5 }, hi[] = { 6, 7, 8, 9, 10 }, same[] = { 3, 3, 3, 3, 3 };
 
@@ -1650,6 +1671,7 @@ static void test_knobs_parse_and_format(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_trial_probe_usec),
                 cmocka_unit_test(test_mann_whitney),
                 cmocka_unit_test(test_summarise),
                 cmocka_unit_test(test_clear_winner),
