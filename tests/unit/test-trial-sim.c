@@ -29,9 +29,13 @@
  * The unit test asserts what blkmqd.conf(5) promises at the defaults
  * (AutoEpochSec=2, AutoRounds=6, AutoConfidence=95%; AutoWriteTolerance=20%,
  * bench/autotune's): at most 1 - AutoConfidence= of false changes, of
- * changes in the null trials, and of choices outside the write bound.
- * `test-trial-sim --explore` prints the same figures for shorter epochs
- * and fewer rounds (issue 32, item 4). */
+ * changes in the null trials, and of choices outside the write bound;
+ * and as few misses where a winner exists (no promise of the page, but
+ * what a stop of the race on a leader the decision does not take cost:
+ * mixed missed kyber nr_requests=32 5.65 % of the time at the defaults,
+ * 10.94 % at epochs of 0.5 s, keeping the setting).
+ * `test-trial-sim --explore` prints the same figures for other epochs and
+ * rounds (2, 1 and 0.5 s x 6, 4 and 3 rounds, or EPOCH_SEC:ROUNDS ...). */
 
 #include <errno.h>
 #include <math.h>
@@ -385,6 +389,8 @@ static void test_promised_rates(void **state) {
                 Answer a = known_answer(&r, &p);
                 if (a.winner < 0)
                         assert_true(f.changes <= alpha * f.trials);
+                else
+                        assert_true(f.misses <= alpha * f.trials);
                 assert_true(f.bound_breaks <= alpha * f.trials);
                 assert_true(f.best_dropped <= alpha * f.trials);
                 assert_true(nul.changes <= alpha * nul.trials);
@@ -397,30 +403,51 @@ static void test_promised_rates(void **state) {
         autotune_policy_done(&p0);
 }
 
-/* The faster schedules: epochs of 2, 1 and 0.5 s, 6, 4 and 3 rounds. */
-static int explore(void) {
+/* The faster schedules: epochs of 2, 1 and 0.5 s, 6, 4 and 3 rounds, or
+ * the schedules given as EPOCH_SEC:ROUNDS. */
+static int explore(char **args, int n_args) {
         static const double epochs[] = { 2, 1, 0.5 };
         static const unsigned rounds[] = { 6, 4, 3 };
+        double ep[64];
+        unsigned ro[64];
+        size_t n = 0;
+
+        for (int i = 0; i < n_args && n < ELEMENTSOF(ep); i++)
+                if (sscanf(args[i], "%lf:%u", &ep[n], &ro[n]) == 2 && ep[n] > 0 && ro[n] >= 3)
+                        n++;
+                else {
+                        fprintf(stderr, "not EPOCH_SEC:ROUNDS: %s\n", args[i]);
+                        return 1;
+                }
+        if (n == 0)
+                for (size_t e = 0; e < ELEMENTSOF(epochs); e++)
+                        for (size_t k = 0; k < ELEMENTSOF(rounds); k++) {
+                                ep[n] = epochs[e];
+                                ro[n++] = rounds[k];
+                        }
         for (size_t w = 0; w < ELEMENTSOF(workloads); w++) {
                 Recording r;
                 if (recording_load(workloads[w], &r) < 0) {
                         fprintf(stderr, "cannot load %s\n", workloads[w]);
                         return 1;
                 }
-                for (size_t e = 0; e < ELEMENTSOF(epochs); e++)
-                        for (size_t k = 0; k < ELEMENTSOF(rounds); k++) {
-                                AutoTunePolicy p = sim_policy(), p0 = sim_policy();
-                                p.epoch_usec = p0.epoch_usec = (uint64_t) (epochs[e] * 1e6);
-                                p.rounds = p0.rounds = rounds[k];
-                                p0.min_improvement_pct = 0;
-                                unsigned m = (unsigned) (p.epoch_usec / r.step_usec);
-                                Figures f = simulate(&r, &p, m, SIM_TRIALS, false, 1000 + w);
-                                Figures nul = simulate(&r, &p, m, SIM_TRIALS, true, 2000 + w);
-                                Figures nul0 = simulate(&r, &p0, m, SIM_TRIALS, true, 3000 + w);
-                                report(&r, &p, m, &f, &nul, &nul0);
-                                autotune_policy_done(&p);
-                                autotune_policy_done(&p0);
+                for (size_t k = 0; k < n; k++) {
+                        AutoTunePolicy p = sim_policy(), p0 = sim_policy();
+                        p.epoch_usec = p0.epoch_usec = (uint64_t) (ep[k] * 1e6);
+                        p.rounds = p0.rounds = ro[k];
+                        p0.min_improvement_pct = 0;
+                        unsigned m = (unsigned) (p.epoch_usec / r.step_usec);
+                        if (m < 1) {
+                                fprintf(stderr, "an epoch of %.2f s is shorter than the recording's step\n", ep[k]);
+                                return 1;
                         }
+                        Figures f = simulate(&r, &p, m, SIM_TRIALS, false, 1000 + w);
+                        Figures nul = simulate(&r, &p, m, SIM_TRIALS, true, 2000 + w);
+                        Figures nul0 = simulate(&r, &p0, m, SIM_TRIALS, true, 3000 + w);
+                        report(&r, &p, m, &f, &nul, &nul0);
+                        autotune_policy_done(&p);
+                        autotune_policy_done(&p0);
+                }
                 recording_done(&r);
         }
         return 0;
@@ -429,7 +456,7 @@ static int explore(void) {
 int main(int argc, char *argv[]) {
         log_set_max_level(LOG_WARNING); /* the engine tells every candidate that leaves */
         if (argc > 1 && streq(argv[1], "--explore"))
-                return explore();
+                return explore(argv + 2, argc - 2);
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_promised_rates),
         };
