@@ -59,7 +59,7 @@ void autotune_policy_init(AutoTunePolicy *p) {
                 .objective = AUTO_OBJECTIVE_READ_LATENCY,
                 .write_tolerance_pct = 10,
                 .read_target_usec = 10000,
-                .epoch_usec = 2000000,
+                .epoch_usec = 500000,
                 .rounds = 6,
                 .confidence_pct = 95,
                 .min_improvement_pct = 10,

@@ -27,13 +27,13 @@
  * level's alone.
  *
  * The unit test asserts what blkmqd.conf(5) promises at the defaults
- * (AutoEpochSec=2, AutoRounds=6, AutoConfidence=95%; AutoWriteTolerance=20%,
+ * (AutoEpochSec=0.5, AutoRounds=6, AutoConfidence=95%; AutoWriteTolerance=20%,
  * bench/autotune's): at most 1 - AutoConfidence= of false changes, of
  * changes in the null trials, and of choices outside the write bound;
  * and as few misses where a winner exists (no promise of the page, but
  * what a stop of the race on a leader the decision does not take cost:
- * mixed missed kyber nr_requests=32 5.65 % of the time at the defaults,
- * 10.94 % at epochs of 0.5 s, keeping the setting).
+ * mixed missed kyber nr_requests=32 5.65 % of the time at epochs of 2 s,
+ * 10.94 % at 0.5 s, keeping the setting).
  * `test-trial-sim --explore` prints the same figures for other epochs and
  * rounds (2, 1 and 0.5 s x 6, 4 and 3 rounds, or EPOCH_SEC:ROUNDS ...). */
 
