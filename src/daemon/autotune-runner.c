@@ -365,23 +365,6 @@ static void carry_out(AutoDevice *a, TrialAction act) {
                 }
 }
 
-/* Where the prober had no rate yet (a trial right after the daemon's
- * start or a hotplug): the rate of the first epoch of the setting before
- * the trial, less the probes' own, for the applies to come. */
-static void probe_rate_from_epoch(AutoDevice *a, const BlockStat *st, uint64_t now) {
-        EpochFigures f;
-
-        if (a->probe_rate_known || a->trial.current != 0 || now <= a->trial.t0)
-                return;
-        autotune_epoch_figures(&a->trial.stat0, st, now - a->trial.t0, &f);
-        if (!f.valid)
-                return;
-        a->probe_rate_known = true;
-        a->probe_interval_usec =
-                autotune_trial_probe_usec(f.read_iops + f.write_iops - 1e6 / (double) a->probe_interval_usec);
-        log_debug("%s: probes every %.1f ms from the next candidate on (%.0f I/Os a second before the trial).",
-                  a->device->sysname, (double) a->probe_interval_usec / 1e3, f.read_iops + f.write_iops);
-}
 
 /* The event a wait was for. */
 static TrialAction on_wait(AutoDevice *a, TrialWait w) {
@@ -407,10 +390,8 @@ static TrialAction on_wait(AutoDevice *a, TrialWait w) {
         }
         case TRIAL_WAIT_EPOCH:
                 r = autotune_read_stat(a->device, &st);
-                if (r >= 0) {
+                if (r >= 0)
                         probe_pool(a, a->trial.current);
-                        probe_rate_from_epoch(a, &st, now);
-                }
                 return trial_engine_epoch(&a->trial, r < 0 ? NULL : &st, r,
                                           (unsigned) (probe_errors(a->tuner, a->device) - a->probe_errors0),
                                           probe_p99_ms(a), now);
@@ -772,20 +753,30 @@ static int stack_check(AutoTuner *t, Device *d, const AutoTunePolicy *p, char **
 /* The probe interval of a trial on d (autotune_trial_probe_usec()), from
  * the disk's I/O rate as the prober last sampled its stat, over the probe
  * interval before the trial (where the probes' own share is one per
- * ProbeIntervalSec=). */
-static uint64_t trial_probe_interval(const AutoTuner *t, const Device *d, bool *ret_known) {
+ * ProbeIntervalSec=); where the prober has sampled it once only (a daemon
+ * or a disk that just started: the first probe), the rate from that
+ * sample to now, at least 0.1 s later; none: one per 20 ms. */
+static uint64_t trial_probe_interval(const AutoTuner *t, const Device *d) {
         const ProbeTarget *pt = t->prober ? prober_find(t->prober, d->sysname) : NULL;
-        *ret_known = pt && pt->stats.interval_usec > 0;
-        return autotune_trial_probe_usec(*ret_known ? pt->stats.read_iops + pt->stats.write_iops : 0);
-}
+        uint64_t now = now_usec(CLOCK_MONOTONIC);
+        double iops = 0;
+        BlockStat st;
 
+        if (pt && pt->stats.interval_usec > 0)
+                iops = pt->stats.read_iops + pt->stats.write_iops;
+        else if (pt && pt->stat_have_prev && now >= pt->stat_prev_usec + 100000 && autotune_read_stat(d, &st) >= 0 &&
+                 st.rd_ios + st.wr_ios >= pt->stat_prev[0] + pt->stat_prev[4])
+                iops = (double) (st.rd_ios + st.wr_ios - pt->stat_prev[0] - pt->stat_prev[4]) * 1e6 /
+                       (double) (now - pt->stat_prev_usec);
+        return autotune_trial_probe_usec(iops);
+}
 
 /* A new trial: the driver's counters and clocks, its probes, and the caps'
  * history. */
 static void trial_begin(AutoDevice *a) {
         AutoTuner *t = a->tuner;
 
-        a->probe_interval_usec = trial_probe_interval(t, a->device, &a->probe_rate_known);
+        a->probe_interval_usec = trial_probe_interval(t, a->device);
 
         a->p99_before = a->p99_during = a->p99_after = 0;
         a->p99_before0 = 0;

@@ -54,7 +54,6 @@ struct AutoDevice {
         Hist *trial_h0;
         double p99_before, p99_during, p99_after;
         uint64_t probe_interval_usec; /* the probes' during the trial (trial_probe_interval()) */
-        bool probe_rate_known;        /* from the disk's rate before the trial, else after its first epoch */
         uint64_t probe_errors0; /* the device's probe errors when the epoch began */
         Hist *probe0;           /* its probe latencies when the epoch began (NULL: no probes) */
         sd_event_source *timer;
