@@ -292,17 +292,22 @@ AutoGuardFactor=2
                 r.eq(loop.attr("nr_requests"), str(best), f"nr_requests still {best}")
                 n_trials = 2
 
-            with r.case("the second trial races: nr_requests=256, far worse than the best, leaves within 0.5 s of its "
+            with r.case("the second trial races: nr_requests=256, far worse than the best, leaves within 1 s of its "
                         "epoch's start; nr_requests=4 leaves by the write bound", env):
                 # By construction: under 256 a read waits behind about a
                 # hundred queued writes of 6.5 ms on 8 channels (the model's
                 # FIFO), over 100 ms; under 32 behind about 20 of them, and
                 # the slowest epoch's probe p99 of 32 stays near 20-30 ms
                 # even on a loaded host: over AutoGuardFactor=2 times that
-                # from 256's first probes on (an epoch of 3 s holds over
-                # 100, so its p99 allows one over the limit: the second
-                # ends it), which the daemon's look at the epoch's probes
-                # every 0.1 s sees. The look needs a p99 of every epoch
+                # from 256's first probes on, which the daemon's look at
+                # the epoch's probes every 0.1 s sees. How many it needs
+                # over the limit grows with the probes an epoch of 3 s can
+                # hold at the trial's probe rate: one per 9 ms here (1 in
+                # 10 of the disk's 1,100 I/Os a second), about 380, whose
+                # p99 allows 3 over it; at QD1 each takes over 100 ms, so
+                # 4-5 of them end the epoch after 0.5-0.7 s (seen: "5 of
+                # its first 5 probes (0.7 s into the epoch)"); at the
+                # 20 ms probes before, 2 of at most 173 did, in 0.2-0.4 s. The look needs a p99 of every epoch
                 # before, 50 probes at least: under 32 a probe takes about
                 # 16 ms and more on a loaded host, next to the 20 ms
                 # interval, hence epochs of 3 s. AutoNrRequests= lists 256
@@ -315,7 +320,7 @@ AutoGuardFactor=2
                 m = re.search(r"\(([0-9.]+) s into the epoch\)", c.get("dropReason", ""))
                 r.ok(c.get("dropped") and c.get("epochs") == 1 and "far worse" in c.get("dropReason", ""),
                      "nr_requests=256 left as far worse after one epoch", detail=str(c))
-                r.ok(m and float(m.group(1)) <= 0.5, "its epoch ended within 0.5 s of its start (the daemon's report: "
+                r.ok(m and float(m.group(1)) <= 1.0, "its epoch ended within 1 s of its start (the daemon's report: "
                      f"{m.group(1) + ' s' if m else 'not cut short'})", daemon=d)
                 # sysfs: from the write of 256 to the next write, the
                 # settling, the drain and the epoch included; an epoch
