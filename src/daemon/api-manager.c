@@ -33,7 +33,7 @@ typedef struct Waiter {
 } Waiter;
 
 /* A Trial call, answered when the device's trial is over (the runner's
- * news, AUTOTUNER_TRIAL_DONE), told of each epoch on the way with "more". */
+ * news, AUTOTUNE_RUNNER_TRIAL_DONE), told of each epoch on the way with "more". */
 typedef struct TrialCall {
         struct TrialCall *next;
         VarlinkCall *call;
@@ -42,7 +42,7 @@ typedef struct TrialCall {
 
 struct ApiManager {
         Manager *manager;
-        AutoTuner *autotuner; /* not owned; trial states in GetDevice and Monitor */
+        AutotuneRunner *autotuner; /* not owned; trial states in GetDevice and Monitor */
         Waiter *waiters;
         TrialCall *trial_calls;
         VarlinkSubscribers monitors;
@@ -281,7 +281,7 @@ static void api_manager_event(Manager *m, ManagerEventType type, Device *d, void
                 break;
         case MANAGER_EVENT_TRIAL:
                 if (!varlink_subscribers_empty(&a->monitors) && a->autotuner) {
-                        json_t *t = autotuner_device_json(a->autotuner, d);
+                        json_t *t = autotune_runner_device_json(a->autotuner, d);
                         json_t *o = json_pack("{s:s, s:s, s:o?}", "event", "trial", "device", d->sysname, "trial",
                                               t ? json_incref(json_object_get(t, "trial")) : NULL);
                         json_decref(t);
@@ -459,7 +459,7 @@ static json_t *device_json(const ApiManager *a, const Device *d) {
                         json_object_set_new(o, "originalsRecord", json_string(rp));
         }
         if (a->autotuner) {
-                json_t *t = autotuner_device_json(a->autotuner, d);
+                json_t *t = autotune_runner_device_json(a->autotuner, d);
                 if (t)
                         json_object_set_new(o, "autotune", t);
         }
@@ -595,7 +595,7 @@ static int stack_tree_lookup(const char *sysname, StackTreeDevice *ret, void *us
         if (r < 0)
                 return r;
         if (a->autotuner)
-                autotuner_overlay(a->autotuner, d, &ret->resolved);
+                autotune_runner_overlay(a->autotuner, d, &ret->resolved);
         if (d->info->dm_name || d->info->dm_uuid) {
                 r = dm_target_types(d->info->devnum, &ret->dm_target);
                 if (r < 0)
@@ -654,7 +654,7 @@ static int method_explain(VarlinkCall *call, json_t *params, void *userdata) {
         if (q < 0)
                 return q;
         if (a->autotuner)
-                autotuner_overlay(a->autotuner, d, &r);
+                autotune_runner_overlay(a->autotuner, d, &r);
         q = stacks_json(a, d, &stacks);
         if (q < 0) {
                 resolved_done(&r);
@@ -672,7 +672,7 @@ static int method_explain(VarlinkCall *call, json_t *params, void *userdata) {
         if (r.profile)
                 json_object_set_new(o, "profile", json_string(r.profile));
         if (a->autotuner) {
-                char *s = autotuner_explain(a->autotuner, d);
+                char *s = autotune_runner_explain(a->autotuner, d);
                 if (s)
                         json_object_set_new(o, "autotune", json_string(s));
                 free(s);
@@ -790,8 +790,8 @@ static void trial_news(Device *d, int news, void *userdata) {
                 }
                 if (!reply)
                         reply = json_pack("{s:s, s:o}", "device", d->sysname, "trial",
-                                          autotuner_trial_json(a->autotuner, d));
-                if (news == AUTOTUNER_TRIAL_PROGRESS) {
+                                          autotune_runner_trial_json(a->autotuner, d));
+                if (news == AUTOTUNE_RUNNER_TRIAL_PROGRESS) {
                         if (varlink_call_wants_more(c->call) && varlink_call_is_connected(c->call))
                                 (void) varlink_call_notify(c->call, json_incref(reply));
                         p = &c->next;
@@ -817,16 +817,16 @@ static int method_trial(VarlinkCall *call, json_t *params, void *userdata) {
         if (!a->autotuner)
                 return varlink_call_error(call, "io.blkmqd.Manager.TrialRefused",
                                           json_pack("{s:s, s:s}", "device", d->sysname, "reason", "trials are off (--once, --dry-run)"));
-        r = autotuner_start(a->autotuner, d, true, why, sizeof why);
+        r = autotune_runner_start(a->autotuner, d, true, why, sizeof why);
         if (r == -EPERM)
                 return varlink_call_error(call, "io.blkmqd.Manager.TrialRefused",
                                           json_pack("{s:s, s:s}", "device", d->sysname, "reason", why));
         if (r < 0 && r != -EBUSY) /* -EBUSY: it joins the running trial */
                 return r;
-        if (!autotuner_trial_pending(a->autotuner, d))
+        if (!autotune_runner_trial_pending(a->autotuner, d))
                 /* over already (its first apply failed): the trial as it ended */
                 return varlink_call_reply(call, json_pack("{s:s, s:o}", "device", d->sysname, "trial",
-                                                          autotuner_trial_json(a->autotuner, d)));
+                                                          autotune_runner_trial_json(a->autotuner, d)));
         TrialCall *c = calloc(1, sizeof *c);
         if (!c || !(c->device = strdup(d->sysname))) {
                 free(c);
@@ -855,7 +855,7 @@ static const VarlinkMethod methods[] = {
         { "Trial", method_trial, VARLINK_METHOD_MUTATING },
 };
 
-int api_manager_new(ApiManager **ret, Manager *m, AutoTuner *autotuner, VarlinkServer *server) {
+int api_manager_new(ApiManager **ret, Manager *m, AutotuneRunner *autotuner, VarlinkServer *server) {
         _cleanup_(api_manager_freep) ApiManager *a = NULL;
         int r;
 
@@ -878,7 +878,7 @@ int api_manager_new(ApiManager **ret, Manager *m, AutoTuner *autotuner, VarlinkS
         if (r < 0)
                 return r;
         if (autotuner)
-                autotuner_set_listener(autotuner, trial_news, a);
+                autotune_runner_set_listener(autotuner, trial_news, a);
         *ret = TAKE_PTR(a);
         return 0;
 }

@@ -12,6 +12,6 @@ typedef struct ApiManager ApiManager;
 
 /* Serves io.blkmqd.Manager on server, and listens to m: its events feed
  * Monitor streams and complete waiting calls. */
-int api_manager_new(ApiManager **ret, Manager *m, AutoTuner *autotuner, VarlinkServer *server);
+int api_manager_new(ApiManager **ret, Manager *m, AutotuneRunner *autotuner, VarlinkServer *server);
 ApiManager *api_manager_free(ApiManager *a);
 DEFINE_TRIVIAL_CLEANUP_FUNC(ApiManager *, api_manager_free)

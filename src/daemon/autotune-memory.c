@@ -26,13 +26,13 @@
 #define MEMORY_FILE "autotune-memory"
 #define MEMORY_DISKS_MAX 256
 
-static char *memory_path(AutoTuner *t) {
+static char *memory_path(AutotuneRunner *t) {
         const char *dir = t->manager->config->daemon.state_directory;
         return dir ? path_join(dir, MEMORY_FILE) : NULL;
 }
 
-static AutoMemoryDisk *disk_add(AutoTuner *t, const char *id, uint64_t diskseq) {
-        AutoMemoryDisk *n;
+static AutotuneMemoryDisk *disk_add(AutotuneRunner *t, const char *id, uint64_t diskseq) {
+        AutotuneMemoryDisk *n;
 
         if (t->n_memory >= MEMORY_DISKS_MAX)
                 return NULL;
@@ -41,21 +41,21 @@ static AutoMemoryDisk *disk_add(AutoTuner *t, const char *id, uint64_t diskseq) 
                 return NULL;
         t->memory = n;
         n = &t->memory[t->n_memory];
-        *n = (AutoMemoryDisk) { .id = strdup(id), .diskseq = diskseq };
+        *n = (AutotuneMemoryDisk) { .id = strdup(id), .diskseq = diskseq };
         if (!n->id)
                 return NULL;
         t->n_memory++;
         return n;
 }
 
-static AutoMemoryDisk *disk_find(AutoTuner *t, const char *id) {
+static AutotuneMemoryDisk *disk_find(AutotuneRunner *t, const char *id) {
         for (size_t i = 0; i < t->n_memory; i++)
                 if (streq(t->memory[i].id, id))
                         return &t->memory[i];
         return NULL;
 }
 
-static void memory_load(AutoTuner *t) {
+static void memory_load(AutotuneRunner *t) {
         _cleanup_free_ char *path = NULL, *line = NULL;
         _cleanup_fclose_ FILE *f = NULL;
         size_t size = 0;
@@ -74,7 +74,7 @@ static void memory_load(AutoTuner *t) {
         while (getline(&line, &size, f) >= 0) {
                 char id[256];
                 uint64_t seq;
-                AutoMemory e;
+                AutotuneMemory e;
                 lineno++;
                 line[strcspn(line, "\n")] = 0;
                 if (!*line || *line == '#')
@@ -83,7 +83,7 @@ static void memory_load(AutoTuner *t) {
                         log_warning("%s:%u: not a remembered workload, ignoring.", path, lineno);
                         continue;
                 }
-                AutoMemoryDisk *m = disk_find(t, id);
+                AutotuneMemoryDisk *m = disk_find(t, id);
                 if (!m && !(m = disk_add(t, id, seq)))
                         return (void) log_oom();
                 if (m->diskseq != seq || m->n >= AUTOTUNE_MEMORY_MAX)
@@ -93,10 +93,10 @@ static void memory_load(AutoTuner *t) {
         log_debug("Read the workloads of %zu disks from %s.", t->n_memory, path);
 }
 
-AutoMemoryDisk *autotune_memory_disk(AutoTuner *t, const Device *d, bool create) {
+AutotuneMemoryDisk *autotune_memory_disk(AutotuneRunner *t, const Device *d, bool create) {
         const char *id = d->info ? d->info->id : NULL;
         uint64_t seq = d->info ? d->info->diskseq : 0;
-        AutoMemoryDisk *m;
+        AutotuneMemoryDisk *m;
 
         if (!t->memory_loaded)
                 memory_load(t);
@@ -117,8 +117,8 @@ AutoMemoryDisk *autotune_memory_disk(AutoTuner *t, const Device *d, bool create)
         return m;
 }
 
-void autotune_memory_forget(AutoTuner *t, const Device *d) {
-        AutoMemoryDisk *m = autotune_memory_disk(t, d, false);
+void autotune_memory_forget(AutotuneRunner *t, const Device *d) {
+        AutotuneMemoryDisk *m = autotune_memory_disk(t, d, false);
 
         if (!m || m->n == 0)
                 return;
@@ -126,7 +126,7 @@ void autotune_memory_forget(AutoTuner *t, const Device *d) {
         (void) autotune_memory_save(t);
 }
 
-int autotune_memory_save(AutoTuner *t) {
+int autotune_memory_save(AutotuneRunner *t) {
         _cleanup_free_ char *path = memory_path(t), *tmp = NULL;
         _cleanup_fclose_ FILE *f = NULL;
         int fd, r;
@@ -173,7 +173,7 @@ fail:
         return log_warning_errno(r, "Failed to save the workloads trials learned (%s): %m", path);
 }
 
-void autotune_memory_free(AutoTuner *t) {
+void autotune_memory_free(AutotuneRunner *t) {
         for (size_t i = 0; i < t->n_memory; i++)
                 free(t->memory[i].id);
         t->memory = mfree(t->memory);

@@ -27,19 +27,19 @@ char *autotune_clock_hm(uint64_t realtime_usec, char buf[static 16]) {
 
 /* ---- JSON ---- */
 
-static json_t *candidate_json(const AutoDevice *a, size_t c) {
+static json_t *candidate_json(const AutotuneDevice *a, size_t c) {
         char buf[AUTOTUNE_CANDIDATE_STRMAX];
-        const AutoSummary *s = &a->trial.summary[c];
+        const AutotuneSummary *s = &a->trial.summary[c];
         json_t *o = json_pack("{s:s, s:s, s:b, s:i}", "setting", autotune_candidate_format(&a->trial.cand[c], buf, sizeof buf),
                               "scheduler", a->trial.cand[c].scheduler, "baseline", a->trial.cand[c].baseline, "epochs",
                               (int) a->trial.series[c].n);
         if (a->trial.cand[c].nr_requests)
                 json_object_set_new(o, "nrRequests", json_integer(a->trial.cand[c].nr_requests));
-        if (a->trial.cand[c].wbt_lat_usec != AUTO_WBT_UNSET)
+        if (a->trial.cand[c].wbt_lat_usec != AUTOTUNE_WBT_UNSET)
                 json_object_set_new(o, "wbtLatUsec", json_integer(a->trial.cand[c].wbt_lat_usec));
-        if (a->trial.cand[c].set & AUTO_SET_READ_AHEAD)
+        if (a->trial.cand[c].set & AUTOTUNE_SET_READ_AHEAD)
                 json_object_set_new(o, "readAheadKB", json_integer(a->trial.cand[c].read_ahead_kb));
-        for (AutoTunable t = 0; t < _AUTO_TUN_MAX; t++)
+        for (AutotuneTunable t = 0; t < _AUTOTUNE_TUN_MAX; t++)
                 if (a->trial.cand[c].set & (1U << t)) {
                         json_t *io = json_object_get(o, "iosched");
                         if (!io) {
@@ -71,9 +71,9 @@ static json_t *candidate_json(const AutoDevice *a, size_t c) {
         return o;
 }
 
-json_t *autotune_trial_json(const AutoDevice *a) {
+json_t *autotune_trial_json(const AutotuneDevice *a) {
         json_t *o = json_object(), *cands = json_array();
-        const char *state = trial_engine_running(&a->trial) ? "running" : a->trial.aborted ? "aborted" : a->trial.has_result ? "decided" : "idle";
+        const char *state = autotune_engine_running(&a->trial) ? "running" : a->trial.aborted ? "aborted" : a->trial.has_result ? "decided" : "idle";
         char buf[AUTOTUNE_CANDIDATE_STRMAX];
 
         json_object_set_new(o, "state", json_string(state));
@@ -81,8 +81,8 @@ json_t *autotune_trial_json(const AutoDevice *a) {
                 json_array_append_new(cands, candidate_json(a, c));
         json_object_set_new(o, "candidates", cands);
         if (a->trial.policy_copied)
-                json_object_set_new(o, "objective", json_string(auto_objective_to_string(a->trial.policy.objective)));
-        if (trial_engine_running(&a->trial)) {
+                json_object_set_new(o, "objective", json_string(autotune_objective_to_string(a->trial.policy.objective)));
+        if (autotune_engine_running(&a->trial)) {
                 json_object_set_new(o, "epoch", json_integer((json_int_t) a->trial.slot + 1));
                 json_object_set_new(o, "epochs", json_integer((json_int_t) a->trial.n_slots));
                 json_object_set_new(o, "measuring", json_string(autotune_candidate_format(&a->trial.cand[a->trial.current], buf, sizeof buf)));
@@ -92,7 +92,7 @@ json_t *autotune_trial_json(const AutoDevice *a) {
         if (a->ended_usec)
                 json_object_set_new(o, "endedUsec", json_integer((json_int_t) a->ended_usec));
         if (a->trial.has_result) {
-                json_object_set_new(o, "verdict", json_string(auto_verdict_to_string(a->trial.decision.verdict)));
+                json_object_set_new(o, "verdict", json_string(autotune_verdict_to_string(a->trial.decision.verdict)));
                 json_object_set_new(o, "reason", json_string(a->trial.decision.reason));
                 json_object_set_new(o, "winner", json_string(autotune_candidate_format(&a->trial.cand[a->trial.decision.winner], buf, sizeof buf)));
                 /* the winner's own fields (scheduler, nrRequests, wbtLatUsec) are those of candidates[winnerIndex] */
@@ -115,8 +115,8 @@ json_t *autotune_trial_json(const AutoDevice *a) {
                 json_object_set_new(o, "stopReason", json_string(a->trial.stop_reason));
         if (a->trial.search) {
                 /* a search by families: candidates are the last phase's */
-                json_t *se = json_pack("{s:s, s:i, s:i, s:i, s:s, s:b}", "family", auto_family_to_string(a->trial.family),
-                                       "phases", (int) a->trial.n_phases + (trial_engine_running(&a->trial) ? 1 : 0), "candidatesGenerated",
+                json_t *se = json_pack("{s:s, s:i, s:i, s:i, s:s, s:b}", "family", autotune_family_to_string(a->trial.family),
+                                       "phases", (int) a->trial.n_phases + (autotune_engine_running(&a->trial) ? 1 : 0), "candidatesGenerated",
                                        (int) a->trial.n_generated, "candidatesMeasured", (int) a->trial.n_measured, "phasesText",
                                        a->trial.phases_text, "sequentialReads", a->trial.sequential);
                 if (se)
@@ -141,7 +141,7 @@ json_t *autotune_trial_json(const AutoDevice *a) {
 /* The trial's price in one phrase: "a read p99 of 116 ms during it, 1.2
  * times the worse of before (97 ms) and after (54 ms)." buf[0] = 0
  * without probes enough. */
-static char *price_text(const AutoDevice *a, char *buf, size_t size) {
+static char *price_text(const AutotuneDevice *a, char *buf, size_t size) {
         double ref = fmax(a->p99_before, a->p99_after);
         buf[0] = 0;
         if (a->p99_during > 0 && ref > 0)
@@ -152,13 +152,13 @@ static char *price_text(const AutoDevice *a, char *buf, size_t size) {
         return buf;
 }
 
-static json_t *memory_json(AutoTuner *t, const Device *d) {
-        const AutoMemoryDisk *m = autotune_memory_disk(t, d, false);
+static json_t *memory_json(AutotuneRunner *t, const Device *d) {
+        const AutotuneMemoryDisk *m = autotune_memory_disk(t, d, false);
         json_t *arr = json_array();
         char buf[AUTOTUNE_CANDIDATE_STRMAX];
 
         for (size_t i = 0; m && i < m->n; i++) {
-                const AutoMemory *e = &m->m[i];
+                const AutotuneMemory *e = &m->m[i];
                 json_array_append_new(arr, json_pack("{s:f, s:f, s:f, s:f, s:s, s:I}", "readShare", e->sig.read_share,
                                                      "requestKiB", e->sig.avg_kb, "iops", e->sig.iops, "depth",
                                                      e->sig.depth, "setting",
@@ -168,7 +168,7 @@ static json_t *memory_json(AutoTuner *t, const Device *d) {
         return arr;
 }
 
-json_t *autotune_report_device(AutoTuner *t, const Device *d, const AutoTunePolicy *p, const AutoDevice *a) {
+json_t *autotune_report_device(AutotuneRunner *t, const Device *d, const AutotunePolicy *p, const AutotuneDevice *a) {
         char buf[AUTOTUNE_CANDIDATE_STRMAX];
 
         if (!p && !a)
@@ -206,8 +206,8 @@ json_t *autotune_report_device(AutoTuner *t, const Device *d, const AutoTunePoli
 }
 
 /* s (owned), and the workloads remembered for the disk after it. */
-static char *explain_with_memory(AutoTuner *t, const Device *d, const AutoTunePolicy *p, char *s) {
-        const AutoMemoryDisk *m = p && p->remember ? autotune_memory_disk(t, d, false) : NULL;
+static char *explain_with_memory(AutotuneRunner *t, const Device *d, const AutotunePolicy *p, char *s) {
+        const AutotuneMemoryDisk *m = p && p->remember ? autotune_memory_disk(t, d, false) : NULL;
         StrBuf sb = {};
         char buf[AUTOTUNE_CANDIDATE_STRMAX], hm[16];
 
@@ -215,7 +215,7 @@ static char *explain_with_memory(AutoTuner *t, const Device *d, const AutoTunePo
                 return s;
         strbuf_appendf(&sb, "%s Workloads seen (%zu):", s, m->n);
         for (size_t i = 0; i < m->n; i++) {
-                const AutoMemory *e = &m->m[i];
+                const AutotuneMemory *e = &m->m[i];
                 strbuf_appendf(&sb, "%s reads %.0f %% of I/Os, %.0f KiB, %.0f I/Os per second, %.1f in flight: %s (trial at %s)",
                               i ? ";" : "", e->sig.read_share * 100, e->sig.avg_kb, e->sig.iops, e->sig.depth,
                               autotune_candidate_format(&e->cand, buf, sizeof buf),
@@ -228,7 +228,7 @@ static char *explain_with_memory(AutoTuner *t, const Device *d, const AutoTunePo
         return s;
 }
 
-char *autotune_report_explain(AutoTuner *t, const Device *d, const AutoTunePolicy *p, const AutoDevice *a) {
+char *autotune_report_explain(AutotuneRunner *t, const Device *d, const AutotunePolicy *p, const AutotuneDevice *a) {
         char *s = NULL, w[AUTOTUNE_CANDIDATE_STRMAX], b[AUTOTUNE_CANDIDATE_STRMAX], hm[16];
         int r;
 
@@ -240,7 +240,7 @@ char *autotune_report_explain(AutoTuner *t, const Device *d, const AutoTunePolic
                                                    strdup("AutoTune=yes: no trial has run yet; the static keys are in force."));
                 return NULL;
         }
-        if (trial_engine_running(&a->trial))
+        if (autotune_engine_running(&a->trial))
                 return strdup("a trial is running.");
         autotune_candidate_format(&a->trial.cand[a->trial.decision.winner], w, sizeof w);
         autotune_candidate_format(&a->trial.cand[0], b, sizeof b);
@@ -249,12 +249,12 @@ char *autotune_report_explain(AutoTuner *t, const Device *d, const AutoTunePolic
                 r = asprintf(&s, "%s", a->choice_text);
         else if (a->has_choice)
                 r = asprintf(&s, "%s The last trial, at %s, kept it: %s (%s).", a->choice_text, hm,
-                             auto_verdict_to_string(a->trial.decision.verdict), a->trial.decision.reason);
-        else if (a->trial.decision.verdict == AUTO_VERDICT_CHANGE)
+                             autotune_verdict_to_string(a->trial.decision.verdict), a->trial.decision.reason);
+        else if (a->trial.decision.verdict == AUTOTUNE_VERDICT_CHANGE)
                 r = asprintf(&s, "the trial at %s chose %s, since put back by a restore: the static keys are in force.",
                              hm, w);
         else
-                r = asprintf(&s, "%s kept by the trial at %s: %s (%s).", b, hm, auto_verdict_to_string(a->trial.decision.verdict),
+                r = asprintf(&s, "%s kept by the trial at %s: %s (%s).", b, hm, autotune_verdict_to_string(a->trial.decision.verdict),
                              a->trial.decision.reason);
         if (r < 0)
                 return NULL;
@@ -280,35 +280,35 @@ char *autotune_report_explain(AutoTuner *t, const Device *d, const AutoTunePolic
         return explain_with_memory(t, d, p, s);
 }
 
-void autotune_report_metrics(AutoTuner *t, StrBuf *sb) {
+void autotune_report_metrics(AutotuneRunner *t, StrBuf *sb) {
         metrics_text_family(sb, "blkmqd_autotune_trials_total", METRIC_COUNTER, "Closed-loop tuning trials started.");
-        for (AutoDevice *a = t->devices; a; a = a->next) {
+        for (AutotuneDevice *a = t->devices; a; a = a->next) {
                 MetricLabel l[] = { { "device", a->device->sysname } };
                 metrics_text_counter(sb, "blkmqd_autotune_trials_total", l, 1, a->n_trials);
         }
         metrics_text_family(sb, "blkmqd_autotune_changes_total", METRIC_COUNTER,
                             "Settings changed by the decision of a trial.");
-        for (AutoDevice *a = t->devices; a; a = a->next) {
+        for (AutotuneDevice *a = t->devices; a; a = a->next) {
                 MetricLabel l[] = { { "device", a->device->sysname } };
                 metrics_text_counter(sb, "blkmqd_autotune_changes_total", l, 1, a->n_changes);
         }
         metrics_text_family(sb, "blkmqd_autotune_last_verdict_info", METRIC_GAUGE,
                             "The verdict of the device's last trial once it has finished (value 1; none while one runs).");
-        for (AutoDevice *a = t->devices; a; a = a->next) {
+        for (AutotuneDevice *a = t->devices; a; a = a->next) {
                 MetricLabel l[] = { { "device", a->device->sysname },
-                                    { "verdict", auto_verdict_to_string(a->trial.decision.verdict) } };
+                                    { "verdict", autotune_verdict_to_string(a->trial.decision.verdict) } };
                 if (a->trial.has_result && l[1].value)
                         metrics_text_gauge(sb, "blkmqd_autotune_last_verdict_info", l, 2, 1);
         }
         metrics_text_family(sb, "blkmqd_autotune_recalls_total", METRIC_COUNTER,
                             "Settings put back at once for a workload a trial had seen (no trial).");
-        for (AutoDevice *a = t->devices; a; a = a->next) {
+        for (AutotuneDevice *a = t->devices; a; a = a->next) {
                 MetricLabel l[] = { { "device", a->device->sysname } };
                 metrics_text_counter(sb, "blkmqd_autotune_recalls_total", l, 1, a->n_recalls);
         }
         metrics_text_family(sb, "blkmqd_autotune_scheduler_switches", METRIC_GAUGE,
                             "Scheduler switches of the last trial (each freezes the queue).");
-        for (AutoDevice *a = t->devices; a; a = a->next) {
+        for (AutotuneDevice *a = t->devices; a; a = a->next) {
                 MetricLabel l[] = { { "device", a->device->sysname } };
                 if (a->n_trials)
                         metrics_text_gauge(sb, "blkmqd_autotune_scheduler_switches", l, 1, a->trial.switches);
@@ -316,7 +316,7 @@ void autotune_report_metrics(AutoTuner *t, StrBuf *sb) {
         metrics_text_family(sb, "blkmqd_autotune_trial_read_p99_seconds", METRIC_GAUGE,
                             "The price of the last trial: the probes' read p99 before it (the setting before, over "
                             "its epochs), during it, and after it (the setting in force after, over its epochs).");
-        for (AutoDevice *a = t->devices; a; a = a->next) {
+        for (AutotuneDevice *a = t->devices; a; a = a->next) {
                 const struct {
                         const char *when;
                         double v;
@@ -329,7 +329,7 @@ void autotune_report_metrics(AutoTuner *t, StrBuf *sb) {
         }
         metrics_text_family(sb, "blkmqd_autotune_candidate_read_await_seconds", METRIC_GAUGE,
                             "Median read await of each candidate in the last trial.");
-        for (AutoDevice *a = t->devices; a; a = a->next)
+        for (AutotuneDevice *a = t->devices; a; a = a->next)
                 for (size_t c = 0; c < a->trial.n_cand; c++) {
                         char buf[AUTOTUNE_CANDIDATE_STRMAX];
                         MetricLabel l[] = { { "device", a->device->sysname },
@@ -340,7 +340,7 @@ void autotune_report_metrics(AutoTuner *t, StrBuf *sb) {
                 }
         metrics_text_family(sb, "blkmqd_autotune_candidate_read_p99_seconds", METRIC_GAUGE,
                             "Median over the epochs of each candidate's probe read p99 in the last trial.");
-        for (AutoDevice *a = t->devices; a; a = a->next)
+        for (AutotuneDevice *a = t->devices; a; a = a->next)
                 for (size_t c = 0; c < a->trial.n_cand; c++) {
                         char buf[AUTOTUNE_CANDIDATE_STRMAX];
                         MetricLabel l[] = { { "device", a->device->sysname },

@@ -27,9 +27,9 @@
 
 #define HOTPLUG_DELAY_USEC 10000000ULL /* a new disk gets its workload first */
 
-const AutoTunePolicy *autotune_device_policy(AutoTuner *t, const Device *d) {
+const AutotunePolicy *autotune_device_policy(AutotuneRunner *t, const Device *d) {
         const Config *c = t->manager->config;
-        const AutoTunePolicy *p = NULL;
+        const AutotunePolicy *p = NULL;
 
         /* The last matched [Device] section with Auto* keys wins as a
          * whole; of d's own sections only: a stack's section, applied to
@@ -41,15 +41,15 @@ const AutoTunePolicy *autotune_device_policy(AutoTuner *t, const Device *d) {
         return p;
 }
 
-AutoDevice *autotune_find(AutoTuner *t, const Device *d) {
-        for (AutoDevice *a = t->devices; a; a = a->next)
+AutotuneDevice *autotune_find(AutotuneRunner *t, const Device *d) {
+        for (AutotuneDevice *a = t->devices; a; a = a->next)
                 if (a->device == d)
                         return a;
         return NULL;
 }
 
-AutoDevice *autotune_get(AutoTuner *t, Device *d) {
-        AutoDevice *a = autotune_find(t, d);
+AutotuneDevice *autotune_get(AutotuneRunner *t, Device *d) {
+        AutotuneDevice *a = autotune_find(t, d);
         if (a)
                 return a;
         a = calloc(1, sizeof *a);
@@ -57,8 +57,8 @@ AutoDevice *autotune_get(AutoTuner *t, Device *d) {
                 return NULL;
         a->tuner = t;
         a->device = d;
-        trial_engine_init(&a->trial, d->sysname);
-        trial_watch_init(&a->watch);
+        autotune_engine_init(&a->trial, d->sysname);
+        autotune_lookout_init(&a->watch);
         a->generation = d->generation;
         a->next = t->devices;
         t->devices = a;
@@ -66,33 +66,33 @@ AutoDevice *autotune_get(AutoTuner *t, Device *d) {
 }
 
 /* The trial's news for the listener (api-manager.c: the Trial calls). */
-static void tell(AutoDevice *a, AutoTrialNews news) {
-        AutoTuner *t = a->tuner;
+static void tell(AutotuneDevice *a, AutotuneTrialNews news) {
+        AutotuneRunner *t = a->tuner;
 
         if (t->listener)
                 t->listener(a->device, news, t->listener_data);
 }
 
-void autotune_device_free(AutoTuner *t, AutoDevice *a) {
-        for (AutoDevice **p = &t->devices; *p; p = &(*p)->next)
+void autotune_device_free(AutotuneRunner *t, AutotuneDevice *a) {
+        for (AutotuneDevice **p = &t->devices; *p; p = &(*p)->next)
                 if (*p == a) {
                         *p = a->next;
                         break;
                 }
         a->timer = sd_event_source_disable_unref(a->timer);
         a->hotplug_timer = sd_event_source_disable_unref(a->hotplug_timer);
-        trial_engine_done(&a->trial);
+        autotune_engine_done(&a->trial);
         free(a->probe0);
         free(a->cand_hist);
         free(a->trial_h0);
         strv_free(a->members);
-        lockstep_done(&a->lockstep);
+        autotune_lockstep_done(&a->lockstep);
         free(a);
 }
 
 /* The stack trial whose member d is (NULL: none). */
-static AutoDevice *stack_of(AutoTuner *t, const Device *d) {
-        for (AutoDevice *a = t->devices; a; a = a->next)
+static AutotuneDevice *stack_of(AutotuneRunner *t, const Device *d) {
+        for (AutotuneDevice *a = t->devices; a; a = a->next)
                 if (a->members && a->device != d && strv_contains(a->members, d->sysname))
                         return a;
         return NULL;
@@ -102,7 +102,7 @@ static AutoDevice *stack_of(AutoTuner *t, const Device *d) {
  * each member of a stack (the lockstep: the members' jobs are gathered by
  * member_applied()). The jobs running (0: none, the device or every
  * member matches no section), or a negative errno with why. */
-static int apply_all(AutoDevice *a, char *why, size_t why_size) {
+static int apply_all(AutotuneDevice *a, char *why, size_t why_size) {
         Manager *m = a->tuner->manager;
         int r, jobs = 0;
 
@@ -114,7 +114,7 @@ static int apply_all(AutoDevice *a, char *why, size_t why_size) {
                 }
                 return a->device->busy ? 1 : 0;
         }
-        lockstep_begin(&a->lockstep);
+        autotune_lockstep_begin(&a->lockstep);
         (void) manager_apply(m, a->device); /* the top: the trial's probe rate */
         for (size_t i = 0; a->members[i]; i++) {
                 Device *d = manager_find_device(m, a->members[i]);
@@ -131,22 +131,22 @@ static int apply_all(AutoDevice *a, char *why, size_t why_size) {
                         jobs++;
                 else
                         /* a member without a job did not take the candidate */
-                        lockstep_no_job(&a->lockstep, i, d->sysname);
+                        autotune_lockstep_no_job(&a->lockstep, i, d->sysname);
         }
         return jobs;
 }
 
-int autotune_apply(AutoDevice *a) {
+int autotune_apply(AutotuneDevice *a) {
         char why[256];
         int r = apply_all(a, why, sizeof why);
         return r < 0 ? r : 0;
 }
 
-bool autotune_running(const AutoDevice *a) {
-        return trial_engine_running(&a->trial);
+bool autotune_running(const AutotuneDevice *a) {
+        return autotune_engine_running(&a->trial);
 }
 
-int autotune_read_stat(const Device *d, BlockStat *ret) {
+int autotune_read_stat(const Device *d, AutotuneBlockStat *ret) {
         _cleanup_free_ char *p = path_join(d->info->blockdir, "stat"), *text = NULL;
         int r;
         if (!p)
@@ -154,17 +154,17 @@ int autotune_read_stat(const Device *d, BlockStat *ret) {
         r = sysfs_read(p, &text);
         if (r < 0)
                 return r;
-        return blockstat_parse(text, ret);
+        return autotune_blockstat_parse(text, ret);
 }
 
 /* The device's probe latencies so far (NULL: not probed). */
-static const Hist *probe_hist(const AutoTuner *t, const Device *d) {
+static const Hist *probe_hist(const AutotuneRunner *t, const Device *d) {
         ProbeTarget *pt = t->prober ? prober_find(t->prober, d->sysname) : NULL;
         return pt && pt->lat ? &pt->lat->total : NULL;
 }
 
 /* Notes the probe latencies at an epoch's start. */
-static void probe_mark(AutoDevice *a) {
+static void probe_mark(AutotuneDevice *a) {
         const Hist *h = probe_hist(a->tuner, a->device);
 
         if (!h) {
@@ -178,7 +178,7 @@ static void probe_mark(AutoDevice *a) {
 
 /* The p99 of the probes since probe_mark(), in ms; 0 with fewer than
  * AUTOTUNE_P99_MIN_PROBES. */
-static double probe_p99_ms(AutoDevice *a) {
+static double probe_p99_ms(AutotuneDevice *a) {
         const Hist *h = probe_hist(a->tuner, a->device);
         Hist d;
         uint64_t ns;
@@ -192,7 +192,7 @@ static double probe_p99_ms(AutoDevice *a) {
 /* The most probes an epoch of usec can hold: one in flight at a time,
  * started at most every interval less its jitter (at most half of it,
  * probe.c); 0 without probes. */
-static uint64_t probes_max(const AutoTuner *t, const Device *d, uint64_t usec) {
+static uint64_t probes_max(const AutotuneRunner *t, const Device *d, uint64_t usec) {
         ProbeTarget *pt = t->prober ? prober_find(t->prober, d->sysname) : NULL;
         if (!pt || pt->config.interval_usec == 0)
                 return 0;
@@ -205,10 +205,10 @@ static uint64_t probes_max(const AutoTuner *t, const Device *d, uint64_t usec) {
  * far-worse limit: how many, how many above it, their p99, and the most
  * an epoch (and a look's slack: its end may come a little late) can hold.
  * n = 0: nothing to look at. */
-static TrialPeek peek_figures(AutoDevice *a, uint64_t now) {
+static AutotuneTrialPeek peek_figures(AutotuneDevice *a, uint64_t now) {
         const Hist *h = probe_hist(a->tuner, a->device);
-        uint64_t n_max = probes_max(a->tuner, a->device, a->trial.policy.epoch_usec + TRIAL_PEEK_USEC), ns;
-        TrialPeek pk = { .now = now, .n_max = n_max };
+        uint64_t n_max = probes_max(a->tuner, a->device, a->trial.policy.epoch_usec + AUTOTUNE_PEEK_USEC), ns;
+        AutotuneTrialPeek pk = { .now = now, .n_max = n_max };
         Hist d;
 
         if (!h || !a->probe0 || n_max == 0 || hist_diff(&d, h, a->probe0) < 0 || d.count == 0)
@@ -221,7 +221,7 @@ static TrialPeek peek_figures(AutoDevice *a, uint64_t now) {
 }
 
 /* Adds the probes of the epoch just ended to candidate c's pool. */
-static void probe_pool(AutoDevice *a, size_t c) {
+static void probe_pool(AutotuneDevice *a, size_t c) {
         const Hist *h = probe_hist(a->tuner, a->device);
         Hist d;
 
@@ -241,7 +241,7 @@ static double hist_p99_ms(const Hist *h) {
  * it (every probe from its first epoch to its end, the settling between
  * candidates included) against the setting before it and the one in force
  * after it, each over its own epochs at the trial's probe rate. */
-static void price_compute(AutoDevice *a) {
+static void price_compute(AutotuneDevice *a) {
         const Hist *h = probe_hist(a->tuner, a->device);
         Hist d;
 
@@ -256,7 +256,7 @@ static void price_compute(AutoDevice *a) {
 
 /* Read errors of the device's latency probes so far (0 without probes):
  * the guard rail's I/O errors. */
-static uint64_t probe_errors(const AutoTuner *t, const Device *d) {
+static uint64_t probe_errors(const AutotuneRunner *t, const Device *d) {
         if (!t->prober)
                 return 0;
         for (size_t i = 0; i < prober_count(t->prober); i++) {
@@ -267,14 +267,14 @@ static uint64_t probe_errors(const AutoTuner *t, const Device *d) {
         return 0;
 }
 
-void autotune_emit(AutoDevice *a) {
+void autotune_emit(AutotuneDevice *a) {
         Manager *m = a->tuner->manager;
         manager_notify(m, MANAGER_EVENT_TRIAL, a->device);
 }
 
-static void progress(AutoDevice *a) {
-        trial_engine_summarise(&a->trial);
-        tell(a, AUTOTUNER_TRIAL_PROGRESS);
+static void progress(AutotuneDevice *a) {
+        autotune_engine_summarise(&a->trial);
+        tell(a, AUTOTUNE_RUNNER_TRIAL_PROGRESS);
 }
 
 /* ---- the trial: the engine's I/O driver ---- */
@@ -282,15 +282,15 @@ static void progress(AutoDevice *a) {
 /* What the trial chose (or kept) for the workload it measured, for when
  * that workload comes back. Not after an abort, an idle disk or too few
  * epochs: those learned nothing of it. */
-static void remember(AutoDevice *a) {
-        const TrialEngine *e = &a->trial;
-        AutoVerdict v = e->decision.verdict;
-        AutoSignature sig;
-        AutoMemoryDisk *m;
+static void remember(AutotuneDevice *a) {
+        const AutotuneEngine *e = &a->trial;
+        AutotuneVerdict v = e->decision.verdict;
+        AutotuneSignature sig;
+        AutotuneMemoryDisk *m;
 
         if (!e->policy.remember || e->aborted ||
-            (v != AUTO_VERDICT_CHANGE && v != AUTO_VERDICT_KEEP_BEST && v != AUTO_VERDICT_KEEP_NOISE &&
-             v != AUTO_VERDICT_KEEP_HYSTERESIS) ||
+            (v != AUTOTUNE_VERDICT_CHANGE && v != AUTOTUNE_VERDICT_KEEP_BEST && v != AUTOTUNE_VERDICT_KEEP_NOISE &&
+             v != AUTOTUNE_VERDICT_KEEP_HYSTERESIS) ||
             !autotune_series_signature(e->series, e->n_cand, &sig) || sig.iops < e->policy.min_iops)
                 return;
         m = autotune_memory_disk(a->tuner, a->device, true);
@@ -300,13 +300,13 @@ static void remember(AutoDevice *a) {
         (void) autotune_memory_save(a->tuner);
         /* the workload the watch compares with from now on; it is in
          * force, not arriving */
-        trial_watch_remembered(&a->watch, &sig);
+        autotune_lookout_remembered(&a->watch, &sig);
 }
 
 /* The probes of a search's phases: the first phase's p99 of the setting
  * before the trial is the trial's "before"; a phase begun anew (apply)
  * pools its candidates' probes afresh. */
-static void sync_phases(AutoDevice *a, bool apply) {
+static void sync_phases(AutotuneDevice *a, bool apply) {
         if (a->seen_phases == 0 && a->trial.n_phases > 0 && a->cand_hist)
                 a->p99_before0 = hist_p99_ms(&a->cand_hist[0]);
         if (apply && a->trial.n_phases != a->seen_phases)
@@ -315,32 +315,32 @@ static void sync_phases(AutoDevice *a, bool apply) {
         a->seen_phases = a->trial.n_phases;
 }
 
-static void finish(AutoDevice *a);
+static void finish(AutotuneDevice *a);
 static int on_timer(sd_event_source *s, uint64_t usec, void *userdata);
-static TrialAction on_wait(AutoDevice *a, TrialWait w);
+static AutotuneTrialAction on_wait(AutotuneDevice *a, AutotuneTrialWait w);
 
 /* Carries out what the engine asks, until it waits for an event. */
-static void carry_out(AutoDevice *a, TrialAction act) {
+static void carry_out(AutotuneDevice *a, AutotuneTrialAction act) {
         char why[256];
         int r;
 
         for (;;)
                 switch (act.what) {
-                case TRIAL_DO_NOTHING:
+                case AUTOTUNE_TRIAL_DO_NOTHING:
                         return;
-                case TRIAL_DO_APPLY:
+                case AUTOTUNE_TRIAL_DO_APPLY:
                         sync_phases(a, true);
                         r = apply_all(a, why, sizeof why);
                         if (r < 0)
-                                act = trial_engine_abort(&a->trial, why);
+                                act = autotune_engine_abort(&a->trial, why);
                         else if (r == 0)
                                 /* no job: the device matches no section any more
                                  * (a loop device detached from its file, say) */
-                                act = trial_engine_abort(&a->trial, "the device no longer matches its policy");
+                                act = autotune_engine_abort(&a->trial, "the device no longer matches its policy");
                         else
                                 return;
                         break;
-                case TRIAL_DO_WAIT:
+                case AUTOTUNE_TRIAL_DO_WAIT:
                         if (act.usec == 0) {
                                 act = on_wait(a, act.wait);
                                 break;
@@ -352,13 +352,13 @@ static void carry_out(AutoDevice *a, TrialAction act) {
                         if (r >= 0)
                                 return;
                         snprintf(why, sizeof why, "cannot arm a timer: %s", strerror(-r));
-                        act = trial_engine_abort(&a->trial, why);
+                        act = autotune_engine_abort(&a->trial, why);
                         break;
-                case TRIAL_DO_NEXT:
+                case AUTOTUNE_TRIAL_DO_NEXT:
                         progress(a);
-                        act = trial_engine_next(&a->trial, now_usec(CLOCK_MONOTONIC));
+                        act = autotune_engine_next(&a->trial, now_usec(CLOCK_MONOTONIC));
                         break;
-                case TRIAL_DO_FINISH:
+                case AUTOTUNE_TRIAL_DO_FINISH:
                         sync_phases(a, false);
                         finish(a);
                         return;
@@ -367,47 +367,47 @@ static void carry_out(AutoDevice *a, TrialAction act) {
 
 
 /* The event a wait was for. */
-static TrialAction on_wait(AutoDevice *a, TrialWait w) {
+static AutotuneTrialAction on_wait(AutotuneDevice *a, AutotuneTrialWait w) {
         uint64_t now = now_usec(CLOCK_MONOTONIC);
-        BlockStat st;
+        AutotuneBlockStat st;
         int r;
 
         switch (w) {
-        case TRIAL_WAIT_SETTLE: {
+        case AUTOTUNE_TRIAL_WAIT_SETTLE: {
                 r = autotune_read_stat(a->device, &st);
-                TrialAction act = trial_engine_settled(&a->trial, r < 0 ? NULL : &st, r,
+                AutotuneTrialAction act = autotune_engine_settled(&a->trial, r < 0 ? NULL : &st, r,
                                                        probe_hist(a->tuner, a->device) != NULL, now);
-                if (a->trial.phase == TRIAL_MEASURING && act.what == TRIAL_DO_WAIT && act.wait != TRIAL_WAIT_SETTLE) {
+                if (a->trial.phase == AUTOTUNE_TRIAL_MEASURING && act.what == AUTOTUNE_TRIAL_DO_WAIT && act.wait != AUTOTUNE_TRIAL_WAIT_SETTLE) {
                         /* the epoch begins: its probes from here */
                         a->probe_errors0 = probe_errors(a->tuner, a->device);
                         probe_mark(a);
                 }
                 return act;
         }
-        case TRIAL_WAIT_PEEK: {
-                TrialPeek pk = peek_figures(a, now);
-                return trial_engine_peek(&a->trial, &pk);
+        case AUTOTUNE_TRIAL_WAIT_PEEK: {
+                AutotuneTrialPeek pk = peek_figures(a, now);
+                return autotune_engine_peek(&a->trial, &pk);
         }
-        case TRIAL_WAIT_EPOCH:
+        case AUTOTUNE_TRIAL_WAIT_EPOCH:
                 r = autotune_read_stat(a->device, &st);
                 if (r >= 0)
                         probe_pool(a, a->trial.current);
-                return trial_engine_epoch(&a->trial, r < 0 ? NULL : &st, r,
+                return autotune_engine_epoch(&a->trial, r < 0 ? NULL : &st, r,
                                           (unsigned) (probe_errors(a->tuner, a->device) - a->probe_errors0),
                                           probe_p99_ms(a), now);
         }
-        return (TrialAction) { .what = TRIAL_DO_NOTHING };
+        return (AutotuneTrialAction) { .what = AUTOTUNE_TRIAL_DO_NOTHING };
 }
 
 static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
-        AutoDevice *a = userdata;
+        AutotuneDevice *a = userdata;
 
         a->timer = sd_event_source_disable_unref(a->timer);
         carry_out(a, on_wait(a, a->timer_wait));
         return 0;
 }
 
-void autotune_install_choice(AutoDevice *a, const AutoCandidate *c, const char *origin, const char *text,
+void autotune_install_choice(AutotuneDevice *a, const AutotuneCandidate *c, const char *origin, const char *text,
                              uint64_t change_mono) {
         a->choice = *c;
         a->has_choice = true;
@@ -422,10 +422,10 @@ void autotune_install_choice(AutoDevice *a, const AutoCandidate *c, const char *
 }
 
 /* The engine decided (or aborted): what the daemon makes of it. */
-static void finish(AutoDevice *a) {
+static void finish(AutotuneDevice *a) {
         Device *d = a->device;
-        AutoTuner *t = a->tuner;
-        TrialEngine *e = &a->trial;
+        AutotuneRunner *t = a->tuner;
+        AutotuneEngine *e = &a->trial;
         char w[AUTOTUNE_CANDIDATE_STRMAX], b[AUTOTUNE_CANDIDATE_STRMAX], hm[16], origin[128], text[768];
 
         a->ended_usec = now_usec(CLOCK_REALTIME);
@@ -433,13 +433,13 @@ static void finish(AutoDevice *a) {
         price_compute(a);
         remember(a);
         /* the watch's next interval starts after the trial, not across it */
-        trial_watch_restart(&a->watch);
-        const AutoCandidate *chosen = &e->cand[e->decision.winner];
+        autotune_lookout_restart(&a->watch);
+        const AutotuneCandidate *chosen = &e->cand[e->decision.winner];
         autotune_candidate_format(chosen, w, sizeof w);
         autotune_candidate_format(&e->cand[0], b, sizeof b);
-        if (e->decision.verdict == AUTO_VERDICT_CHANGE) {
+        if (e->decision.verdict == AUTOTUNE_VERDICT_CHANGE) {
                 snprintf(origin, sizeof origin, "trial at %s", autotune_clock_hm(a->ended_usec, hm));
-                const AutoSummary *sw = &e->summary[e->decision.winner], *s0 = &e->summary[0];
+                const AutotuneSummary *sw = &e->summary[e->decision.winner], *s0 = &e->summary[0];
                 double dw = s0->write_mbps > 0 ? (sw->write_mbps - s0->write_mbps) / s0->write_mbps * 100 : 0;
                 if (e->search) {
                         autotune_candidate_format(&e->origin0, b, sizeof b);
@@ -456,64 +456,64 @@ static void finish(AutoDevice *a) {
                          e->decision.by_p99 ? s0->read_p99_ms : s0->read_await_ms, b, dw,
                          e->decision.confidence * 100) < 0)
                         text[0] = 0;
-                AutoCandidate c = *chosen;
+                AutotuneCandidate c = *chosen;
                 c.baseline = false;
                 autotune_install_choice(a, &c, origin, text, now_usec(CLOCK_MONOTONIC));
-                trial_watch_promise(&a->watch, e, now_usec(CLOCK_MONOTONIC));
+                autotune_lookout_promise(&a->watch, e, now_usec(CLOCK_MONOTONIC));
                 log_struct(LOG_INFO, BLKMQD_MESSAGE_TRIAL_DECISION,
-                           LOG_FIELDS({ "BLKMQD_DEVICE", d->sysname }, { "BLKMQD_VERDICT", auto_verdict_to_string(e->decision.verdict) },
+                           LOG_FIELDS({ "BLKMQD_DEVICE", d->sysname }, { "BLKMQD_VERDICT", autotune_verdict_to_string(e->decision.verdict) },
                                       { "BLKMQD_OLD", b }, { "BLKMQD_NEW", w }, { "BLKMQD_REASON", e->decision.reason }),
                            "%s: trial chose %s over %s: %s (switches %u, apply time %" PRIu64 " ms).", d->sysname, w, b,
                            e->decision.reason, e->switches, e->apply_usec / 1000);
         } else {
                 /* Keep what was there; a choice of an earlier trial stays. */
-                if (e->decision.verdict == AUTO_VERDICT_ABORTED)
+                if (e->decision.verdict == AUTOTUNE_VERDICT_ABORTED)
                         t->n_aborted++;
                 log_struct(LOG_INFO, BLKMQD_MESSAGE_TRIAL_DECISION,
-                           LOG_FIELDS({ "BLKMQD_DEVICE", d->sysname }, { "BLKMQD_VERDICT", auto_verdict_to_string(e->decision.verdict) },
+                           LOG_FIELDS({ "BLKMQD_DEVICE", d->sysname }, { "BLKMQD_VERDICT", autotune_verdict_to_string(e->decision.verdict) },
                                       { "BLKMQD_OLD", b }, { "BLKMQD_NEW", b }, { "BLKMQD_REASON", e->decision.reason }),
-                           "%s: trial kept %s: %s: %s.", d->sysname, b, auto_verdict_to_string(e->decision.verdict),
+                           "%s: trial kept %s: %s: %s.", d->sysname, b, autotune_verdict_to_string(e->decision.verdict),
                            e->decision.reason);
         }
         /* Put the chosen (or the kept) setting in place (the engine made
          * it cand[current]); the callers get their reply once it is
-         * (autotuner_event()). */
+         * (autotune_runner_event()). */
         autotune_emit(a);
         /* No job (the device no longer matches a section, or the apply
          * failed): nothing to wait for. */
         if (apply_all(a, text, sizeof text) <= 0) {
-                trial_engine_finished(e);
-                tell(a, AUTOTUNER_TRIAL_DONE);
+                autotune_engine_finished(e);
+                tell(a, AUTOTUNE_RUNNER_TRIAL_DONE);
         }
 }
 
 /* Ends a running trial at once, from outside it (a restore, the device
  * removed or replaced): no setting is applied; its calls get the trial as it
  * stands. */
-static void end_trial_now(AutoDevice *a, const char *reason) {
-        trial_engine_end_now(&a->trial, reason);
+static void end_trial_now(AutotuneDevice *a, const char *reason) {
+        autotune_engine_end_now(&a->trial, reason);
         a->timer = sd_event_source_disable_unref(a->timer);
         a->ended_usec = now_usec(CLOCK_REALTIME);
-        tell(a, AUTOTUNER_TRIAL_DONE);
+        tell(a, AUTOTUNE_RUNNER_TRIAL_DONE);
 }
 
 /* Whether knob k is one candidate c sets (its refusal refuses c). */
-static bool trial_knob(const AutoCandidate *c, int k) {
+static bool trial_knob(const AutotuneCandidate *c, int k) {
         if (k == KNOB_SCHEDULER || k == KNOB_NR_REQUESTS || k == KNOB_WBT_LAT_USEC)
                 return true;
         if (k == KNOB_READ_AHEAD_KB)
-                return c->set & AUTO_SET_READ_AHEAD;
-        for (AutoTunable t = 0; t < _AUTO_TUN_MAX; t++)
+                return c->set & AUTOTUNE_SET_READ_AHEAD;
+        for (AutotuneTunable t = 0; t < _AUTOTUNE_TUN_MAX; t++)
                 if ((c->set & (1U << t)) && autotune_tunable_info(t)->knob == k)
                         return true;
         return false;
 }
 
 /* The job of a candidate came back. */
-static void on_applied(AutoDevice *a) {
+static void on_applied(AutotuneDevice *a) {
         Device *d = a->device;
         const TuneJob *j = d->last;
-        TrialApplied ev = {};
+        AutotuneTrialApplied ev = {};
 
         /* A job that was running when the candidate was asked for came
          * back; the candidate's own job follows (dirty). */
@@ -532,7 +532,7 @@ static void on_applied(AutoDevice *a) {
         ev.device_error = j->device_error;
         ev.have_stat = !ev.refused && !ev.device_error && autotune_read_stat(d, &ev.stat) >= 0;
         ev.now = now_usec(CLOCK_MONOTONIC);
-        carry_out(a, trial_engine_applied(&a->trial, &ev));
+        carry_out(a, autotune_engine_applied(&a->trial, &ev));
 }
 
 /* The job of member d of a stack's trial came back. The candidate's apply
@@ -540,21 +540,21 @@ static void on_applied(AutoDevice *a) {
  * knob, or does not carry the candidate afterwards, refuses it for the
  * stack; the engine then asks for the next one (or the setting before the
  * trial), which every member gets, those that took the refused one too.
- * The trial's last apply is checked alike (lockstep_end()). */
-static void member_applied(AutoDevice *a, Device *d) {
+ * The trial's last apply is checked alike (autotune_lockstep_end()). */
+static void member_applied(AutotuneDevice *a, Device *d) {
         const TuneJob *j = d->last;
-        TrialEngine *e = &a->trial;
-        const AutoCandidate *c = a->has_choice && e->phase == TRIAL_FINISHING ? &a->choice : &e->cand[e->current];
-        const AutoTunePolicy *p = autotune_device_policy(a->tuner, a->device);
+        AutotuneEngine *e = &a->trial;
+        const AutotuneCandidate *c = a->has_choice && e->phase == AUTOTUNE_TRIAL_FINISHING ? &a->choice : &e->cand[e->current];
+        const AutotunePolicy *p = autotune_device_policy(a->tuner, a->device);
         char buf[AUTOTUNE_CANDIDATE_STRMAX];
-        LockstepOutcome o = {};
+        AutotuneLockstepOutcome o = {};
         size_t i = 0;
 
         while (a->members[i] && !streq(a->members[i], d->sysname))
                 i++;
-        if (!a->members[i] || lockstep_is_back(&a->lockstep, i) || !j || d->dirty)
+        if (!a->members[i] || autotune_lockstep_is_back(&a->lockstep, i) || !j || d->dirty)
                 return;
-        if (e->phase != TRIAL_APPLYING && e->phase != TRIAL_FINISHING)
+        if (e->phase != AUTOTUNE_TRIAL_APPLYING && e->phase != AUTOTUNE_TRIAL_FINISHING)
                 return;
         for (size_t k = 0; k < j->n_entries; k++) {
                 const TuneEntry *te = &j->entries[k];
@@ -571,24 +571,24 @@ static void member_applied(AutoDevice *a, Device *d) {
         if (!o.refused && !o.carries)
                 log_notice("%s: member %s does not carry %s after its apply.", a->device->sysname, d->sysname,
                            autotune_candidate_format(c, buf, sizeof buf));
-        if (!lockstep_back(&a->lockstep, i, d->sysname, &o))
+        if (!autotune_lockstep_back(&a->lockstep, i, d->sysname, &o))
                 return;
-        if (e->phase == TRIAL_APPLYING) {
-                TrialApplied ev = a->lockstep.gathered;
+        if (e->phase == AUTOTUNE_TRIAL_APPLYING) {
+                AutotuneTrialApplied ev = a->lockstep.gathered;
                 if (ev.refused)
                         log_notice("%s: member %s refused %s: refused for the stack; the members go on together.",
                                    a->device->sysname, a->lockstep.refused_by,
                                    autotune_candidate_format(c, buf, sizeof buf));
                 ev.have_stat = !ev.refused && !ev.device_error && autotune_read_stat(a->device, &ev.stat) >= 0;
                 ev.now = now_usec(CLOCK_MONOTONIC);
-                carry_out(a, trial_engine_applied(e, &ev));
+                carry_out(a, autotune_engine_applied(e, &ev));
                 return;
         }
         /* the trial's last apply: its choice, or the setting before it */
-        const AutoCandidate *before = e->search ? &e->origin0 : &e->cand[0];
-        bool is_before = lockstep_carries(c, before) && lockstep_carries(before, c);
-        switch (lockstep_end(&a->lockstep, is_before)) {
-        case LOCKSTEP_END_FALL_BACK: {
+        const AutotuneCandidate *before = e->search ? &e->origin0 : &e->cand[0];
+        bool is_before = autotune_lockstep_carries(c, before) && autotune_lockstep_carries(before, c);
+        switch (autotune_lockstep_end(&a->lockstep, is_before)) {
+        case AUTOTUNE_LOCKSTEP_END_FALL_BACK: {
                 char w[AUTOTUNE_CANDIDATE_STRMAX], text[768];
                 autotune_candidate_format(c, w, sizeof w);
                 autotune_candidate_format(before, buf, sizeof buf);
@@ -598,31 +598,31 @@ static void member_applied(AutoDevice *a, Device *d) {
                              "%s, the setting before the trial: member %s refused the trial's %s, so every member "
                              "went back to it.", buf, a->lockstep.refused_by, w) < 0)
                         text[0] = 0;
-                AutoCandidate b = *before;
+                AutotuneCandidate b = *before;
                 b.baseline = false;
                 autotune_install_choice(a, &b, "trial's choice refused by a member", text, 0);
                 if (apply_all(a, text, sizeof text) > 0)
                         return; /* back here with every member's job */
                 break;
         }
-        case LOCKSTEP_END_DIFFER:
+        case AUTOTUNE_LOCKSTEP_END_DIFFER:
                 log_warning("%s: member %s does not carry %s, the setting before the trial, as the others do: "
                             "the members differ.", a->device->sysname, a->lockstep.refused_by,
                             autotune_candidate_format(c, buf, sizeof buf));
                 break;
-        case LOCKSTEP_END_DONE:
+        case AUTOTUNE_LOCKSTEP_END_DONE:
                 break;
         }
-        trial_engine_finished(e);
+        autotune_engine_finished(e);
         autotune_emit(a);
-        tell(a, AUTOTUNER_TRIAL_DONE);
+        tell(a, AUTOTUNE_RUNNER_TRIAL_DONE);
 }
 
-static int current_setting(const Device *d, const AutoTunePolicy *p, AutoCandidate *ret, char **ret_line) {
+static int current_setting(const Device *d, const AutotunePolicy *p, AutotuneCandidate *ret, char **ret_line) {
         _cleanup_free_ char *ps = path_join(d->info->blockdir, "queue/scheduler"), *line = NULL, *act = NULL;
         int r;
 
-        *ret = (AutoCandidate) { .wbt_lat_usec = AUTO_WBT_UNSET, .baseline = true };
+        *ret = (AutotuneCandidate) { .wbt_lat_usec = AUTOTUNE_WBT_UNSET, .baseline = true };
         if (!ps)
                 return -ENOMEM;
         r = sysfs_read(ps, &line);
@@ -641,30 +641,30 @@ static int current_setting(const Device *d, const AutoTunePolicy *p, AutoCandida
                 if (pn && sysfs_read_int(pn, &v) >= 0 && v > 0)
                         ret->nr_requests = (unsigned) v;
         }
-        if (p->n_wbt_lat_usec || (p->knobs & (1U << AUTO_FAMILY_WBT))) {
+        if (p->n_wbt_lat_usec || (p->knobs & (1U << AUTOTUNE_FAMILY_WBT))) {
                 _cleanup_free_ char *pw = path_join(d->info->blockdir, "queue/wbt_lat_usec");
                 long long v;
                 if (pw && sysfs_read_int(pw, &v) >= 0)
                         ret->wbt_lat_usec = v;
         }
-        if ((p->knobs & (1U << AUTO_FAMILY_NR_REQUESTS)) && !ret->nr_requests && !streq(act, "none")) {
+        if ((p->knobs & (1U << AUTOTUNE_FAMILY_NR_REQUESTS)) && !ret->nr_requests && !streq(act, "none")) {
                 _cleanup_free_ char *pn = path_join(d->info->blockdir, "queue/nr_requests");
                 long long v;
                 if (pn && sysfs_read_int(pn, &v) >= 0 && v > 0)
                         ret->nr_requests = (unsigned) v;
         }
-        if (p->knobs & (1U << AUTO_FAMILY_READ_AHEAD)) {
+        if (p->knobs & (1U << AUTOTUNE_FAMILY_READ_AHEAD)) {
                 _cleanup_free_ char *pr = path_join(d->info->blockdir, "queue/read_ahead_kb");
                 long long v;
                 if (pr && sysfs_read_int(pr, &v) >= 0 && v >= 0) {
                         ret->read_ahead_kb = (unsigned) v;
-                        ret->set |= AUTO_SET_READ_AHEAD;
+                        ret->set |= AUTOTUNE_SET_READ_AHEAD;
                 }
         }
         /* the tunables of the scheduler in force, as they are: the search's
          * incumbent is written back with them */
-        for (AutoTunable t = 0; (p->knobs & (1U << AUTO_FAMILY_IOSCHED)) && t < _AUTO_TUN_MAX; t++) {
-                const AutoTunableInfo *ti = autotune_tunable_info(t);
+        for (AutotuneTunable t = 0; (p->knobs & (1U << AUTOTUNE_FAMILY_IOSCHED)) && t < _AUTOTUNE_TUN_MAX; t++) {
+                const AutotuneTunableInfo *ti = autotune_tunable_info(t);
                 _cleanup_free_ char *pt = NULL;
                 long long v;
                 if (!streq(ti->scheduler, act) || !(pt = path_join(d->info->blockdir, knob_info(ti->knob)->attribute)))
@@ -679,14 +679,14 @@ static int current_setting(const Device *d, const AutoTunePolicy *p, AutoCandida
 }
 
 /* Whether every knob c sets has that value on the device now. */
-bool autotune_setting_in_force(const Device *d, const AutoTunePolicy *p, const AutoCandidate *c) {
+bool autotune_setting_in_force(const Device *d, const AutotunePolicy *p, const AutotuneCandidate *c) {
         _cleanup_free_ char *line = NULL;
-        AutoCandidate cur;
+        AutotuneCandidate cur;
 
-        return current_setting(d, p, &cur, &line) >= 0 && lockstep_carries(&cur, c);
+        return current_setting(d, p, &cur, &line) >= 0 && autotune_lockstep_carries(&cur, c);
 }
 
-bool autotune_in_force(AutoDevice *a, const AutoTunePolicy *p, const AutoCandidate *c) {
+bool autotune_in_force(AutotuneDevice *a, const AutotunePolicy *p, const AutotuneCandidate *c) {
         if (!a->members)
                 return autotune_setting_in_force(a->device, p, c);
         for (size_t i = 0; a->members[i]; i++) {
@@ -700,8 +700,8 @@ bool autotune_in_force(AutoDevice *a, const AutoTunePolicy *p, const AutoCandida
 /* The members of a stacked device d (a bio-based top: an LV, an md array,
  * a dm-crypt mapping), each a device blkmqd knows; *ret NULL for a disk.
  * -EPERM with why: no trial. Whether the lockstep may start over them is
- * lockstep_check_start()'s. */
-static int stack_members(AutoTuner *t, Device *d, char ***ret, char *why, size_t why_size) {
+ * autotune_lockstep_check_start()'s. */
+static int stack_members(AutotuneRunner *t, Device *d, char ***ret, char *why, size_t why_size) {
         _cleanup_(stack_freep) Stack *s = NULL;
         int r;
 
@@ -726,28 +726,28 @@ static int stack_members(AutoTuner *t, Device *d, char ***ret, char *why, size_t
         return 0;
 }
 
-/* Reads each member's setting and trial: lockstep_check_start() over
+/* Reads each member's setting and trial: autotune_lockstep_check_start() over
  * them. */
-static int stack_check(AutoTuner *t, Device *d, const AutoTunePolicy *p, char **members, char *why,
+static int stack_check(AutotuneRunner *t, Device *d, const AutotunePolicy *p, char **members, char *why,
                        size_t why_size) {
         size_t n = strv_length(members);
-        _cleanup_free_ LockstepMember *lm = calloc(n ? n : 1, sizeof *lm);
+        _cleanup_free_ AutotuneLockstepMember *lm = calloc(n ? n : 1, sizeof *lm);
 
         if (!lm)
                 return -ENOMEM;
         for (size_t i = 0; i < n; i++) {
                 Device *md = manager_find_device(t->manager, members[i]);
-                AutoDevice *ma = autotune_find(t, md), *o = stack_of(t, md);
+                AutotuneDevice *ma = autotune_find(t, md), *o = stack_of(t, md);
                 _cleanup_free_ char *line = NULL;
 
                 lm[i].name = md->sysname;
                 lm[i].read_error = current_setting(md, p, &lm[i].current, &line);
-                if (ma && ma->trial.phase != TRIAL_IDLE)
+                if (ma && ma->trial.phase != AUTOTUNE_TRIAL_IDLE)
                         lm[i].trial_of = md->sysname;
-                else if (o && o->device != d && o->trial.phase != TRIAL_IDLE)
+                else if (o && o->device != d && o->trial.phase != AUTOTUNE_TRIAL_IDLE)
                         lm[i].trial_of = o->device->sysname;
         }
-        return lockstep_check_start(d->sysname, lm, n, why, why_size);
+        return autotune_lockstep_check_start(d->sysname, lm, n, why, why_size);
 }
 
 /* The probe interval of a trial on d (autotune_trial_probe_usec()), from
@@ -756,11 +756,11 @@ static int stack_check(AutoTuner *t, Device *d, const AutoTunePolicy *p, char **
  * ProbeIntervalSec=); where the prober has sampled it once only (a daemon
  * or a disk that just started: the first probe), the rate from that
  * sample to now, at least 0.1 s later; none: one per 20 ms. */
-static uint64_t trial_probe_interval(const AutoTuner *t, const Device *d) {
+static uint64_t trial_probe_interval(const AutotuneRunner *t, const Device *d) {
         const ProbeTarget *pt = t->prober ? prober_find(t->prober, d->sysname) : NULL;
         uint64_t now = now_usec(CLOCK_MONOTONIC);
         double iops = 0;
-        BlockStat st;
+        AutotuneBlockStat st;
 
         if (pt && pt->stats.interval_usec > 0)
                 iops = pt->stats.read_iops + pt->stats.write_iops;
@@ -773,8 +773,8 @@ static uint64_t trial_probe_interval(const AutoTuner *t, const Device *d) {
 
 /* A new trial: the driver's counters and clocks, its probes, and the caps'
  * history. */
-static void trial_begin(AutoDevice *a) {
-        AutoTuner *t = a->tuner;
+static void trial_begin(AutotuneDevice *a) {
+        AutotuneRunner *t = a->tuner;
 
         a->probe_interval_usec = trial_probe_interval(t, a->device);
 
@@ -800,20 +800,20 @@ static void trial_begin(AutoDevice *a) {
         autotune_history_add(&t->global, a->started_mono);
 }
 
-int autotuner_start(AutoTuner *t, Device *d, bool forced, char *why, size_t why_size) {
+int autotune_runner_start(AutotuneRunner *t, Device *d, bool forced, char *why, size_t why_size) {
         Manager *m = t->manager;
-        const AutoTunePolicy *p = autotune_device_policy(t, d);
-        AutoDevice *a;
+        const AutotunePolicy *p = autotune_device_policy(t, d);
+        AutotuneDevice *a;
         _cleanup_free_ char *line = NULL;
         _cleanup_strv_free_ char **members = NULL;
         Device *first = d; /* where the setting before the trial is read */
-        AutoDevice *s = stack_of(t, d);
-        AutoCandidate cur;
+        AutotuneDevice *s = stack_of(t, d);
+        AutotuneCandidate cur;
         int r;
 
         /* A member of a stack whose trial runs, or whose choice it
          * carries: no trial of its own (the stack's would come apart). */
-        if (s && lockstep_check_own(d->sysname, s->device->sysname, s->trial.phase != TRIAL_IDLE, s->has_choice, why,
+        if (s && autotune_lockstep_check_own(d->sysname, s->device->sysname, s->trial.phase != AUTOTUNE_TRIAL_IDLE, s->has_choice, why,
                                     why_size) < 0)
                 return -EPERM;
         if (!p && d->resolved.stacks) {
@@ -833,7 +833,7 @@ int autotuner_start(AutoTuner *t, Device *d, bool forced, char *why, size_t why_
         a = autotune_get(t, d);
         if (!a)
                 return -ENOMEM;
-        if (autotune_running(a) || a->trial.phase == TRIAL_FINISHING)
+        if (autotune_running(a) || a->trial.phase == AUTOTUNE_TRIAL_FINISHING)
                 return -EBUSY;
         if (!autotune_may_start(p, &a->history, &t->global, m->config->daemon.autotune_trials_per_hour,
                                 now_usec(CLOCK_MONOTONIC), forced, why, why_size))
@@ -842,7 +842,7 @@ int autotuner_start(AutoTuner *t, Device *d, bool forced, char *why, size_t why_
         if (r < 0)
                 return r;
         if (members) {
-                if (p->knobs & (1U << AUTO_FAMILY_READ_AHEAD)) {
+                if (p->knobs & (1U << AUTOTUNE_FAMILY_READ_AHEAD)) {
                         snprintf(why, why_size, "AutoKnobs=read_ahead_kb on a stack: its read-ahead is the top's, "
                                                 "not its members'; a stack's trial does not try it yet");
                         return -EPERM;
@@ -858,13 +858,13 @@ int autotuner_start(AutoTuner *t, Device *d, bool forced, char *why, size_t why_
                          members ? first->sysname : "", strerror(-r));
                 return -EPERM;
         }
-        _cleanup_(lockstep_done) Lockstep ls = {};
+        _cleanup_(autotune_lockstep_done) AutotuneLockstep ls = {};
         if (members) {
-                r = lockstep_init(&ls, strv_length(members));
+                r = autotune_lockstep_init(&ls, strv_length(members));
                 if (r < 0)
                         return r;
         }
-        TrialSetup setup = {
+        AutotuneTrialSetup setup = {
                 .policy = p,
                 .current = cur,
                 .scheduler_line = line,
@@ -873,14 +873,14 @@ int autotuner_start(AutoTuner *t, Device *d, bool forced, char *why, size_t why_
                 .forced = forced,
                 .now = now_usec(CLOCK_MONOTONIC),
         };
-        r = trial_engine_start(&a->trial, &setup, why, why_size);
+        r = autotune_engine_start(&a->trial, &setup, why, why_size);
         if (r < 0)
                 return r;
         strv_free(a->members);
-        lockstep_done(&a->lockstep);
+        autotune_lockstep_done(&a->lockstep);
         a->members = TAKE_PTR(members);
         a->lockstep = ls;
-        ls = (Lockstep) {};
+        ls = (AutotuneLockstep) {};
         trial_begin(a);
         if (a->members) {
                 _cleanup_free_ char *list = strv_join(a->members, ", ");
@@ -891,13 +891,13 @@ int autotuner_start(AutoTuner *t, Device *d, bool forced, char *why, size_t why_
                  a->trial.n_cand, p->rounds, (double) p->epoch_usec / 1e6, (double) a->probe_interval_usec / 1e3,
                  forced ? "asked for" : "automatic", a->trial.note[0] ? "; " : "", a->trial.note);
         autotune_emit(a);
-        carry_out(a, trial_engine_begin(&a->trial, now_usec(CLOCK_MONOTONIC)));
+        carry_out(a, autotune_engine_begin(&a->trial, now_usec(CLOCK_MONOTONIC)));
         return 0;
 }
 
 static int on_hotplug_timer(sd_event_source *s, uint64_t usec, void *userdata);
 
-static void arm_hotplug_trial(AutoDevice *a) {
+static void arm_hotplug_trial(AutotuneDevice *a) {
         if (a->hotplug_timer)
                 return;
         (void) sd_event_add_time_relative(a->tuner->manager->event, &a->hotplug_timer, CLOCK_MONOTONIC,
@@ -908,9 +908,9 @@ static void arm_hotplug_trial(AutoDevice *a) {
  * file, a disk swapped into the slot): what the trials learned was of the
  * old one. Its choice, the candidates that tripped, the workload signature
  * go, a running trial ends, and a hotplug trial is due as for a new disk. */
-static void check_replaced(AutoTuner *t, Device *d) {
-        const AutoTunePolicy *p = autotune_device_policy(t, d);
-        AutoDevice *a = autotune_find(t, d);
+static void check_replaced(AutotuneRunner *t, Device *d) {
+        const AutotunePolicy *p = autotune_device_policy(t, d);
+        AutotuneDevice *a = autotune_find(t, d);
 
         /* A device's first policy with AutoTrialOnHotplug=, before its
          * first job: its hotplug trial. MANAGER_EVENT_DEVICE_ADDED comes
@@ -935,15 +935,15 @@ static void check_replaced(AutoTuner *t, Device *d) {
         log_info("%s: another disk (%s): what earlier trials found is dropped.", d->sysname, d->info->id);
         if (autotune_running(a))
                 end_trial_now(a, "another disk appeared under the name");
-        else if (a->trial.phase == TRIAL_FINISHING) {
-                trial_engine_finished(&a->trial);
-                tell(a, AUTOTUNER_TRIAL_DONE);
+        else if (a->trial.phase == AUTOTUNE_TRIAL_FINISHING) {
+                autotune_engine_finished(&a->trial);
+                tell(a, AUTOTUNE_RUNNER_TRIAL_DONE);
         }
-        trial_engine_finished(&a->trial);
+        autotune_engine_finished(&a->trial);
         a->has_choice = false;
         a->trial.n_tripped = 0;
         autotune_memory_forget(t, d);
-        trial_watch_forget(&a->watch);
+        autotune_lookout_forget(&a->watch);
         if (p && p->enabled && p->on_hotplug)
                 arm_hotplug_trial(a);
 }
@@ -969,9 +969,9 @@ static char *strdupf(const char *fmt, ...) {
         return r < 0 ? NULL : s;
 }
 
-void autotuner_overlay(AutoTuner *t, Device *d, Resolved *r) {
-        AutoDevice *a, *s;
-        const AutoCandidate *c = NULL;
+void autotune_runner_overlay(AutotuneRunner *t, Device *d, Resolved *r) {
+        AutotuneDevice *a, *s;
+        const AutotuneCandidate *c = NULL;
         const char *origin;
 
         check_replaced(t, d);
@@ -979,7 +979,7 @@ void autotuner_overlay(AutoTuner *t, Device *d, Resolved *r) {
          * stack's candidate (or choice); the top takes none of its knobs
          * (it has no request queue), only the trial's probe rate. */
         s = stack_of(t, d);
-        a = s && (s->trial.phase != TRIAL_IDLE || s->has_choice) ? s : autotune_find(t, d);
+        a = s && (s->trial.phase != AUTOTUNE_TRIAL_IDLE || s->has_choice) ? s : autotune_find(t, d);
         if (!a)
                 return;
         bool top = a->members && a->device == d;
@@ -990,13 +990,13 @@ void autotuner_overlay(AutoTuner *t, Device *d, Resolved *r) {
                 a->has_choice = false;
                 return;
         }
-        if (a->trial.phase != TRIAL_IDLE && a->trial.phase != TRIAL_FINISHING) {
+        if (a->trial.phase != AUTOTUNE_TRIAL_IDLE && a->trial.phase != AUTOTUNE_TRIAL_FINISHING) {
                 c = &a->trial.cand[a->trial.current];
                 origin = "trial running";
         } else if (a->has_choice) {
                 c = &a->choice;
                 origin = a->origin;
-        } else if (a->trial.phase == TRIAL_FINISHING) {
+        } else if (a->trial.phase == AUTOTUNE_TRIAL_FINISHING) {
                 c = &a->trial.cand[a->trial.current]; /* the setting before the trial */
                 origin = "trial kept the setting before it";
         } else
@@ -1012,14 +1012,14 @@ void autotuner_overlay(AutoTuner *t, Device *d, Resolved *r) {
                 else
                         overlay_knob(r, KNOB_NR_REQUESTS, NULL, NULL);
         }
-        if (c->wbt_lat_usec != AUTO_WBT_UNSET)
+        if (c->wbt_lat_usec != AUTOTUNE_WBT_UNSET)
                 overlay_knob(r, KNOB_WBT_LAT_USEC, strdupf("%lld", c->wbt_lat_usec), origin);
-        if (c->set & AUTO_SET_READ_AHEAD)
+        if (c->set & AUTOTUNE_SET_READ_AHEAD)
                 overlay_knob(r, KNOB_READ_AHEAD_KB, strdupf("%u", c->read_ahead_kb), origin);
         /* a scheduler's own tunables: planned after the scheduler (knob
          * order) and written only while it is the active one (tune.c) */
-        for (AutoTunable tu = 0; tu < _AUTO_TUN_MAX; tu++) {
-                const AutoTunableInfo *ti = autotune_tunable_info(tu);
+        for (AutotuneTunable tu = 0; tu < _AUTOTUNE_TUN_MAX; tu++) {
+                const AutotuneTunableInfo *ti = autotune_tunable_info(tu);
                 if ((c->set & (1U << tu)) && streq(ti->scheduler, c->scheduler))
                         overlay_knob(r, ti->knob, strdupf("%lld", c->tun[tu]), origin);
         }
@@ -1028,8 +1028,8 @@ probes:
                 overlay_knob(r, KNOB_PROBE_INTERVAL, strdupf("%" PRIu64, a->probe_interval_usec), origin);
 }
 
-void autotuner_forget(AutoTuner *t, Device *d) {
-        for (AutoDevice *a = t->devices; a; a = a->next) {
+void autotune_runner_forget(AutotuneRunner *t, Device *d) {
+        for (AutotuneDevice *a = t->devices; a; a = a->next) {
                 bool member = d && a->members && strv_contains(a->members, d->sysname);
                 if (d && a->device != d && !member)
                         continue;
@@ -1037,13 +1037,13 @@ void autotuner_forget(AutoTuner *t, Device *d) {
                         log_info("%s: trial ended by a restore%s%s.", a->device->sysname, member ? " of member " : "",
                                  member ? d->sysname : "");
                         end_trial_now(a, "restore");
-                } else if (a->trial.phase == TRIAL_FINISHING) {
+                } else if (a->trial.phase == AUTOTUNE_TRIAL_FINISHING) {
                         /* decided, its setting on its way: its calls get
                          * their reply now, or never */
-                        trial_engine_finished(&a->trial);
-                        tell(a, AUTOTUNER_TRIAL_DONE);
+                        autotune_engine_finished(&a->trial);
+                        tell(a, AUTOTUNE_RUNNER_TRIAL_DONE);
                 }
-                trial_engine_finished(&a->trial);
+                autotune_engine_finished(&a->trial);
                 a->has_choice = false;
                 a->watch.promising = false;
                 /* A restore of a stack's top or of one member: the
@@ -1058,24 +1058,24 @@ void autotuner_forget(AutoTuner *t, Device *d) {
 }
 
 static int on_hotplug_timer(sd_event_source *s, uint64_t usec, void *userdata) {
-        AutoDevice *a = userdata;
+        AutotuneDevice *a = userdata;
         char why[256];
         int r;
 
         a->hotplug_timer = sd_event_source_disable_unref(a->hotplug_timer);
-        r = autotuner_start(a->tuner, a->device, false, why, sizeof why);
+        r = autotune_runner_start(a->tuner, a->device, false, why, sizeof why);
         if (r == -EPERM)
                 log_info("%s: no trial at hotplug: %s.", a->device->sysname, why);
         return 0;
 }
 
-void autotuner_event(AutoTuner *t, ManagerEventType type, Device *d) {
-        AutoDevice *a;
+void autotune_runner_event(AutotuneRunner *t, ManagerEventType type, Device *d) {
+        AutotuneDevice *a;
 
         switch (type) {
         case MANAGER_EVENT_DEVICE_APPLIED:
                 a = stack_of(t, d);
-                if (a && (a->trial.phase == TRIAL_APPLYING || a->trial.phase == TRIAL_FINISHING)) {
+                if (a && (a->trial.phase == AUTOTUNE_TRIAL_APPLYING || a->trial.phase == AUTOTUNE_TRIAL_FINISHING)) {
                         member_applied(a, d);
                         break;
                 }
@@ -1084,26 +1084,26 @@ void autotuner_event(AutoTuner *t, ManagerEventType type, Device *d) {
                 if (!a || a->members)
                         /* a stack's top: its members' jobs are the trial's */
                         break;
-                if (a->trial.phase == TRIAL_APPLYING)
+                if (a->trial.phase == AUTOTUNE_TRIAL_APPLYING)
                         on_applied(a);
-                else if (a->trial.phase == TRIAL_FINISHING && !d->dirty) {
+                else if (a->trial.phase == AUTOTUNE_TRIAL_FINISHING && !d->dirty) {
                         /* The chosen setting (or the one before the trial) is in place. */
-                        trial_engine_finished(&a->trial);
+                        autotune_engine_finished(&a->trial);
                         autotune_emit(a);
-                        tell(a, AUTOTUNER_TRIAL_DONE);
+                        tell(a, AUTOTUNE_RUNNER_TRIAL_DONE);
                 }
                 break;
         case MANAGER_EVENT_DEVICE_REMOVED:
                 a = stack_of(t, d);
-                if (a && a->trial.phase != TRIAL_IDLE) {
+                if (a && a->trial.phase != AUTOTUNE_TRIAL_IDLE) {
                         /* a member gone: the lockstep cannot hold; the
                          * others go back to their policy without the trial */
                         log_warning("%s: member %s removed during a trial; trial ended.", a->device->sysname, d->sysname);
                         if (autotune_running(a))
                                 end_trial_now(a, "a member of the stack was removed");
                         else {
-                                trial_engine_finished(&a->trial);
-                                tell(a, AUTOTUNER_TRIAL_DONE);
+                                autotune_engine_finished(&a->trial);
+                                tell(a, AUTOTUNE_RUNNER_TRIAL_DONE);
                         }
                         for (size_t i = 0; a->members[i]; i++) {
                                 Device *md = manager_find_device(t->manager, a->members[i]);
@@ -1117,14 +1117,14 @@ void autotuner_event(AutoTuner *t, ManagerEventType type, Device *d) {
                 if (autotune_running(a)) {
                         log_warning("%s: device removed during a trial; trial ended.", d->sysname);
                         end_trial_now(a, "the device was removed");
-                } else if (a->trial.phase == TRIAL_FINISHING) {
-                        trial_engine_finished(&a->trial);
-                        tell(a, AUTOTUNER_TRIAL_DONE);
+                } else if (a->trial.phase == AUTOTUNE_TRIAL_FINISHING) {
+                        autotune_engine_finished(&a->trial);
+                        tell(a, AUTOTUNE_RUNNER_TRIAL_DONE);
                 }
                 autotune_device_free(t, a);
                 break;
         case MANAGER_EVENT_DEVICE_ADDED: {
-                const AutoTunePolicy *p;
+                const AutotunePolicy *p;
                 if (!d || !(p = autotune_device_policy(t, d)) || !p->enabled || !p->on_hotplug)
                         break;
                 a = autotune_get(t, d);
@@ -1137,29 +1137,29 @@ void autotuner_event(AutoTuner *t, ManagerEventType type, Device *d) {
         }
 }
 
-json_t *autotuner_device_json(AutoTuner *t, const Device *d) {
+json_t *autotune_runner_device_json(AutotuneRunner *t, const Device *d) {
         return autotune_report_device(t, d, autotune_device_policy(t, d), autotune_find(t, d));
 }
 
-char *autotuner_explain(AutoTuner *t, const Device *d) {
+char *autotune_runner_explain(AutotuneRunner *t, const Device *d) {
         return autotune_report_explain(t, d, autotune_device_policy(t, d), autotune_find(t, d));
 }
 
-void autotuner_metrics(AutoTuner *t, StrBuf *sb) {
+void autotune_runner_metrics(AutotuneRunner *t, StrBuf *sb) {
         autotune_report_metrics(t, sb);
 }
 
-void autotuner_set_listener(AutoTuner *t, AutoTrialListener listener, void *userdata) {
+void autotune_runner_set_listener(AutotuneRunner *t, AutotuneTrialListenerFn listener, void *userdata) {
         t->listener = listener;
         t->listener_data = userdata;
 }
 
-bool autotuner_trial_pending(AutoTuner *t, const Device *d) {
-        AutoDevice *a = autotune_find(t, d);
-        return a && a->trial.phase != TRIAL_IDLE;
+bool autotune_runner_trial_pending(AutotuneRunner *t, const Device *d) {
+        AutotuneDevice *a = autotune_find(t, d);
+        return a && a->trial.phase != AUTOTUNE_TRIAL_IDLE;
 }
 
-json_t *autotuner_trial_json(AutoTuner *t, const Device *d) {
-        AutoDevice *a = autotune_find(t, d);
+json_t *autotune_runner_trial_json(AutotuneRunner *t, const Device *d) {
+        AutotuneDevice *a = autotune_find(t, d);
         return a ? autotune_trial_json(a) : json_object();
 }

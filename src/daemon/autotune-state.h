@@ -15,36 +15,36 @@
 #include <stdint.h>
 #include <systemd/sd-event.h>
 
+#include "autotune-engine.h"
+#include "autotune-lookout.h"
 #include "autotune.h"
 #include "hist.h"
-#include "lockstep.h"
+#include "autotune-lockstep.h"
 #include "manager.h"
-#include "trial-engine.h"
-#include "trial-watch.h"
 
-typedef struct AutoTuner AutoTuner;
+typedef struct AutotuneRunner AutotuneRunner;
 typedef struct Prober Prober;
 
 
-typedef struct AutoDevice AutoDevice;
+typedef struct AutotuneDevice AutotuneDevice;
 
-struct AutoDevice {
-        AutoTuner *tuner;
+struct AutotuneDevice {
+        AutotuneRunner *tuner;
         Device *device;
-        AutoDevice *next;
-        AutoHistory history;
+        AutotuneDevice *next;
+        AutotuneHistory history;
 
         /* What a trial chose, in force until restore or a policy without
          * Auto* keys. */
         bool has_choice;
-        AutoCandidate choice;
+        AutotuneCandidate choice;
         char origin[128]; /* "trial at 10:42" */
         char choice_text[768]; /* explain's sentence about it */
         unsigned choice_trial; /* n_trials of the trial that chose it */
 
         /* The trial (running, or the last one): its state machine, and
          * what the driver keeps beside it. */
-        TrialEngine trial;
+        AutotuneEngine trial;
         unsigned seen_phases;   /* of trial.n_phases: a search's phase begun anew resets cand_hist */
         double p99_before0;     /* the first phase's p99 of the setting before the trial */
         /* The price: probe latencies pooled over each candidate's epochs
@@ -57,7 +57,7 @@ struct AutoDevice {
         uint64_t probe_errors0; /* the device's probe errors when the epoch began */
         Hist *probe0;           /* its probe latencies when the epoch began (NULL: no probes) */
         sd_event_source *timer;
-        TrialWait timer_wait;   /* what the timer waits for */
+        AutotuneTrialWait timer_wait;   /* what the timer waits for */
         uint64_t started_usec, ended_usec; /* CLOCK_REALTIME */
         uint64_t started_mono;
         unsigned n_trials, n_changes;
@@ -66,7 +66,7 @@ struct AutoDevice {
 
         /* Between trials: the recall, the promise, the workload-change
          * detector (autotune-watch.c drives it). */
-        TrialWatch watch;
+        AutotuneLookout watch;
         unsigned n_recalls;
         uint64_t recalled_usec; /* CLOCK_REALTIME */
         sd_event_source *hotplug_timer;
@@ -75,64 +75,64 @@ struct AutoDevice {
          * stat, its probes); members the request-based disks under it
          * (stack_resolve()), each given every candidate before its epoch
          * begins (the lockstep: an apply is done when every member's job
-         * is back and read back: lockstep.h). NULL: a disk, its own
+         * is back and read back: autotune-lockstep.h). NULL: a disk, its own
          * member. */
         char **members;
-        Lockstep lockstep;       /* of members: whose job for this apply came back, their outcomes */
+        AutotuneLockstep lockstep;       /* of members: whose job for this apply came back, their outcomes */
 };
 
 /* What trials chose per workload, for one disk (its identity and
  * diskseq), kept in StateDirectory=/autotune-memory across restarts. */
-typedef struct AutoMemoryDisk {
+typedef struct AutotuneMemoryDisk {
         char *id;
         uint64_t diskseq;
-        AutoMemory m[AUTOTUNE_MEMORY_MAX];
+        AutotuneMemory m[AUTOTUNE_MEMORY_MAX];
         size_t n;
-} AutoMemoryDisk;
+} AutotuneMemoryDisk;
 
-struct AutoTuner {
+struct AutotuneRunner {
         Manager *manager;
-        AutoMemoryDisk *memory;
+        AutotuneMemoryDisk *memory;
         size_t n_memory;
         bool memory_loaded;
         Prober *prober; /* not owned: the error counts a guard reads; NULL: no probes */
-        AutoDevice *devices;
-        AutoHistory global;
+        AutotuneDevice *devices;
+        AutotuneHistory global;
         sd_event_source *watch; /* the watch's tick (autotune-watch.c) */
-        void (*listener)(Device *d, int news, void *userdata); /* the trials' news (an AutoTrialListener), or NULL */
+        void (*listener)(Device *d, int news, void *userdata); /* the trials' news (an AutotuneTrialListenerFn), or NULL */
         void *listener_data;
         unsigned n_trials, n_changes, n_aborted;
 };
 
 /* The [Device] section's Auto* keys that apply to d (the last matched
  * section with any wins as a whole); NULL: none. */
-const AutoTunePolicy *autotune_device_policy(AutoTuner *t, const Device *d);
-AutoDevice *autotune_find(AutoTuner *t, const Device *d);
+const AutotunePolicy *autotune_device_policy(AutotuneRunner *t, const Device *d);
+AutotuneDevice *autotune_find(AutotuneRunner *t, const Device *d);
 /* A trial is on (applying, settling or measuring a candidate). */
-bool autotune_running(const AutoDevice *a);
+bool autotune_running(const AutotuneDevice *a);
 /* For autotune-watch.c: the device's state (created), freed; its stat; a
  * setting put in force as the trial's choice (change_mono: when, counted
  * as a change; 0: already in force, not counted); whether every knob c
  * sets has that value on the device now; a Monitor event. */
-AutoDevice *autotune_get(AutoTuner *t, Device *d);
-void autotune_device_free(AutoTuner *t, AutoDevice *a);
-int autotune_read_stat(const Device *d, BlockStat *ret);
-void autotune_install_choice(AutoDevice *a, const AutoCandidate *c, const char *origin, const char *text,
+AutotuneDevice *autotune_get(AutotuneRunner *t, Device *d);
+void autotune_device_free(AutotuneRunner *t, AutotuneDevice *a);
+int autotune_read_stat(const Device *d, AutotuneBlockStat *ret);
+void autotune_install_choice(AutotuneDevice *a, const AutotuneCandidate *c, const char *origin, const char *text,
                              uint64_t change_mono);
-bool autotune_setting_in_force(const Device *d, const AutoTunePolicy *p, const AutoCandidate *c);
+bool autotune_setting_in_force(const Device *d, const AutotunePolicy *p, const AutotuneCandidate *c);
 /* The trial's device, or each member of a stack's: c in force on all of
  * them; and an apply of what the overlay gives (a stack: the top and
  * each member). */
-bool autotune_in_force(AutoDevice *a, const AutoTunePolicy *p, const AutoCandidate *c);
-int autotune_apply(AutoDevice *a);
-void autotune_emit(AutoDevice *a);
+bool autotune_in_force(AutotuneDevice *a, const AutotunePolicy *p, const AutotuneCandidate *c);
+int autotune_apply(AutotuneDevice *a);
+void autotune_emit(AutotuneDevice *a);
 /* autotune-memory.c: the disk's memory (NULL: none; create: a new empty
  * one). A disk whose diskseq differs from the remembered one is another
  * medium: its entries go. */
-AutoMemoryDisk *autotune_memory_disk(AutoTuner *t, const Device *d, bool create);
+AutotuneMemoryDisk *autotune_memory_disk(AutotuneRunner *t, const Device *d, bool create);
 /* Forgets d's workloads (another disk under its name) and saves. */
-void autotune_memory_forget(AutoTuner *t, const Device *d);
+void autotune_memory_forget(AutotuneRunner *t, const Device *d);
 /* Writes StateDirectory=/autotune-memory (atomically: a temporary file
  * renamed over it). */
-int autotune_memory_save(AutoTuner *t);
-void autotune_memory_free(AutoTuner *t);
+int autotune_memory_save(AutotuneRunner *t);
+void autotune_memory_free(AutotuneRunner *t);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The watch between trials: a tick every TRIAL_RECALL_INTERVAL_USEC reads
+/* The watch between trials: a tick every AUTOTUNE_RECALL_INTERVAL_USEC reads
  * each watched device's /sys/block/X/stat and hands it to the pure watch
- * (trial-watch.c), then carries out what it decided: a workload seen
+ * (autotune-lookout.c), then carries out what it decided: a workload seen
  * before gets its setting back (recall), a chosen setting that broke its
  * bound falls back, a changed workload or AutoTrialIntervalSec= starts a
  * trial. It also makes and frees the tuner, whose timer it is. The trials
@@ -20,13 +20,13 @@
 #include "util.h"
 
 /* A workload seen before is back: entry i of the disk's memory. */
-static void recall_apply(AutoDevice *a, const AutoTunePolicy *p, int i, const AutoSignature *sig) {
-        const AutoMemoryDisk *mem = autotune_memory_disk(a->tuner, a->device, false);
+static void recall_apply(AutotuneDevice *a, const AutotunePolicy *p, int i, const AutotuneSignature *sig) {
+        const AutotuneMemoryDisk *mem = autotune_memory_disk(a->tuner, a->device, false);
         char w[AUTOTUNE_CANDIDATE_STRMAX], hm[16], origin[128], text[768];
 
         if (!mem || i < 0 || (size_t) i >= mem->n)
                 return;
-        const AutoMemory *e = &mem->m[i];
+        const AutotuneMemory *e = &mem->m[i];
         /* The static keys are in force (the trial before kept them) and
          * already are what the workload's trial chose: recalled, but
          * nothing changes on the disk. */
@@ -58,16 +58,16 @@ static void recall_apply(AutoDevice *a, const AutoTunePolicy *p, int i, const Au
 /* The chosen setting broke the bound the trial chose it under: the watch
  * fell back; say so (log, Monitor, explain, GetDevice) and put the
  * fallback in place. */
-static void promise_broken(AutoDevice *a, uint64_t now) {
-        AutoTuner *t = a->tuner;
-        const TrialWatch *wa = &a->watch;
-        const TrialEngine *e = &a->trial;
+static void promise_broken(AutotuneDevice *a, uint64_t now) {
+        AutotuneRunner *t = a->tuner;
+        const AutotuneLookout *wa = &a->watch;
+        const AutotuneEngine *e = &a->trial;
         char w[AUTOTUNE_CANDIDATE_STRMAX], f[AUTOTUNE_CANDIDATE_STRMAX], hm[16], origin[128], text[768];
 
         autotune_candidate_format(&e->cand[e->decision.winner], w, sizeof w);
         autotune_candidate_format(&wa->fallback, f, sizeof f);
         /* the workload's memory gets the fallback, not the broken choice */
-        AutoMemoryDisk *m = e->policy.remember ? autotune_memory_disk(t, a->device, true) : NULL;
+        AutotuneMemoryDisk *m = e->policy.remember ? autotune_memory_disk(t, a->device, true) : NULL;
         if (m) {
                 autotune_memory_record(m->m, &m->n, &wa->promise.sig, &wa->fallback, now_usec(CLOCK_REALTIME));
                 (void) autotune_memory_save(t);
@@ -87,25 +87,25 @@ static void promise_broken(AutoDevice *a, uint64_t now) {
 }
 
 static int on_watch(sd_event_source *s, uint64_t usec, void *userdata) {
-        AutoTuner *t = userdata;
+        AutotuneRunner *t = userdata;
         Manager *m = t->manager;
         uint64_t now = now_usec(CLOCK_MONOTONIC);
         char why[256];
 
         for (size_t i = 0; i < m->n_devices; i++) {
                 Device *d = m->devices[i];
-                const AutoTunePolicy *p;
+                const AutotunePolicy *p;
                 if (d->removed || !(p = autotune_device_policy(t, d)) || !p->enabled)
                         continue;
-                const AutoMemoryDisk *mem = p->remember ? autotune_memory_disk(t, d, false) : NULL;
-                AutoDevice *known = autotune_find(t, d);
+                const AutotuneMemoryDisk *mem = p->remember ? autotune_memory_disk(t, d, false) : NULL;
+                AutotuneDevice *known = autotune_find(t, d);
                 if (!p->interval_usec && !p->on_workload_change && (!mem || mem->n == 0) &&
                     !(known && known->watch.promising))
                         continue;
-                AutoDevice *a = autotune_get(t, d);
-                if (!a || autotune_running(a) || a->trial.phase == TRIAL_FINISHING)
+                AutotuneDevice *a = autotune_get(t, d);
+                if (!a || autotune_running(a) || a->trial.phase == AUTOTUNE_TRIAL_FINISHING)
                         continue;
-                TrialWatchInput in = {
+                AutotuneLookoutInput in = {
                         .policy = p,
                         .memory = mem ? mem->m : NULL,
                         .n_memory = mem ? mem->n : 0,
@@ -116,22 +116,22 @@ static int on_watch(sd_event_source *s, uint64_t usec, void *userdata) {
                 };
                 if (autotune_read_stat(d, &in.stat) < 0)
                         continue;
-                TrialWatchVerdict v = trial_watch_tick(&a->watch, &a->trial, &in, TRIAL_RECALL_INTERVAL_USEC,
-                                                       TRIAL_WATCH_INTERVAL_USEC);
-                if (v.recall == TRIAL_RECALL_APPLY) {
+                AutotuneLookoutVerdict v = autotune_lookout_tick(&a->watch, &a->trial, &in, AUTOTUNE_RECALL_INTERVAL_USEC,
+                                                       AUTOTUNE_WATCH_INTERVAL_USEC);
+                if (v.recall == AUTOTUNE_LOOKOUT_RECALL_APPLY) {
                         recall_apply(a, p, v.recall_index, &v.recall_sig);
                         continue;
                 }
-                if (v.promise == TRIAL_PROMISE_BROKEN)
+                if (v.promise == AUTOTUNE_LOOKOUT_PROMISE_BROKEN)
                         promise_broken(a, now);
-                else if (v.promise == TRIAL_PROMISE_HELD)
+                else if (v.promise == AUTOTUNE_LOOKOUT_PROMISE_HELD)
                         log_info("%s: the chosen setting %s: %s.", d->sysname,
-                                 a->watch.promise_state == AUTO_PROMISE_HOLDS ? "kept the trial's bound"
+                                 a->watch.promise_state == AUTOTUNE_PROMISE_HOLDS ? "kept the trial's bound"
                                                                                : "was not judged (too little of the workload)",
                                  a->watch.promise_why);
                 if (!v.start)
                         continue;
-                int r = autotuner_start(t, d, false, why, sizeof why);
+                int r = autotune_runner_start(t, d, false, why, sizeof why);
                 if (r == 0)
                         log_info("%s: trial started: %s.", d->sysname, v.start);
                 else if (r == -EPERM)
@@ -141,22 +141,22 @@ static int on_watch(sd_event_source *s, uint64_t usec, void *userdata) {
          * slack (not a tenth of a tick): a recall comes within two ticks
          * of the workload's return, which is 10 s only if the ticks are
          * 5 s apart, not 5 s plus the timer's slack and this pass. */
-        uint64_t next = usec + TRIAL_RECALL_INTERVAL_USEC;
+        uint64_t next = usec + AUTOTUNE_RECALL_INTERVAL_USEC;
         sd_event_source_set_time(s, next > now_usec(CLOCK_MONOTONIC) ? next
-                                                                      : now_usec(CLOCK_MONOTONIC) + TRIAL_RECALL_INTERVAL_USEC);
+                                                                      : now_usec(CLOCK_MONOTONIC) + AUTOTUNE_RECALL_INTERVAL_USEC);
         sd_event_source_set_enabled(s, SD_EVENT_ON);
         return 0;
 }
 
-int autotuner_new(AutoTuner **ret, Manager *m, Prober *prober) {
-        AutoTuner *t = calloc(1, sizeof *t);
+int autotune_runner_new(AutotuneRunner **ret, Manager *m, Prober *prober) {
+        AutotuneRunner *t = calloc(1, sizeof *t);
         int r;
 
         if (!t)
                 return -ENOMEM;
         t->manager = m;
         t->prober = prober;
-        r = sd_event_add_time_relative(m->event, &t->watch, CLOCK_MONOTONIC, TRIAL_RECALL_INTERVAL_USEC, 1000, on_watch,
+        r = sd_event_add_time_relative(m->event, &t->watch, CLOCK_MONOTONIC, AUTOTUNE_RECALL_INTERVAL_USEC, 1000, on_watch,
                                        t);
         if (r < 0) {
                 free(t);
@@ -166,7 +166,7 @@ int autotuner_new(AutoTuner **ret, Manager *m, Prober *prober) {
         return 0;
 }
 
-AutoTuner *autotuner_free(AutoTuner *t) {
+AutotuneRunner *autotune_runner_free(AutotuneRunner *t) {
         if (!t)
                 return NULL;
         while (t->devices)

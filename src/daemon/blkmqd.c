@@ -280,7 +280,7 @@ static void presize_fdtable(void) {
 
 typedef struct Daemon {
         Manager *manager;
-        AutoTuner *autotuner;    /* closed-loop tuning trials */
+        AutotuneRunner *autotuner;    /* closed-loop tuning trials */
         VarlinkServer *varlink;
         ApiManager *api;
         Prober *prober;          /* NULL when probes are off (ProbeIntervalSec=0, no io_uring) */
@@ -354,18 +354,18 @@ static void zones_on_manager_event(Manager *m, ManagerEventType type, Device *d,
 /* The trial runner: overlays a trial's candidate on a resolved policy (it
  * subscribes first, so the others see the result), forgets its trials on a
  * restore, and follows the rest. */
-static void autotuner_on_manager_event(Manager *m, ManagerEventType type, Device *d, void *userdata) {
-        AutoTuner *t = userdata;
+static void autotune_runner_on_manager_event(Manager *m, ManagerEventType type, Device *d, void *userdata) {
+        AutotuneRunner *t = userdata;
 
         switch (type) {
         case MANAGER_EVENT_DEVICE_RESOLVED:
-                autotuner_overlay(t, d, &d->resolved);
+                autotune_runner_overlay(t, d, &d->resolved);
                 break;
         case MANAGER_EVENT_RESTORING:
-                autotuner_forget(t, d);
+                autotune_runner_forget(t, d);
                 break;
         default:
-                autotuner_event(t, type, d);
+                autotune_runner_event(t, type, d);
                 break;
         }
 }
@@ -383,8 +383,8 @@ static Daemon *daemon_free(Daemon *d) {
         if (!d)
                 return NULL;
         if (d->autotuner) {
-                manager_unsubscribe(d->manager, autotuner_on_manager_event, d->autotuner);
-                d->autotuner = autotuner_free(d->autotuner);
+                manager_unsubscribe(d->manager, autotune_runner_on_manager_event, d->autotuner);
+                d->autotuner = autotune_runner_free(d->autotuner);
         }
         /* Probes go first (their cancelled reads find no target); then the
          * manager stops its pools, whose last callbacks land in the
@@ -482,10 +482,10 @@ static int daemon_setup_services(Daemon *d) {
                 if (r < 0)
                         return log_error_errno(r, "Failed to set up latency probes: %m");
         }
-        r = autotuner_new(&d->autotuner, m, d->prober);
+        r = autotune_runner_new(&d->autotuner, m, d->prober);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up tuning trials: %m");
-        r = manager_subscribe(m, ~0u, autotuner_on_manager_event, d->autotuner);
+        r = manager_subscribe(m, ~0u, autotune_runner_on_manager_event, d->autotuner);
         if (r < 0)
                 return log_oom();
 

@@ -300,7 +300,7 @@ static void render_zones(StrBuf *sb, ZoneService *zones) {
         }
 }
 
-int metrics_render(Manager *m, Prober *p, ZoneService *zones, AutoTuner *autotuner, StrBuf *sb) {
+int metrics_render(Manager *m, Prober *p, ZoneService *zones, AutotuneRunner *autotuner, StrBuf *sb) {
         render_devices(sb, m);
         /* Without probe targets, neither the event loop nor the zone figures
          * are written. */
@@ -310,7 +310,7 @@ int metrics_render(Manager *m, Prober *p, ZoneService *zones, AutoTuner *autotun
         render_iostat(sb, p);
         render_alerts(sb, p);
         if (autotuner)
-                autotuner_metrics(autotuner, sb);
+                autotune_runner_metrics(autotuner, sb);
         metrics_text_family(sb, "blkmqd_event_loop_iteration_seconds", METRIC_HISTOGRAM,
                             "Busy time of each event loop iteration (prepare and one dispatch, not the wait): "
                             "no reply is faster than the iteration it waits behind.");
@@ -324,7 +324,7 @@ struct MetricsWriter {
         Manager *manager;
         Prober *prober;
         ZoneService *zones;
-        AutoTuner *autotuner;
+        AutotuneRunner *autotuner;
         sd_event_source *timer;
         uint64_t last_usec;
         int last_error;
@@ -373,7 +373,7 @@ static void metrics_on_manager_event(Manager *m, ManagerEventType type, Device *
         metrics_writer_schedule(userdata);
 }
 
-int metrics_writer_new(MetricsWriter **ret, Manager *m, Prober *prober, ZoneService *zones, AutoTuner *autotuner) {
+int metrics_writer_new(MetricsWriter **ret, Manager *m, Prober *prober, ZoneService *zones, AutotuneRunner *autotuner) {
         _cleanup_(metrics_writer_freep) MetricsWriter *w = NULL;
         int r;
 

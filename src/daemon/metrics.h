@@ -6,7 +6,7 @@
 
 struct Prober;
 struct ZoneService;
-struct AutoTuner;
+struct AutotuneRunner;
 
 /* Prometheus text exposition of what the manager, the prober and the zone
  * service know: probe latency histograms (seconds), windowed quantiles,
@@ -19,11 +19,11 @@ struct AutoTuner;
 typedef struct MetricsWriter MetricsWriter;
 
 /* prober and zones may be NULL (off). */
-int metrics_render(Manager *m, struct Prober *prober, struct ZoneService *zones, struct AutoTuner *autotuner,
+int metrics_render(Manager *m, struct Prober *prober, struct ZoneService *zones, struct AutotuneRunner *autotuner,
                    StrBuf *sb);
 
 int metrics_writer_new(MetricsWriter **ret, Manager *m, struct Prober *prober, struct ZoneService *zones,
-                       struct AutoTuner *autotuner);
+                       struct AutotuneRunner *autotuner);
 MetricsWriter *metrics_writer_free(MetricsWriter *w);
 DEFINE_TRIVIAL_CLEANUP_FUNC(MetricsWriter *, metrics_writer_free)
 /* Schedules a write (coalesced); no-op without MetricsTextfile=. */

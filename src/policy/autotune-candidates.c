@@ -17,30 +17,30 @@
  * bfq-iosched.c) and a grid around each: a factor of about 4 either way
  * for the latency targets, the batch and the starvation count; bfq's
  * low_latency off, and slice_idle off or short. */
-static const AutoTunableInfo tunables[_AUTO_TUN_MAX] = {
-        [AUTO_TUN_KYBER_READ_LAT] = { "read_lat_nsec", "kyber", KNOB_KYBER_READ_LAT_NSEC, 2000000,
+static const AutotuneTunableInfo tunables[_AUTOTUNE_TUN_MAX] = {
+        [AUTOTUNE_TUN_KYBER_READ_LAT] = { "read_lat_nsec", "kyber", KNOB_KYBER_READ_LAT_NSEC, 2000000,
                                       { 500000, 1000000, 8000000 }, 3 },
-        [AUTO_TUN_KYBER_WRITE_LAT] = { "write_lat_nsec", "kyber", KNOB_KYBER_WRITE_LAT_NSEC, 10000000,
+        [AUTOTUNE_TUN_KYBER_WRITE_LAT] = { "write_lat_nsec", "kyber", KNOB_KYBER_WRITE_LAT_NSEC, 10000000,
                                        { 2000000, 40000000 }, 2 },
-        [AUTO_TUN_DL_FIFO_BATCH] = { "fifo_batch", "mq-deadline", KNOB_DL_FIFO_BATCH, 16, { 1, 4, 64 }, 3 },
-        [AUTO_TUN_DL_WRITES_STARVED] = { "writes_starved", "mq-deadline", KNOB_DL_WRITES_STARVED, 2, { 1, 8 }, 2 },
-        [AUTO_TUN_BFQ_LOW_LATENCY] = { "low_latency", "bfq", KNOB_BFQ_LOW_LATENCY, 1, { 0 }, 1 },
-        [AUTO_TUN_BFQ_SLICE_IDLE] = { "slice_idle", "bfq", KNOB_BFQ_SLICE_IDLE, 8, { 0, 2 }, 2 },
+        [AUTOTUNE_TUN_DL_FIFO_BATCH] = { "fifo_batch", "mq-deadline", KNOB_DL_FIFO_BATCH, 16, { 1, 4, 64 }, 3 },
+        [AUTOTUNE_TUN_DL_WRITES_STARVED] = { "writes_starved", "mq-deadline", KNOB_DL_WRITES_STARVED, 2, { 1, 8 }, 2 },
+        [AUTOTUNE_TUN_BFQ_LOW_LATENCY] = { "low_latency", "bfq", KNOB_BFQ_LOW_LATENCY, 1, { 0 }, 1 },
+        [AUTOTUNE_TUN_BFQ_SLICE_IDLE] = { "slice_idle", "bfq", KNOB_BFQ_SLICE_IDLE, 8, { 0, 2 }, 2 },
 };
 
-const AutoTunableInfo *autotune_tunable_info(AutoTunable t) {
-        return (unsigned) t < _AUTO_TUN_MAX ? &tunables[t] : NULL;
+const AutotuneTunableInfo *autotune_tunable_info(AutotuneTunable t) {
+        return (unsigned) t < _AUTOTUNE_TUN_MAX ? &tunables[t] : NULL;
 }
 
-char *autotune_candidate_format(const AutoCandidate *c, char *buf, size_t size) {
+char *autotune_candidate_format(const AutotuneCandidate *c, char *buf, size_t size) {
         int n = snprintf(buf, size, "%s", c->scheduler);
         if (c->nr_requests && n >= 0 && (size_t) n < size)
                 n += snprintf(buf + n, size - (size_t) n, " nr_requests=%u", c->nr_requests);
-        if (c->wbt_lat_usec != AUTO_WBT_UNSET && n >= 0 && (size_t) n < size)
+        if (c->wbt_lat_usec != AUTOTUNE_WBT_UNSET && n >= 0 && (size_t) n < size)
                 n += snprintf(buf + n, size - (size_t) n, " wbt_lat_usec=%lld", c->wbt_lat_usec);
-        if ((c->set & AUTO_SET_READ_AHEAD) && n >= 0 && (size_t) n < size)
+        if ((c->set & AUTOTUNE_SET_READ_AHEAD) && n >= 0 && (size_t) n < size)
                 n += snprintf(buf + n, size - (size_t) n, " read_ahead_kb=%u", c->read_ahead_kb);
-        for (size_t t = 0; t < _AUTO_TUN_MAX; t++)
+        for (size_t t = 0; t < _AUTOTUNE_TUN_MAX; t++)
                 if ((c->set & (1U << t)) && n >= 0 && (size_t) n < size)
                         n += snprintf(buf + n, size - (size_t) n, " %s=%lld", tunables[t].name, c->tun[t]);
         return buf;
@@ -72,8 +72,8 @@ static bool scheduler_offered(const char *s, bool zoned_old, const char *availab
         return true;
 }
 
-int autotune_candidates(const AutoTunePolicy *p, const AutoCandidate *current, const char *available_line,
-                        bool zoned, unsigned kernel_version, unsigned max_nr_requests, AutoCandidate *ret,
+int autotune_candidates(const AutotunePolicy *p, const AutotuneCandidate *current, const char *available_line,
+                        bool zoned, unsigned kernel_version, unsigned max_nr_requests, AutotuneCandidate *ret,
                         size_t *ret_n, char *note, size_t note_size) {
         size_t n = 0;
         const char *scheds[AUTOTUNE_MAX_SCHEDULERS + 1] = {};
@@ -110,7 +110,7 @@ int autotune_candidates(const AutoTunePolicy *p, const AutoCandidate *current, c
                 size_t nwbt = p->n_wbt_lat_usec ? p->n_wbt_lat_usec : 1;
                 for (size_t a = 0; a < nnr; a++)
                         for (size_t b = 0; b < nwbt; b++) {
-                                AutoCandidate c = { .wbt_lat_usec = AUTO_WBT_UNSET };
+                                AutotuneCandidate c = { .wbt_lat_usec = AUTOTUNE_WBT_UNSET };
                                 snprintf(c.scheduler, sizeof c.scheduler, "%s", s);
                                 if (!streq(s, "none") && p->n_nr_requests) {
                                         c.nr_requests = p->nr_requests[a];
@@ -142,30 +142,30 @@ done:
         return n > 1 ? 0 : -ENOENT;
 }
 
-bool autotune_candidate_equal(const AutoCandidate *a, const AutoCandidate *b) {
+bool autotune_candidate_equal(const AutotuneCandidate *a, const AutotuneCandidate *b) {
         if (!streq(a->scheduler, b->scheduler) || a->nr_requests != b->nr_requests ||
             a->wbt_lat_usec != b->wbt_lat_usec || a->set != b->set)
                 return false;
-        if ((a->set & AUTO_SET_READ_AHEAD) && a->read_ahead_kb != b->read_ahead_kb)
+        if ((a->set & AUTOTUNE_SET_READ_AHEAD) && a->read_ahead_kb != b->read_ahead_kb)
                 return false;
-        for (size_t t = 0; t < _AUTO_TUN_MAX; t++)
+        for (size_t t = 0; t < _AUTOTUNE_TUN_MAX; t++)
                 if ((a->set & (1U << t)) && a->tun[t] != b->tun[t])
                         return false;
         return true;
 }
 
-AutoFamily autotune_next_family(const AutoTunePolicy *p, int after, bool sequential) {
-        for (int f = after < 0 ? 0 : after + 1; f < _AUTO_FAMILY_MAX; f++) {
+AutotuneFamily autotune_next_family(const AutotunePolicy *p, int after, bool sequential) {
+        for (int f = after < 0 ? 0 : after + 1; f < _AUTOTUNE_FAMILY_MAX; f++) {
                 if (!(p->knobs & (1U << f)))
                         continue;
-                if (f == AUTO_FAMILY_READ_AHEAD && !sequential)
+                if (f == AUTOTUNE_FAMILY_READ_AHEAD && !sequential)
                         continue;
-                return (AutoFamily) f;
+                return (AutotuneFamily) f;
         }
-        return _AUTO_FAMILY_MAX;
+        return _AUTOTUNE_FAMILY_MAX;
 }
 
-bool autotune_sequential_reads(const AutoSignature *sig, double min_iops) {
+bool autotune_sequential_reads(const AutotuneSignature *sig, double min_iops) {
         return sig->read_share >= AUTOTUNE_SEQ_MIN_READ_SHARE && sig->avg_kb >= AUTOTUNE_SEQ_MIN_KB &&
                sig->iops >= min_iops && sig->depth <= AUTOTUNE_SEQ_MAX_DEPTH;
 }
@@ -179,7 +179,7 @@ static const unsigned default_read_ahead[] = { 128, 512, 2048 };
 
 static const char *const default_schedulers[] = { "mq-deadline", "kyber", "bfq", "none", NULL };
 
-static bool push_candidate(AutoCandidate *ret, size_t *n, const AutoCandidate *c, char *note, size_t note_size) {
+static bool push_candidate(AutotuneCandidate *ret, size_t *n, const AutotuneCandidate *c, char *note, size_t note_size) {
         for (size_t k = 0; k < *n; k++)
                 if (autotune_candidate_equal(&ret[k], c))
                         return true;
@@ -191,33 +191,33 @@ static bool push_candidate(AutoCandidate *ret, size_t *n, const AutoCandidate *c
         return true;
 }
 
-int autotune_family_candidates(const AutoTunePolicy *p, AutoFamily f, const AutoCandidate *incumbent,
+int autotune_family_candidates(const AutotunePolicy *p, AutotuneFamily f, const AutotuneCandidate *incumbent,
                                const char *available_line, bool zoned, unsigned kernel_version,
-                               unsigned max_nr_requests, AutoCandidate *ret, size_t *ret_n, char *note,
+                               unsigned max_nr_requests, AutotuneCandidate *ret, size_t *ret_n, char *note,
                                size_t note_size) {
         bool zoned_old = zoned && kernel_version && kernel_version < KERNEL_VERSION_CODE(6, 10);
-        AutoCandidate inc = *incumbent;
+        AutotuneCandidate inc = *incumbent;
         size_t n = 0;
         char v[32];
 
         if (note_size)
                 note[0] = 0;
         inc.baseline = true;
-        if (f == AUTO_FAMILY_IOSCHED)
+        if (f == AUTOTUNE_FAMILY_IOSCHED)
                 /* the incumbent is written with its values, so that its
                  * epochs after a candidate's measure it and not the
                  * candidate's tunable left behind */
-                for (size_t t = 0; t < _AUTO_TUN_MAX; t++)
+                for (size_t t = 0; t < _AUTOTUNE_TUN_MAX; t++)
                         if (streq(tunables[t].scheduler, inc.scheduler) && !(inc.set & (1U << t))) {
                                 inc.tun[t] = tunables[t].kernel_default;
                                 inc.set |= 1U << t;
                         }
         ret[n++] = inc;
-        AutoCandidate base = inc;
+        AutotuneCandidate base = inc;
         base.baseline = false;
 
         switch (f) {
-        case AUTO_FAMILY_SCHEDULER: {
+        case AUTOTUNE_FAMILY_SCHEDULER: {
                 size_t ns = 0;
                 const char *const *l = (const char *const *) p->schedulers;
                 if (!l[0])
@@ -228,7 +228,7 @@ int autotune_family_candidates(const AutoTunePolicy *p, AutoFamily f, const Auto
                                 continue;
                         /* at its defaults: the switch resets nr_requests and
                          * iosched/; the read-ahead and wbt stay as they are */
-                        AutoCandidate c = { .wbt_lat_usec = inc.wbt_lat_usec, .set = inc.set & AUTO_SET_READ_AHEAD,
+                        AutotuneCandidate c = { .wbt_lat_usec = inc.wbt_lat_usec, .set = inc.set & AUTOTUNE_SET_READ_AHEAD,
                                             .read_ahead_kb = inc.read_ahead_kb };
                         snprintf(c.scheduler, sizeof c.scheduler, "%s", s);
                         if (streq(s, inc.scheduler))
@@ -238,7 +238,7 @@ int autotune_family_candidates(const AutoTunePolicy *p, AutoFamily f, const Auto
                 }
                 break;
         }
-        case AUTO_FAMILY_NR_REQUESTS: {
+        case AUTOTUNE_FAMILY_NR_REQUESTS: {
                 if (streq(inc.scheduler, "none")) {
                         /* nr_requests is never written with none */
                         note_add(note, note_size, "%s", "nr_requests left alone: the scheduler is none");
@@ -247,7 +247,7 @@ int autotune_family_candidates(const AutoTunePolicy *p, AutoFamily f, const Auto
                 const unsigned *vals = p->n_nr_requests ? p->nr_requests : default_nr_requests;
                 size_t nv = p->n_nr_requests ? p->n_nr_requests : ELEMENTSOF(default_nr_requests);
                 for (size_t i = 0; i < nv; i++) {
-                        AutoCandidate c = base;
+                        AutotuneCandidate c = base;
                         if (vals[i] == inc.nr_requests)
                                 continue;
                         if (max_nr_requests && vals[i] > max_nr_requests) {
@@ -261,23 +261,23 @@ int autotune_family_candidates(const AutoTunePolicy *p, AutoFamily f, const Auto
                 }
                 break;
         }
-        case AUTO_FAMILY_WBT: {
+        case AUTOTUNE_FAMILY_WBT: {
                 const long long *vals = p->n_wbt_lat_usec ? p->wbt_lat_usec : default_wbt;
                 size_t nv = p->n_wbt_lat_usec ? p->n_wbt_lat_usec : ELEMENTSOF(default_wbt);
                 for (size_t i = 0; i < nv; i++) {
-                        AutoCandidate c = base;
+                        AutotuneCandidate c = base;
                         c.wbt_lat_usec = vals[i];
                         if (!push_candidate(ret, &n, &c, note, note_size))
                                 break;
                 }
                 break;
         }
-        case AUTO_FAMILY_IOSCHED:
-                for (size_t t = 0; t < _AUTO_TUN_MAX; t++) {
+        case AUTOTUNE_FAMILY_IOSCHED:
+                for (size_t t = 0; t < _AUTOTUNE_TUN_MAX; t++) {
                         if (!streq(tunables[t].scheduler, inc.scheduler))
                                 continue; /* each tunable only under its own scheduler */
                         for (size_t i = 0; i < tunables[t].n_grid; i++) {
-                                AutoCandidate c = base;
+                                AutotuneCandidate c = base;
                                 c.tun[t] = tunables[t].grid[i];
                                 if (!push_candidate(ret, &n, &c, note, note_size))
                                         goto done;
@@ -286,13 +286,13 @@ int autotune_family_candidates(const AutoTunePolicy *p, AutoFamily f, const Auto
                 if (n == 1)
                         note_add(note, note_size, "%s has no tunables a trial varies", inc.scheduler);
                 break;
-        case AUTO_FAMILY_READ_AHEAD: {
+        case AUTOTUNE_FAMILY_READ_AHEAD: {
                 const unsigned *vals = p->n_read_ahead_kb ? p->read_ahead_kb : default_read_ahead;
                 size_t nv = p->n_read_ahead_kb ? p->n_read_ahead_kb : ELEMENTSOF(default_read_ahead);
                 for (size_t i = 0; i < nv; i++) {
-                        AutoCandidate c = base;
+                        AutotuneCandidate c = base;
                         c.read_ahead_kb = vals[i];
-                        c.set |= AUTO_SET_READ_AHEAD;
+                        c.set |= AUTOTUNE_SET_READ_AHEAD;
                         if (!push_candidate(ret, &n, &c, note, note_size))
                                 break;
                 }
@@ -306,7 +306,7 @@ done:
         return n > 1 ? 0 : -ENOENT;
 }
 
-void autotune_tripped_add(AutoTripped *t, size_t *n, const AutoCandidate *c, uint64_t now_usec) {
+void autotune_tripped_add(AutotuneTripped *t, size_t *n, const AutotuneCandidate *c, uint64_t now_usec) {
         for (size_t i = 0; i < *n; i++)
                 if (autotune_candidate_equal(&t[i].cand, c)) {
                         t[i].usec = now_usec;
@@ -319,10 +319,10 @@ void autotune_tripped_add(AutoTripped *t, size_t *n, const AutoCandidate *c, uin
                                 oldest = i;
                 t[oldest] = t[--*n];
         }
-        t[(*n)++] = (AutoTripped) { .cand = *c, .usec = now_usec };
+        t[(*n)++] = (AutotuneTripped) { .cand = *c, .usec = now_usec };
 }
 
-size_t autotune_drop_tripped(AutoCandidate *cand, size_t n, const AutoTripped *t, size_t n_t, uint64_t now_usec,
+size_t autotune_drop_tripped(AutotuneCandidate *cand, size_t n, const AutotuneTripped *t, size_t n_t, uint64_t now_usec,
                              char *note, size_t note_size) {
         size_t k = n > 0 ? 1 : 0;
 

@@ -13,25 +13,25 @@
 #include "autotune-internal.h"
 #include "autotune.h"
 
-static const char *const verdict_names[_AUTO_VERDICT_MAX] = {
-        [AUTO_VERDICT_CHANGE] = "change",
-        [AUTO_VERDICT_KEEP_BEST] = "keep-best",
-        [AUTO_VERDICT_KEEP_NOISE] = "keep-noise",
-        [AUTO_VERDICT_KEEP_HYSTERESIS] = "keep-hysteresis",
-        [AUTO_VERDICT_KEEP_IDLE] = "keep-idle",
-        [AUTO_VERDICT_KEEP_NO_DATA] = "keep-no-data",
-        [AUTO_VERDICT_ABORTED] = "aborted",
+static const char *const verdict_names[_AUTOTUNE_VERDICT_MAX] = {
+        [AUTOTUNE_VERDICT_CHANGE] = "change",
+        [AUTOTUNE_VERDICT_KEEP_BEST] = "keep-best",
+        [AUTOTUNE_VERDICT_KEEP_NOISE] = "keep-noise",
+        [AUTOTUNE_VERDICT_KEEP_HYSTERESIS] = "keep-hysteresis",
+        [AUTOTUNE_VERDICT_KEEP_IDLE] = "keep-idle",
+        [AUTOTUNE_VERDICT_KEEP_NO_DATA] = "keep-no-data",
+        [AUTOTUNE_VERDICT_ABORTED] = "aborted",
 };
 
-const char *auto_verdict_to_string(AutoVerdict v) {
-        return (unsigned) v < _AUTO_VERDICT_MAX ? verdict_names[v] : NULL;
+const char *autotune_verdict_to_string(AutotuneVerdict v) {
+        return (unsigned) v < _AUTOTUNE_VERDICT_MAX ? verdict_names[v] : NULL;
 }
 
-static void series_values(const AutoTunePolicy *p, const AutoSeries *s, bool p99, double *obj, double *rd,
+static void series_values(const AutotunePolicy *p, const AutotuneSeries *s, bool p99, double *obj, double *rd,
                           double *p99s, double *wmb, double *rmb, double *iops, double *inflight, size_t *ret_n) {
         size_t n = 0;
         for (size_t i = 0; i < s->n; i++) {
-                const EpochFigures *e = &s->epochs[i];
+                const AutotuneEpochFigures *e = &s->epochs[i];
                 if (!e->valid)
                         continue;
                 obj[n] = autotune_objective_value(p, e, p99);
@@ -57,7 +57,7 @@ static void series_values(const AutoTunePolicy *p, const AutoSeries *s, bool p99
  * least its own, as the race's tests take it. The read-latency bound
  * judges a challenger by it: a short, noisy measurement must not admit a
  * setting that writes less than it seemed to. */
-static void write_lower_bounds(const AutoTunePolicy *p, const AutoSeries *series, size_t n, AutoSummary *sum) {
+static void write_lower_bounds(const AutotunePolicy *p, const AutotuneSeries *series, size_t n, AutotuneSummary *sum) {
         double lw[AUTOTUNE_MAX_CANDIDATES][AUTOTUNE_MAX_EPOCHS], var[AUTOTUNE_MAX_CANDIDATES], ss = 0, df = 0;
         size_t k[AUTOTUNE_MAX_CANDIDATES];
 
@@ -89,7 +89,7 @@ static void write_lower_bounds(const AutoTunePolicy *p, const AutoSeries *series
  * figures 0); returns the best write throughput seen, among every
  * candidate measured: one that left the race early (for its read latency,
  * say) still showed in its epochs what it writes. */
-static double summarize(const AutoTunePolicy *p, const AutoSeries *series, size_t n, bool p99, AutoSummary *sum,
+static double summarize(const AutotunePolicy *p, const AutotuneSeries *series, size_t n, bool p99, AutotuneSummary *sum,
                         double obj[][AUTOTUNE_MAX_EPOCHS]) {
         double best_write = p->write_seen_mbps; /* the phases before, in a search */
 
@@ -99,10 +99,10 @@ static double summarize(const AutoTunePolicy *p, const AutoSeries *series, size_
                 size_t k;
                 series_values(p, &series[c], p99, obj[c], rd, p99s, wmb, rmb, iops, inf, &k);
                 if (k == 0) {
-                        sum[c] = (AutoSummary) { .p_vs_current = 1 };
+                        sum[c] = (AutotuneSummary) { .p_vs_current = 1 };
                         continue;
                 }
-                sum[c] = (AutoSummary) {
+                sum[c] = (AutotuneSummary) {
                         .objective = autotune_median(obj[c], k),
                         .read_await_ms = autotune_median(rd, k),
                         .read_p99_ms = p99 ? autotune_median(p99s, k) : 0,
@@ -120,7 +120,7 @@ static double summarize(const AutoTunePolicy *p, const AutoSeries *series, size_
         return best_write;
 }
 
-void autotune_summarise(const AutoTunePolicy *p, const AutoSeries *series, size_t n, AutoSummary *summaries) {
+void autotune_summarise(const AutotunePolicy *p, const AutotuneSeries *series, size_t n, AutotuneSummary *summaries) {
         double obj[AUTOTUNE_MAX_CANDIDATES][AUTOTUNE_MAX_EPOCHS];
 
         if (n > AUTOTUNE_MAX_CANDIDATES)
@@ -135,17 +135,17 @@ void autotune_summarise(const AutoTunePolicy *p, const AutoSeries *series, size_
  * (1 - tolerance) times the best writer's median, the best among every
  * candidate measured; the current setting by its median (keeping it
  * promises nothing new). */
-static int pick_best(const AutoTunePolicy *p, size_t n, bool p99, AutoSummary *sum,
+static int pick_best(const AutotunePolicy *p, size_t n, bool p99, AutotuneSummary *sum,
                      double obj[][AUTOTUNE_MAX_EPOCHS], double best_write) {
         bool lower = autotune_objective_lower_better(p);
         int best = -1;
 
         for (size_t c = 0; c < n; c++) {
-                if (p->objective == AUTO_OBJECTIVE_READ_LATENCY)
+                if (p->objective == AUTOTUNE_OBJECTIVE_READ_LATENCY)
                         sum[c].admissible = best_write < AUTOTUNE_MIN_WRITE_MBPS ||
                                             (c == 0 ? sum[c].write_mbps : sum[c].write_low_mbps) >=
                                                     best_write * (1.0 - p->write_tolerance_pct / 100.0);
-                else if (p->objective == AUTO_OBJECTIVE_SEQ_READ)
+                else if (p->objective == AUTOTUNE_OBJECTIVE_SEQ_READ)
                         sum[c].admissible = true; /* the reader waits on its throughput, not one request */
                 else
                         sum[c].admissible = (p99 ? sum[c].read_p99_ms : sum[c].read_await_ms) * 1000.0 <=
@@ -165,7 +165,7 @@ static int pick_best(const AutoTunePolicy *p, size_t n, bool p99, AutoSummary *s
 
 /* The p-value of "best writes faster than the current setting", over the
  * epochs of each. */
-static double write_gain_p(const AutoSeries *current, const AutoSeries *best) {
+static double write_gain_p(const AutotuneSeries *current, const AutotuneSeries *best) {
         double wb[AUTOTUNE_MAX_EPOCHS], w0[AUTOTUNE_MAX_EPOCHS];
         size_t kb = 0, k0 = 0;
 
@@ -179,17 +179,17 @@ static double write_gain_p(const AutoSeries *current, const AutoSeries *best) {
 }
 
 /* Before any comparison: enough epochs, and a disk that is not idle. */
-static bool decide_no_trial(const AutoTunePolicy *p, size_t n, const AutoSummary *sum, AutoDecision *ret) {
+static bool decide_no_trial(const AutotunePolicy *p, size_t n, const AutotuneSummary *sum, AutotuneDecision *ret) {
         /* The test needs 3 epochs per side to say anything at 95 %. */
         for (size_t c = 0; c < n; c++)
                 if (sum[c].n < 3 && !sum[c].dropped) {
-                        ret->verdict = AUTO_VERDICT_KEEP_NO_DATA;
+                        ret->verdict = AUTOTUNE_VERDICT_KEEP_NO_DATA;
                         snprintf(ret->reason, sizeof ret->reason, "too few epochs measured (%zu of candidate %zu)",
                                  sum[c].n, c);
                         return true;
                 }
         if (sum[0].iops < p->min_iops) {
-                ret->verdict = AUTO_VERDICT_KEEP_IDLE;
+                ret->verdict = AUTOTUNE_VERDICT_KEEP_IDLE;
                 snprintf(ret->reason, sizeof ret->reason, "idle: %.1f I/Os per second, below %.0f", sum[0].iops,
                          p->min_iops);
                 return true;
@@ -197,13 +197,13 @@ static bool decide_no_trial(const AutoTunePolicy *p, size_t n, const AutoSummary
         return false;
 }
 
-void autotune_decide(const AutoTunePolicy *p, const AutoSeries *series, size_t n, AutoSummary *sum,
-                     AutoDecision *ret) {
+void autotune_decide(const AutotunePolicy *p, const AutotuneSeries *series, size_t n, AutotuneSummary *sum,
+                     AutotuneDecision *ret) {
         autotune_decide_raced(p, series, n, NULL, sum, ret);
 }
 
-void autotune_decide_raced(const AutoTunePolicy *p, const AutoSeries *series, size_t n, const AutoDrop *drops,
-                           AutoSummary *sum, AutoDecision *ret) {
+void autotune_decide_raced(const AutotunePolicy *p, const AutotuneSeries *series, size_t n, const AutotuneDrop *drops,
+                           AutotuneSummary *sum, AutotuneDecision *ret) {
         double obj[AUTOTUNE_MAX_CANDIDATES][AUTOTUNE_MAX_EPOCHS];
         bool lower = autotune_objective_lower_better(p);
         /* Bonferroni: the best of n-1 challengers is tested, so each test
@@ -211,7 +211,7 @@ void autotune_decide_raced(const AutoTunePolicy *p, const AutoSeries *series, si
         double alpha = (1.0 - p->confidence_pct / 100.0) / (double) (n > 1 ? n - 1 : 1) / autotune_looks(p) / 2;
 
         bool p99 = autotune_have_p99(series, n);
-        *ret = (AutoDecision) { .winner = 0, .best = -1, .p = 1, .by_p99 = p99 };
+        *ret = (AutotuneDecision) { .winner = 0, .best = -1, .p = 1, .by_p99 = p99 };
         double best_write = summarize(p, series, n, p99, sum, obj);
         size_t left = 0;
         for (size_t c = 0; c < n; c++) {
@@ -221,10 +221,10 @@ void autotune_decide_raced(const AutoTunePolicy *p, const AutoSeries *series, si
         if (n > 1 && left == 0) {
                 /* Every challenger left the race: each was beaten with
                  * confidence or was far worse than one still in it. */
-                ret->verdict = sum[0].n > 0 && sum[0].iops < p->min_iops ? AUTO_VERDICT_KEEP_IDLE
-                                                                          : AUTO_VERDICT_KEEP_BEST;
+                ret->verdict = sum[0].n > 0 && sum[0].iops < p->min_iops ? AUTOTUNE_VERDICT_KEEP_IDLE
+                                                                          : AUTOTUNE_VERDICT_KEEP_BEST;
                 ret->best = 0;
-                if (ret->verdict == AUTO_VERDICT_KEEP_IDLE)
+                if (ret->verdict == AUTOTUNE_VERDICT_KEEP_IDLE)
                         snprintf(ret->reason, sizeof ret->reason, "idle: %.1f I/Os per second, below %.0f",
                                  sum[0].iops, p->min_iops);
                 else
@@ -239,12 +239,12 @@ void autotune_decide_raced(const AutoTunePolicy *p, const AutoSeries *series, si
         if (best < 0) {
                 /* Nothing meets the bound: the throughput form with a target
                  * nobody reaches. Keep what is there. */
-                ret->verdict = AUTO_VERDICT_KEEP_BEST;
+                ret->verdict = AUTOTUNE_VERDICT_KEEP_BEST;
                 snprintf(ret->reason, sizeof ret->reason, "no candidate meets the objective's bound");
                 return;
         }
         if (best == 0) {
-                ret->verdict = AUTO_VERDICT_KEEP_BEST;
+                ret->verdict = AUTOTUNE_VERDICT_KEEP_BEST;
                 ret->p = 1;
                 snprintf(ret->reason, sizeof ret->reason, "the current setting is the best");
                 return;
@@ -257,10 +257,10 @@ void autotune_decide_raced(const AutoTunePolicy *p, const AutoSeries *series, si
         /* A current setting outside the bound (it costs too much write
          * throughput) is left for the best admissible one when the
          * throughput difference is significant, whatever the latency. */
-        if (!sum[0].admissible && p->objective == AUTO_OBJECTIVE_READ_LATENCY) {
+        if (!sum[0].admissible && p->objective == AUTOTUNE_OBJECTIVE_READ_LATENCY) {
                 double pw = write_gain_p(&series[0], &series[best]);
                 if (pw <= alpha) {
-                        ret->verdict = AUTO_VERDICT_CHANGE;
+                        ret->verdict = AUTOTUNE_VERDICT_CHANGE;
                         ret->winner = best;
                         ret->p = pw;
                         ret->confidence = 1 - pw;
@@ -273,7 +273,7 @@ void autotune_decide_raced(const AutoTunePolicy *p, const AutoSeries *series, si
             ret->improvement >= p->min_improvement_pct / 100.0) {
                 /* The race settled on it (autotune_race()): its test, at
                  * its own share of the rate, is the decision's. */
-                ret->verdict = AUTO_VERDICT_CHANGE;
+                ret->verdict = AUTOTUNE_VERDICT_CHANGE;
                 ret->winner = best;
                 ret->p = drops[0].p;
                 ret->confidence = 1 - ret->p;
@@ -283,25 +283,25 @@ void autotune_decide_raced(const AutoTunePolicy *p, const AutoSeries *series, si
                 return;
         }
         if (ret->p > alpha) {
-                ret->verdict = AUTO_VERDICT_KEEP_NOISE;
+                ret->verdict = AUTOTUNE_VERDICT_KEEP_NOISE;
                 snprintf(ret->reason, sizeof ret->reason,
                          "no clear winner: the best differs by %.0f %% but p=%.3f > %.2g", ret->improvement * 100,
                          ret->p, alpha);
                 return;
         }
         if (ret->improvement < p->min_improvement_pct / 100.0) {
-                ret->verdict = AUTO_VERDICT_KEEP_HYSTERESIS;
+                ret->verdict = AUTOTUNE_VERDICT_KEEP_HYSTERESIS;
                 snprintf(ret->reason, sizeof ret->reason, "better by %.1f %% only, below the minimum of %u %%",
                          ret->improvement * 100, p->min_improvement_pct);
                 return;
         }
-        ret->verdict = AUTO_VERDICT_CHANGE;
+        ret->verdict = AUTOTUNE_VERDICT_CHANGE;
         ret->winner = best;
         snprintf(ret->reason, sizeof ret->reason, "better by %.0f %% with confidence %.1f %%", ret->improvement * 100,
                  ret->confidence * 100);
 }
 
-int autotune_fallback(const AutoTunePolicy *p, const AutoSummary *sum, size_t n, int chosen) {
+int autotune_fallback(const AutotunePolicy *p, const AutotuneSummary *sum, size_t n, int chosen) {
         int fb = -1;
 
         for (size_t c = 0; c < n; c++) {
@@ -309,8 +309,8 @@ int autotune_fallback(const AutoTunePolicy *p, const AutoSummary *sum, size_t n,
                         continue;
                 if (fb < 0)
                         fb = (int) c;
-                else if (p->objective == AUTO_OBJECTIVE_READ_LATENCY  ? sum[c].write_mbps > sum[fb].write_mbps
-                         : p->objective == AUTO_OBJECTIVE_SEQ_READ ? sum[c].read_mbps > sum[fb].read_mbps
+                else if (p->objective == AUTOTUNE_OBJECTIVE_READ_LATENCY  ? sum[c].write_mbps > sum[fb].write_mbps
+                         : p->objective == AUTOTUNE_OBJECTIVE_SEQ_READ ? sum[c].read_mbps > sum[fb].read_mbps
                                                                    : sum[c].read_await_ms < sum[fb].read_await_ms)
                         fb = (int) c;
         }

@@ -12,11 +12,11 @@
  * (by bisection: autotune_t_upper() falls as t grows); 0 for alpha >= 0.5. */
 double autotune_t_quantile_upper(double alpha, double df);
 
-struct AutoTunePolicy;
+struct AutotunePolicy;
 
-/* The decisions the trial's error rate is shared by (AutoTunePolicy.looks),
+/* The decisions the trial's error rate is shared by (AutotunePolicy.looks),
  * at least 1. */
-double autotune_looks(const struct AutoTunePolicy *p);
+double autotune_looks(const struct AutotunePolicy *p);
 
 /* P(T >= t) for Student's t with df degrees of freedom (df may be
  * fractional). */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The closed loop's policy: the Auto* keys of a [Device] section
- * (AutoTunePolicy, its objective and families of knobs by name), and the
+ * (AutotunePolicy, its objective and families of knobs by name), and the
  * limits it sets on when a trial may start (dwell, trials per hour). */
 #include "config.h"
 
@@ -16,13 +16,13 @@
 #include "util.h"
 
 static const char *const objective_names[] = {
-        [AUTO_OBJECTIVE_READ_LATENCY] = "read-latency",
-        [AUTO_OBJECTIVE_THROUGHPUT] = "throughput",
-        [AUTO_OBJECTIVE_SEQ_READ] = "sequential-read",
+        [AUTOTUNE_OBJECTIVE_READ_LATENCY] = "read-latency",
+        [AUTOTUNE_OBJECTIVE_THROUGHPUT] = "throughput",
+        [AUTOTUNE_OBJECTIVE_SEQ_READ] = "sequential-read",
 };
 
-const char *auto_objective_to_string(AutoObjective o) {
-        return (unsigned) o < _AUTO_OBJECTIVE_MAX ? objective_names[o] : NULL;
+const char *autotune_objective_to_string(AutotuneObjective o) {
+        return (unsigned) o < _AUTOTUNE_OBJECTIVE_MAX ? objective_names[o] : NULL;
 }
 
 /* The index of s among names[0..n); -EINVAL: none. */
@@ -33,30 +33,30 @@ static int name_index(const char *const *names, size_t n, const char *s) {
         return -EINVAL;
 }
 
-int auto_objective_from_string(const char *s) {
+int autotune_objective_from_string(const char *s) {
         /* sequential-read is the search's own, not a value of AutoObjective= */
-        return name_index(objective_names, AUTO_OBJECTIVE_SEQ_READ, s);
+        return name_index(objective_names, AUTOTUNE_OBJECTIVE_SEQ_READ, s);
 }
 
-static const char *const family_names[_AUTO_FAMILY_MAX] = {
-        [AUTO_FAMILY_SCHEDULER] = "scheduler",
-        [AUTO_FAMILY_NR_REQUESTS] = "nr_requests",
-        [AUTO_FAMILY_WBT] = "wbt_lat_usec",
-        [AUTO_FAMILY_IOSCHED] = "iosched",
-        [AUTO_FAMILY_READ_AHEAD] = "read_ahead_kb",
+static const char *const family_names[_AUTOTUNE_FAMILY_MAX] = {
+        [AUTOTUNE_FAMILY_SCHEDULER] = "scheduler",
+        [AUTOTUNE_FAMILY_NR_REQUESTS] = "nr_requests",
+        [AUTOTUNE_FAMILY_WBT] = "wbt_lat_usec",
+        [AUTOTUNE_FAMILY_IOSCHED] = "iosched",
+        [AUTOTUNE_FAMILY_READ_AHEAD] = "read_ahead_kb",
 };
 
-const char *auto_family_to_string(AutoFamily f) {
-        return (unsigned) f < _AUTO_FAMILY_MAX ? family_names[f] : NULL;
+const char *autotune_family_to_string(AutotuneFamily f) {
+        return (unsigned) f < _AUTOTUNE_FAMILY_MAX ? family_names[f] : NULL;
 }
 
-int auto_family_from_string(const char *s) {
-        return name_index(family_names, _AUTO_FAMILY_MAX, s);
+int autotune_family_from_string(const char *s) {
+        return name_index(family_names, _AUTOTUNE_FAMILY_MAX, s);
 }
 
-void autotune_policy_init(AutoTunePolicy *p) {
-        *p = (AutoTunePolicy) {
-                .objective = AUTO_OBJECTIVE_READ_LATENCY,
+void autotune_policy_init(AutotunePolicy *p) {
+        *p = (AutotunePolicy) {
+                .objective = AUTOTUNE_OBJECTIVE_READ_LATENCY,
                 .write_tolerance_pct = 10,
                 .read_target_usec = 10000,
                 .epoch_usec = 500000,
@@ -73,12 +73,12 @@ void autotune_policy_init(AutoTunePolicy *p) {
         };
 }
 
-void autotune_policy_done(AutoTunePolicy *p) {
+void autotune_policy_done(AutotunePolicy *p) {
         for (size_t i = 0; p->schedulers[i]; i++)
                 p->schedulers[i] = mfree(p->schedulers[i]);
 }
 
-int autotune_policy_copy(AutoTunePolicy *dst, const AutoTunePolicy *src) {
+int autotune_policy_copy(AutotunePolicy *dst, const AutotunePolicy *src) {
         *dst = *src;
         for (size_t i = 0; src->schedulers[i]; i++)
                 if (!(dst->schedulers[i] = strdup(src->schedulers[i]))) {
@@ -155,7 +155,7 @@ static int parse_percent(const char *value, long long min, long long max, long l
         return parse_uint_in(buf, min, max, ret);
 }
 
-static int parse_schedulers(AutoTunePolicy *p, const char *value, char *msgbuf, size_t msgsize) {
+static int parse_schedulers(AutotunePolicy *p, const char *value, char *msgbuf, size_t msgsize) {
         _cleanup_strv_free_ char **l = NULL;
         size_t n = 0;
         int r;
@@ -186,7 +186,7 @@ static int parse_schedulers(AutoTunePolicy *p, const char *value, char *msgbuf, 
         return 0;
 }
 
-static int parse_wbt_list(AutoTunePolicy *p, const char *value) {
+static int parse_wbt_list(AutotunePolicy *p, const char *value) {
         _cleanup_strv_free_ char **l = NULL;
         long long v;
         size_t n = 0;
@@ -221,7 +221,7 @@ typedef struct AutoKey {
         const char *expected;
 } AutoKey;
 
-#define F(field) offsetof(AutoTunePolicy, field)
+#define F(field) offsetof(AutotunePolicy, field)
 static const AutoKey auto_keys[] = {
         { "AutoTune", AUTO_KEY_BOOL, F(enabled), 0, 0, "expected a boolean" },
         { "AutoTrialOnHotplug", AUTO_KEY_BOOL, F(on_hotplug), 0, 0, "expected a boolean" },
@@ -244,7 +244,7 @@ static const AutoKey auto_keys[] = {
 };
 #undef F
 
-static int parse_auto_key(const AutoKey *k, AutoTunePolicy *p, const char *value) {
+static int parse_auto_key(const AutoKey *k, AutotunePolicy *p, const char *value) {
         uint8_t *field = (uint8_t *) p + k->offset;
         long long v;
         uint64_t us;
@@ -280,7 +280,7 @@ static int parse_auto_key(const AutoKey *k, AutoTunePolicy *p, const char *value
 }
 
 /* The keys with a value of their own shape. */
-static int parse_auto_special(AutoTunePolicy *p, const char *key, const char *value, char *msgbuf,
+static int parse_auto_special(AutotunePolicy *p, const char *key, const char *value, char *msgbuf,
                               size_t msgsize) {
         int r;
 
@@ -312,7 +312,7 @@ static int parse_auto_special(AutoTunePolicy *p, const char *key, const char *va
                 if (strv_split_ws(value, &l) < 0)
                         return -ENOMEM;
                 STRV_FOREACH(s, l) {
-                        r = auto_family_from_string(*s);
+                        r = autotune_family_from_string(*s);
                         if (r < 0) {
                                 snprintf(msgbuf, msgsize,
                                          "\"%s\" is not a family of knobs: expected scheduler, nr_requests, "
@@ -342,12 +342,12 @@ static int parse_auto_special(AutoTunePolicy *p, const char *key, const char *va
                 return 0;
         }
         if (streq(key, "AutoObjective")) {
-                r = auto_objective_from_string(value);
+                r = autotune_objective_from_string(value);
                 if (r < 0) {
                         snprintf(msgbuf, msgsize, "expected read-latency or throughput");
                         return -EINVAL;
                 }
-                p->objective = (AutoObjective) r;
+                p->objective = (AutotuneObjective) r;
                 return 0;
         }
         if (streq(key, "AutoTrialIntervalSec")) {
@@ -362,7 +362,7 @@ static int parse_auto_special(AutoTunePolicy *p, const char *key, const char *va
         return -ENOENT;
 }
 
-int autotune_policy_parse(AutoTunePolicy *p, const char *key, const char *value, char *msgbuf, size_t msgsize,
+int autotune_policy_parse(AutotunePolicy *p, const char *key, const char *value, char *msgbuf, size_t msgsize,
                           const char **ret_message) {
         int r = -ENOENT;
 
@@ -392,7 +392,7 @@ int autotune_policy_parse(AutoTunePolicy *p, const char *key, const char *value,
         return 0;
 }
 
-void autotune_history_add(AutoHistory *h, uint64_t now_usec) {
+void autotune_history_add(AutotuneHistory *h, uint64_t now_usec) {
         size_t cap = sizeof h->starts / sizeof h->starts[0];
         if (h->n == cap) {
                 memmove(h->starts, h->starts + 1, (cap - 1) * sizeof h->starts[0]);
@@ -401,7 +401,7 @@ void autotune_history_add(AutoHistory *h, uint64_t now_usec) {
         h->starts[h->n++] = now_usec;
 }
 
-unsigned autotune_history_count(const AutoHistory *h, uint64_t now_usec, uint64_t window_usec) {
+unsigned autotune_history_count(const AutotuneHistory *h, uint64_t now_usec, uint64_t window_usec) {
         unsigned n = 0;
         for (size_t i = 0; i < h->n; i++)
                 if (h->starts[i] + window_usec > now_usec)
@@ -409,7 +409,7 @@ unsigned autotune_history_count(const AutoHistory *h, uint64_t now_usec, uint64_
         return n;
 }
 
-bool autotune_may_start(const AutoTunePolicy *p, const AutoHistory *device, const AutoHistory *global,
+bool autotune_may_start(const AutotunePolicy *p, const AutotuneHistory *device, const AutotuneHistory *global,
                         unsigned global_per_hour, uint64_t now_usec, bool forced, char *why, size_t why_size) {
         const uint64_t hour = 3600ULL * 1000000;
 

@@ -15,22 +15,22 @@
 #include "autotune.h"
 #include "util.h"
 
-double autotune_looks(const AutoTunePolicy *p) {
+double autotune_looks(const AutotunePolicy *p) {
         return p->looks > 1 ? (double) p->looks : 1.0;
 }
 
 /* The race's rate per test: every look (a round) and every opponent. */
-static double race_alpha(const AutoTunePolicy *p, size_t n) {
+static double race_alpha(const AutotunePolicy *p, size_t n) {
         return (1.0 - p->confidence_pct / 100.0) / ((double) (p->rounds ? p->rounds : 1) * (double) (n > 1 ? n - 1 : 1)) /
                autotune_looks(p);
 }
 
 /* The valid epochs' objective, write MB/s and read latency of one series. */
-static size_t race_values(const AutoTunePolicy *p, const AutoSeries *s, bool p99, double *obj, double *wmb,
+static size_t race_values(const AutotunePolicy *p, const AutotuneSeries *s, bool p99, double *obj, double *wmb,
                           double *rlat) {
         size_t k = 0;
         for (size_t i = 0; i < s->n; i++) {
-                const EpochFigures *e = &s->epochs[i];
+                const AutotuneEpochFigures *e = &s->epochs[i];
                 if (!e->valid)
                         continue;
                 obj[k] = autotune_objective_value(p, e, p99);
@@ -64,8 +64,8 @@ static double log_t_p(double diff, double pooled, double var_a, double var_b, si
 /* Whether write MB/s w is outside the write bound with half the tolerance
  * to spare (where equal writes differ by their noise); only the
  * read-latency objective has that bound. */
-static bool outside_half_bound(const AutoTunePolicy *p, double w, double best_write) {
-        return p->objective == AUTO_OBJECTIVE_READ_LATENCY && best_write >= AUTOTUNE_MIN_WRITE_MBPS &&
+static bool outside_half_bound(const AutotunePolicy *p, double w, double best_write) {
+        return p->objective == AUTOTUNE_OBJECTIVE_READ_LATENCY && best_write >= AUTOTUNE_MIN_WRITE_MBPS &&
                w < best_write * (1.0 - p->write_tolerance_pct / 200.0);
 }
 
@@ -96,7 +96,7 @@ static bool outside_half_bound(const AutoTunePolicy *p, double w, double best_wr
  * candidate is not judged by the others' quiet. It is an assumption
  * (log-normal, shared noise), where the final decision's rank test makes
  * none; a false drop costs a missed improvement, never a false change. */
-size_t autotune_race(const AutoTunePolicy *p, const AutoSeries *series, size_t n, AutoDrop *drops) {
+size_t autotune_race(const AutotunePolicy *p, const AutotuneSeries *series, size_t n, AutotuneDrop *drops) {
         double obj[AUTOTUNE_MAX_CANDIDATES][AUTOTUNE_MAX_EPOCHS], wmb[AUTOTUNE_MAX_CANDIDATES][AUTOTUNE_MAX_EPOCHS],
                 rlat[AUTOTUNE_MAX_CANDIDATES][AUTOTUNE_MAX_EPOCHS], mean[AUTOTUNE_MAX_CANDIDATES],
                 var[AUTOTUNE_MAX_CANDIDATES];
@@ -160,11 +160,11 @@ size_t autotune_race(const AutoTunePolicy *p, const AutoSeries *series, size_t n
                          * inside the bound means b inside it too), or be
                          * inside the write bound with half the tolerance to
                          * spare (where equal writes differ by their noise) */
-                        if (p->objective == AUTO_OBJECTIVE_READ_LATENCY) {
+                        if (p->objective == AUTOTUNE_OBJECTIVE_READ_LATENCY) {
                                 double wb = autotune_median(wmb[b], k[b]);
                                 if (wb < wc && outside_half_bound(p, wb, best_write))
                                         continue;
-                        } else if (p->objective == AUTO_OBJECTIVE_THROUGHPUT) {
+                        } else if (p->objective == AUTOTUNE_OBJECTIVE_THROUGHPUT) {
                                 double rb = autotune_median(rlat[b], k[b]);
                                 if (rb > rc && rb * 1000.0 > (double) p->read_target_usec)
                                         continue;
@@ -173,14 +173,14 @@ size_t autotune_race(const AutoTunePolicy *p, const AutoSeries *series, size_t n
                                             k[b], k[c], df);
                         if (pv > alpha)
                                 continue;
-                        drops[c] = (AutoDrop) { .dropped = true, .by = (int) b, .epochs = (unsigned) k[c], .p = pv };
+                        drops[c] = (AutotuneDrop) { .dropped = true, .by = (int) b, .epochs = (unsigned) k[c], .p = pv };
                         snprintf(drops[c].why, sizeof drops[c].why,
                                  "beaten by candidate %zu (%.3g against %.3g, p=%.2g <= %.2g) after %zu epochs", b,
                                  autotune_median(obj[b], k[b]), autotune_median(obj[c], k[c]), pv, alpha, k[c]);
                         dropped++;
                         break;
                 }
-                if (drops[c].dropped || p->objective != AUTO_OBJECTIVE_READ_LATENCY || !usable_w[c] ||
+                if (drops[c].dropped || p->objective != AUTOTUNE_OBJECTIVE_READ_LATENCY || !usable_w[c] ||
                     best_write < AUTOTUNE_MIN_WRITE_MBPS)
                         continue;
                 /* Outside the write bound with confidence: it can never be
@@ -195,7 +195,7 @@ size_t autotune_race(const AutoTunePolicy *p, const AutoSeries *series, size_t n
                                             wvar[b], wvar[c], k[b], k[c], df);
                         if (pv > alpha)
                                 continue;
-                        drops[c] = (AutoDrop) { .dropped = true, .by = (int) b, .epochs = (unsigned) k[c], .p = pv };
+                        drops[c] = (AutotuneDrop) { .dropped = true, .by = (int) b, .epochs = (unsigned) k[c], .p = pv };
                         snprintf(drops[c].why, sizeof drops[c].why,
                                  "outside the write bound: %.1f MB/s against candidate %zu's %.1f less %u %% (p=%.2g "
                                  "<= %.2g) after %zu epochs",
@@ -226,7 +226,7 @@ size_t autotune_race(const AutoTunePolicy *p, const AutoSeries *series, size_t n
                 double pv = log_t_p(margin - gain, pooled, var[0], var[c], k[0], k[c], df);
                 if (pv > alpha)
                         continue;
-                drops[c] = (AutoDrop) { .dropped = true, .by = 0, .epochs = (unsigned) k[c], .p = pv };
+                drops[c] = (AutotuneDrop) { .dropped = true, .by = 0, .epochs = (unsigned) k[c], .p = pv };
                 snprintf(drops[c].why, sizeof drops[c].why,
                          "no better than the current setting by %u %% (%.3g against %.3g, p=%.2g <= %.2g) after %zu "
                          "epochs", p->min_improvement_pct, autotune_median(obj[c], k[c]), autotune_median(obj[0], k[0]),
@@ -268,14 +268,14 @@ size_t autotune_race(const AutoTunePolicy *p, const AutoSeries *series, size_t n
         return dropped;
 }
 
-bool autotune_race_settled(const AutoDrop *drops, size_t n) {
+bool autotune_race_settled(const AutotuneDrop *drops, size_t n) {
         return n > 1 && drops[0].by > 0 && (size_t) drops[0].by < n && !drops[drops[0].by].dropped;
 }
 
 /* Sequential reads: an epoch reading less than the best so far's slowest
  * epoch divided by the guard factor. */
-static bool far_worse_seq(const AutoTunePolicy *p, const AutoSeries *series, size_t n, const AutoDrop *drops,
-                          size_t c, const EpochFigures *e, char *why, size_t why_size) {
+static bool far_worse_seq(const AutotunePolicy *p, const AutotuneSeries *series, size_t n, const AutotuneDrop *drops,
+                          size_t c, const AutotuneEpochFigures *e, char *why, size_t why_size) {
         double best_med = 0, best_low = 0;
         int ref = -1;
 
@@ -310,7 +310,7 @@ static bool far_worse_seq(const AutoTunePolicy *p, const AutoSeries *series, siz
  * best writer of every candidate measured, dropped or not), the one with
  * the lowest median read latency (p99 or mean await); *ret_base is its
  * slowest epoch, at least AUTOTUNE_GUARD_FLOOR_MS. -1: none yet. */
-static int far_ref(const AutoTunePolicy *p, const AutoSeries *series, size_t n, const AutoDrop *drops, size_t c,
+static int far_ref(const AutotunePolicy *p, const AutotuneSeries *series, size_t n, const AutotuneDrop *drops, size_t c,
                    bool p99, double *ret_base) {
         double best_write = p->write_seen_mbps, ref_med = INFINITY, ref_worst = 0;
         int ref = -1;
@@ -323,7 +323,7 @@ static int far_ref(const AutoTunePolicy *p, const AutoSeries *series, size_t n, 
                 if (b == c)
                         continue;
                 for (size_t i = 0; i < series[b].n; i++) {
-                        const EpochFigures *f = &series[b].epochs[i];
+                        const AutotuneEpochFigures *f = &series[b].epochs[i];
                         if (!f->valid || f->read_iops == 0)
                                 continue;
                         w[k] = f->write_mbps;
@@ -343,7 +343,7 @@ static int far_ref(const AutoTunePolicy *p, const AutoSeries *series, size_t n, 
         for (size_t b = 0; b < n && b < AUTOTUNE_MAX_CANDIDATES; b++) {
                 if (!has[b] || (drops && drops[b].dropped))
                         continue;
-                if (p->objective == AUTO_OBJECTIVE_READ_LATENCY && best_write >= AUTOTUNE_MIN_WRITE_MBPS &&
+                if (p->objective == AUTOTUNE_OBJECTIVE_READ_LATENCY && best_write >= AUTOTUNE_MIN_WRITE_MBPS &&
                     med_w[b] < best_write * (1.0 - p->write_tolerance_pct / 100.0))
                         continue; /* outside the write bound so far: no reference */
                 if (med_r[b] < ref_med) {
@@ -358,13 +358,13 @@ static int far_ref(const AutoTunePolicy *p, const AutoSeries *series, size_t n, 
         return ref;
 }
 
-bool autotune_far_worse(const AutoTunePolicy *p, const AutoSeries *series, size_t n, const AutoDrop *drops,
-                        size_t c, const EpochFigures *e, char *why, size_t why_size) {
+bool autotune_far_worse(const AutotunePolicy *p, const AutotuneSeries *series, size_t n, const AutotuneDrop *drops,
+                        size_t c, const AutotuneEpochFigures *e, char *why, size_t why_size) {
         double base;
 
         if (c == 0 || !e->valid || e->read_iops == 0)
                 return false;
-        if (p->objective == AUTO_OBJECTIVE_SEQ_READ)
+        if (p->objective == AUTOTUNE_OBJECTIVE_SEQ_READ)
                 return far_worse_seq(p, series, n, drops, c, e, why, why_size);
         /* the read latency the trial ranks by: the probes' p99 where every
          * epoch so far has one (a setting whose queue starves the reads
@@ -381,11 +381,11 @@ bool autotune_far_worse(const AutoTunePolicy *p, const AutoSeries *series, size_
         return true;
 }
 
-double autotune_far_worse_limit(const AutoTunePolicy *p, const AutoSeries *series, size_t n, const AutoDrop *drops,
+double autotune_far_worse_limit(const AutotunePolicy *p, const AutotuneSeries *series, size_t n, const AutotuneDrop *drops,
                                 size_t c, int *ret_ref, double *ret_base) {
         double base;
 
-        if (c == 0 || p->objective == AUTO_OBJECTIVE_SEQ_READ || !autotune_have_p99(series, n))
+        if (c == 0 || p->objective == AUTOTUNE_OBJECTIVE_SEQ_READ || !autotune_have_p99(series, n))
                 return 0;
         int ref = far_ref(p, series, n, drops, c, true, &base);
         if (ref < 0)
@@ -407,7 +407,7 @@ bool autotune_p99_above_certain(uint64_t above, uint64_t n_max) {
         return above > n_max - rank;
 }
 
-bool autotune_guard(const AutoTunePolicy *p, const AutoSeries *baseline, const EpochFigures *e, char *why,
+bool autotune_guard(const AutotunePolicy *p, const AutotuneSeries *baseline, const AutotuneEpochFigures *e, char *why,
                     size_t why_size) {
         double rd[AUTOTUNE_MAX_EPOCHS];
         size_t k = 0;
@@ -438,14 +438,14 @@ bool autotune_guard(const AutoTunePolicy *p, const AutoSeries *baseline, const E
         return false;
 }
 
-static int sched_group(const AutoCandidate *cand, size_t c, const char *const *names, size_t *n_names) {
+static int sched_group(const AutotuneCandidate *cand, size_t c, const char *const *names, size_t *n_names) {
         for (size_t g = 0; g < *n_names; g++)
                 if (streq(names[g], cand[c].scheduler))
                         return (int) g;
         return -1;
 }
 
-size_t autotune_round_order(const AutoCandidate *cand, size_t n, const AutoDrop *drops, unsigned round,
+size_t autotune_round_order(const AutotuneCandidate *cand, size_t n, const AutotuneDrop *drops, unsigned round,
                             size_t *order) {
         const char *names[AUTOTUNE_MAX_CANDIDATES];
         size_t n_names = 0, k = 0;
@@ -468,7 +468,7 @@ size_t autotune_round_order(const AutoCandidate *cand, size_t n, const AutoDrop 
         return k;
 }
 
-unsigned autotune_order_switches(const AutoCandidate *cand, const size_t *order, size_t k, const char *from) {
+unsigned autotune_order_switches(const AutotuneCandidate *cand, const size_t *order, size_t k, const char *from) {
         unsigned s = 0;
         for (size_t i = 0; i < k; i++) {
                 const char *sch = cand[order[i]].scheduler;

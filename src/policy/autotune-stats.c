@@ -15,8 +15,8 @@
 #include "autotune-internal.h"
 #include "autotune.h"
 
-int blockstat_parse(const char *text, BlockStat *ret) {
-        BlockStat s = {};
+int autotune_blockstat_parse(const char *text, AutotuneBlockStat *ret) {
+        AutotuneBlockStat s = {};
         int n = sscanf(text, "%" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64
                        " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64, &s.rd_ios, &s.rd_merges, &s.rd_sectors,
                        &s.rd_ticks, &s.wr_ios, &s.wr_merges, &s.wr_sectors, &s.wr_ticks, &s.in_flight, &s.io_ticks,
@@ -27,15 +27,15 @@ int blockstat_parse(const char *text, BlockStat *ret) {
         return 0;
 }
 
-bool autotune_drained(const BlockStat *at, const BlockStat *now) {
+bool autotune_drained(const AutotuneBlockStat *at, const AutotuneBlockStat *now) {
         if (now->rd_ios < at->rd_ios || now->wr_ios < at->wr_ios)
                 return true; /* counters went back: another disk; the epoch will say invalid */
         uint64_t done = (now->rd_ios - at->rd_ios) + (now->wr_ios - at->wr_ios);
         return now->in_flight == 0 || done >= at->in_flight;
 }
 
-void autotune_epoch_figures(const BlockStat *a, const BlockStat *b, uint64_t usec, EpochFigures *ret) {
-        *ret = (EpochFigures) {};
+void autotune_epoch_figures(const AutotuneBlockStat *a, const AutotuneBlockStat *b, uint64_t usec, AutotuneEpochFigures *ret) {
+        *ret = (AutotuneEpochFigures) {};
         if (usec == 0 || b->rd_ios < a->rd_ios || b->wr_ios < a->wr_ios || b->rd_ticks < a->rd_ticks ||
             b->wr_ticks < a->wr_ticks || b->rd_sectors < a->rd_sectors || b->wr_sectors < a->wr_sectors ||
             b->time_in_queue < a->time_in_queue || b->io_ticks < a->io_ticks)
@@ -53,18 +53,18 @@ void autotune_epoch_figures(const BlockStat *a, const BlockStat *b, uint64_t use
         ret->valid = true;
 }
 
-bool autotune_objective_lower_better(const AutoTunePolicy *p) {
-        return p->objective == AUTO_OBJECTIVE_READ_LATENCY;
+bool autotune_objective_lower_better(const AutotunePolicy *p) {
+        return p->objective == AUTOTUNE_OBJECTIVE_READ_LATENCY;
 }
 
-double autotune_read_latency(const EpochFigures *e, bool p99) {
+double autotune_read_latency(const AutotuneEpochFigures *e, bool p99) {
         return p99 ? e->read_p99_ms : e->read_await_ms;
 }
 
-double autotune_objective_value(const AutoTunePolicy *p, const EpochFigures *e, bool p99) {
-        if (p->objective == AUTO_OBJECTIVE_READ_LATENCY)
+double autotune_objective_value(const AutotunePolicy *p, const AutotuneEpochFigures *e, bool p99) {
+        if (p->objective == AUTOTUNE_OBJECTIVE_READ_LATENCY)
                 return autotune_read_latency(e, p99);
-        if (p->objective == AUTO_OBJECTIVE_SEQ_READ)
+        if (p->objective == AUTOTUNE_OBJECTIVE_SEQ_READ)
                 return e->read_mbps;
         return e->read_mbps + e->write_mbps;
 }
@@ -80,12 +80,12 @@ uint64_t autotune_trial_probe_usec(double iops) {
         return (uint64_t) ceil(usec);
 }
 
-bool autotune_have_p99(const AutoSeries *series, size_t n) {
+bool autotune_have_p99(const AutotuneSeries *series, size_t n) {
         bool any = false;
 
         for (size_t c = 0; c < n; c++)
                 for (size_t i = 0; i < series[c].n; i++) {
-                        const EpochFigures *e = &series[c].epochs[i];
+                        const AutotuneEpochFigures *e = &series[c].epochs[i];
                         if (!e->valid)
                                 continue;
                         if (!(e->read_p99_ms > 0))

@@ -15,9 +15,9 @@
 #include "autotune.h"
 #include "util.h"
 
-void autotune_signature(const EpochFigures *e, AutoSignature *ret) {
+void autotune_signature(const AutotuneEpochFigures *e, AutotuneSignature *ret) {
         double ios = e->read_iops + e->write_iops;
-        *ret = (AutoSignature) {
+        *ret = (AutotuneSignature) {
                 .iops = ios,
                 .read_share = ios > 0 ? e->read_iops / ios : 0,
                 .avg_kb = ios > 0 ? (e->read_mbps + e->write_mbps) * 1e6 / 1024 / ios : 0,
@@ -31,7 +31,7 @@ static bool factor_apart(double a, double b, double f) {
         return a > b * f || b > a * f;
 }
 
-bool autotune_workload_changed(const AutoSignature *a, const AutoSignature *b, double min_iops) {
+bool autotune_workload_changed(const AutotuneSignature *a, const AutotuneSignature *b, double min_iops) {
         if (a->iops < min_iops && b->iops < min_iops)
                 return false; /* idle then and now: noise */
         if ((a->iops < min_iops) != (b->iops < min_iops))
@@ -48,7 +48,7 @@ static double log2_ratio(double a, double b) {
         return fabs(log2(a / b));
 }
 
-double autotune_signature_distance(const AutoSignature *a, const AutoSignature *b) {
+double autotune_signature_distance(const AutotuneSignature *a, const AutotuneSignature *b) {
         double d = fabs(a->read_share - b->read_share) / 0.25;
         d = fmax(d, log2_ratio(a->avg_kb, b->avg_kb));
         d = fmax(d, log2_ratio(a->iops, b->iops) / 2);
@@ -56,14 +56,14 @@ double autotune_signature_distance(const AutoSignature *a, const AutoSignature *
         return d;
 }
 
-bool autotune_series_signature(const AutoSeries *series, size_t n, AutoSignature *ret) {
+bool autotune_series_signature(const AutotuneSeries *series, size_t n, AutotuneSignature *ret) {
         double rs[AUTOTUNE_MAX_EPOCHS * 2], kb[AUTOTUNE_MAX_EPOCHS * 2], io[AUTOTUNE_MAX_EPOCHS * 2],
                 dp[AUTOTUNE_MAX_EPOCHS * 2];
         size_t k = 0;
 
         for (size_t c = 0; c < n; c++)
                 for (size_t i = 0; i < series[c].n && k < ELEMENTSOF(rs); i++) {
-                        AutoSignature s;
+                        AutotuneSignature s;
                         if (!series[c].epochs[i].valid)
                                 continue;
                         autotune_signature(&series[c].epochs[i], &s);
@@ -72,12 +72,12 @@ bool autotune_series_signature(const AutoSeries *series, size_t n, AutoSignature
                 }
         if (k == 0)
                 return false;
-        *ret = (AutoSignature) { .read_share = autotune_median(rs, k), .avg_kb = autotune_median(kb, k),
+        *ret = (AutotuneSignature) { .read_share = autotune_median(rs, k), .avg_kb = autotune_median(kb, k),
                                  .iops = autotune_median(io, k), .depth = autotune_median(dp, k) };
         return true;
 }
 
-void autotune_memory_record(AutoMemory *m, size_t *n, const AutoSignature *sig, const AutoCandidate *c,
+void autotune_memory_record(AutotuneMemory *m, size_t *n, const AutotuneSignature *sig, const AutotuneCandidate *c,
                             uint64_t now_usec) {
         size_t at = *n;
         double best = INFINITY;
@@ -95,13 +95,13 @@ void autotune_memory_record(AutoMemory *m, size_t *n, const AutoSignature *sig, 
                         if (m[i].realtime_usec < m[at].realtime_usec)
                                 at = i;
         }
-        m[at] = (AutoMemory) { .sig = *sig, .cand = *c, .realtime_usec = now_usec };
+        m[at] = (AutotuneMemory) { .sig = *sig, .cand = *c, .realtime_usec = now_usec };
         m[at].cand.baseline = false;
         if (at == *n)
                 (*n)++;
 }
 
-int autotune_memory_find(const AutoMemory *m, size_t n, const AutoSignature *sig, double min_iops) {
+int autotune_memory_find(const AutotuneMemory *m, size_t n, const AutotuneSignature *sig, double min_iops) {
         int at = -1;
         double best = INFINITY;
 
@@ -117,25 +117,25 @@ int autotune_memory_find(const AutoMemory *m, size_t n, const AutoSignature *sig
         return at;
 }
 
-int autotune_memory_format(const char *id, uint64_t diskseq, const AutoMemory *e, char *buf, size_t size) {
+int autotune_memory_format(const char *id, uint64_t diskseq, const AutotuneMemory *e, char *buf, size_t size) {
         if (!id || !*id || strpbrk(id, "\t\n") || strpbrk(e->cand.scheduler, "\t\n "))
                 return -EINVAL;
         int r = snprintf(buf, size, "%s\t%" PRIu64 "\t%.6g\t%.6g\t%.6g\t%.6g\t%" PRIu64 "\t%s\t%u\t%lld", id, diskseq,
                          e->sig.read_share, e->sig.avg_kb, e->sig.iops, e->sig.depth, e->realtime_usec,
                          e->cand.scheduler, e->cand.nr_requests,
-                         e->cand.wbt_lat_usec == AUTO_WBT_UNSET ? LLONG_MIN : e->cand.wbt_lat_usec);
+                         e->cand.wbt_lat_usec == AUTOTUNE_WBT_UNSET ? LLONG_MIN : e->cand.wbt_lat_usec);
         /* the read-ahead and the tunables, only when set (the lines of
          * before them stay as they were) */
-        for (size_t t = 0; e->cand.set && t <= _AUTO_TUN_MAX + 1 && r >= 0 && (size_t) r < size; t++)
+        for (size_t t = 0; e->cand.set && t <= _AUTOTUNE_TUN_MAX + 1 && r >= 0 && (size_t) r < size; t++)
                 r += t == 0   ? snprintf(buf + r, size - (size_t) r, "\t%u", e->cand.set)
                      : t == 1 ? snprintf(buf + r, size - (size_t) r, "\t%u", e->cand.read_ahead_kb)
                               : snprintf(buf + r, size - (size_t) r, "\t%lld", e->cand.tun[t - 2]);
         return r < 0 || (size_t) r >= size ? -ENOBUFS : 0;
 }
 
-int autotune_memory_parse(const char *line, char *idbuf, size_t idsize, uint64_t *ret_diskseq, AutoMemory *ret) {
+int autotune_memory_parse(const char *line, char *idbuf, size_t idsize, uint64_t *ret_diskseq, AutotuneMemory *ret) {
         const char *tab = strchr(line, '\t');
-        AutoMemory e = {};
+        AutotuneMemory e = {};
         uint64_t seq;
         char sched[32];
         long long wbt;
@@ -151,10 +151,10 @@ int autotune_memory_parse(const char *line, char *idbuf, size_t idsize, uint64_t
         if (*rest == '\t') {
                 int u = 0;
                 if (sscanf(rest, "\t%u\t%u%n", &e.cand.set, &e.cand.read_ahead_kb, &u) != 2 || e.cand.set == 0 ||
-                    e.cand.set >= (AUTO_SET_READ_AHEAD << 1))
+                    e.cand.set >= (AUTOTUNE_SET_READ_AHEAD << 1))
                         return -EINVAL;
                 rest += u;
-                for (size_t t = 0; t < _AUTO_TUN_MAX; t++) {
+                for (size_t t = 0; t < _AUTOTUNE_TUN_MAX; t++) {
                         if (sscanf(rest, "\t%lld%n", &e.cand.tun[t], &u) != 1)
                                 return -EINVAL;
                         rest += u;
@@ -167,7 +167,7 @@ int autotune_memory_parse(const char *line, char *idbuf, size_t idsize, uint64_t
             !isfinite(e.sig.depth) || !*sched)
                 return -EINVAL;
         snprintf(e.cand.scheduler, sizeof e.cand.scheduler, "%s", sched);
-        e.cand.wbt_lat_usec = wbt == LLONG_MIN ? AUTO_WBT_UNSET : wbt;
+        e.cand.wbt_lat_usec = wbt == LLONG_MIN ? AUTOTUNE_WBT_UNSET : wbt;
         memcpy(idbuf, line, (size_t) (tab - line));
         idbuf[tab - line] = 0;
         *ret_diskseq = seq;

@@ -48,7 +48,7 @@ typedef struct DeviceSection {
         unsigned line;
         Match match;
         Settings settings;
-        AutoTunePolicy autotune; /* the Auto* keys (autotune.h) */
+        AutotunePolicy autotune; /* the Auto* keys (autotune.h) */
         char *autotune_origin;   /* "file:line" of its AutoTune= */
         int drift_policy;        /* DriftPolicy=: a DriftPolicy, -1 unset (the [Daemon] one) */
 } DeviceSection;

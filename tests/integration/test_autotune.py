@@ -394,7 +394,7 @@ AutoGuardFactor=2
                                   name="blkmqd-promise.conf")
                 # The watch at its real cadence: the six intervals of 10 s
                 # the promise needs before judging take a minute (the
-                # promise's rules at a fake clock: test-trial-watch).
+                # promise's rules at a fake clock: test-autotune-engine).
                 d3 = env.daemon(["--config", cfg3, "--varlink-address", addr, "--log-level", "debug"],
                                 name="blkmqd-promise", as_unit=True)
                 d3.start(timeout=15)

@@ -9,7 +9,7 @@ life: on plain loop devices (fast, so short epochs do), with fio.
    reads to 256 KiB writes gets a trial after three changed watch samples
    (10 s each: the watch at its real cadence); one whose workload stays
    gets none. The detector's rules at a fake clock, with the recall, the
-   promise and periodic trials: test-trial-watch (suite unit).
+   promise and periodic trials: test-autotune-engine (suite unit).
 3. A reload (SIGHUP) during a trial: the trial still ends with a decision
    or an abort, the call gets its reply, and the daemon answers.
 4. Stopping the daemon during a trial puts the setting from before the

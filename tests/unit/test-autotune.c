@@ -33,8 +33,8 @@ static double noisy(double v, double rel) {
         return v * (1 + rel * (2 * rnd() - 1));
 }
 
-static AutoTunePolicy policy(void) {
-        AutoTunePolicy p;
+static AutotunePolicy policy(void) {
+        AutotunePolicy p;
         autotune_policy_init(&p);
         p.enabled = true;
         return p;
@@ -43,15 +43,15 @@ static AutoTunePolicy policy(void) {
 /* Fills series[c] with `rounds` epochs: read await mean[c] ms, write MB/s
  * wmb[c], relative noise rel; drift multiplies every value by 1 + drift *
  * (slot / slots), slots taken in the rotated trial order. */
-static void fill(AutoSeries *series, size_t n, unsigned rounds, const double *mean, const double *wmb, double rel,
+static void fill(AutotuneSeries *series, size_t n, unsigned rounds, const double *mean, const double *wmb, double rel,
                  double drift) {
         size_t slots = n * rounds;
-        memset(series, 0, sizeof(AutoSeries) * n);
+        memset(series, 0, sizeof(AutotuneSeries) * n);
         for (size_t s = 0; s < slots; s++) {
                 size_t c = autotune_slot_candidate(s, n);
                 double f = 1 + drift * (double) s / (double) slots;
-                EpochFigures *e = &series[c].epochs[series[c].n++];
-                *e = (EpochFigures) {
+                AutotuneEpochFigures *e = &series[c].epochs[series[c].n++];
+                *e = (AutotuneEpochFigures) {
                         .valid = true,
                         .read_iops = 200,
                         .write_iops = 100,
@@ -65,14 +65,14 @@ static void fill(AutoSeries *series, size_t n, unsigned rounds, const double *me
 /* A running trial's medians (autotune_summarise()) are the decision's, and
  * a candidate not measured yet has n 0 and figures 0, not NaN. */
 static void test_summarise(void **state) {
-        AutoTunePolicy p;
-        AutoSeries s[2] = {};
-        AutoSummary sum[2], dsum[1];
-        AutoDecision d;
+        AutotunePolicy p;
+        AutotuneSeries s[2] = {};
+        AutotuneSummary sum[2], dsum[1];
+        AutotuneDecision d;
 
         autotune_policy_init(&p);
         for (size_t i = 0; i < 5; i++)
-                s[0].epochs[s[0].n++] = (EpochFigures) { .read_iops = 100 + (double) i, .read_await_ms = 1 + (double) i,
+                s[0].epochs[s[0].n++] = (AutotuneEpochFigures) { .read_iops = 100 + (double) i, .read_await_ms = 1 + (double) i,
                                                          .write_mbps = 10, .valid = true };
         autotune_summarise(&p, s, 2, sum);
         assert_int_equal(sum[0].n, 5);
@@ -125,16 +125,16 @@ static void test_mann_whitney(void **state) {
 }
 
 static void test_clear_winner(void **state) {
-        AutoTunePolicy p = policy();
-        AutoSeries s[3];
-        AutoSummary sum[3];
-        AutoDecision d;
+        AutotunePolicy p = policy();
+        AutotuneSeries s[3];
+        AutotuneSummary sum[3];
+        AutotuneDecision d;
         double mean[] = { 40, 8, 30 }, wmb[] = { 150, 150, 150 };
 
         rng_state = 1;
         fill(s, 3, 5, mean, wmb, 0.2, 0);
         autotune_decide(&p, s, 3, sum, &d);
-        assert_int_equal(d.verdict, AUTO_VERDICT_CHANGE);
+        assert_int_equal(d.verdict, AUTOTUNE_VERDICT_CHANGE);
         assert_int_equal(d.winner, 1);
         assert_true(d.confidence >= 0.95);
         assert_true(d.improvement > 0.6);
@@ -144,7 +144,7 @@ static void test_clear_winner(void **state) {
         double mean2[] = { 8, 40, 30 };
         fill(s, 3, 5, mean2, wmb, 0.2, 0);
         autotune_decide(&p, s, 3, sum, &d);
-        assert_int_equal(d.verdict, AUTO_VERDICT_KEEP_BEST);
+        assert_int_equal(d.verdict, AUTOTUNE_VERDICT_KEEP_BEST);
         assert_int_equal(d.winner, 0);
 }
 
@@ -152,10 +152,10 @@ static void test_clear_winner(void **state) {
  * (10 ms, 150 MB/s; 5 epochs each, NOISE and DRIFT as fill() takes them)
  * end in a change of setting. */
 static unsigned changes_among_equals(unsigned n, unsigned trials, double noise, double drift) {
-        AutoTunePolicy p = policy();
-        AutoSeries s[4];
-        AutoSummary sum[4];
-        AutoDecision d;
+        AutotunePolicy p = policy();
+        AutotuneSeries s[4];
+        AutotuneSummary sum[4];
+        AutotuneDecision d;
         double mean[4], wmb[4];
         unsigned changes = 0;
 
@@ -168,7 +168,7 @@ static unsigned changes_among_equals(unsigned n, unsigned trials, double noise, 
                 rng_state = seed;
                 fill(s, n, 5, mean, wmb, noise, drift);
                 autotune_decide(&p, s, n, sum, &d);
-                changes += d.verdict == AUTO_VERDICT_CHANGE;
+                changes += d.verdict == AUTOTUNE_VERDICT_CHANGE;
         }
         return changes;
 }
@@ -194,17 +194,17 @@ static void test_no_flip_on_drift(void **state) {
 
 /* One outlier epoch does not decide: medians and ranks ignore its size. */
 static void test_no_flip_on_outlier(void **state) {
-        AutoTunePolicy p = policy();
-        AutoSeries s[2];
-        AutoSummary sum[2];
-        AutoDecision d;
+        AutotunePolicy p = policy();
+        AutotuneSeries s[2];
+        AutotuneSummary sum[2];
+        AutotuneDecision d;
         double mean[] = { 10, 11 }, wmb[] = { 150, 150 };
 
         rng_state = 7;
         fill(s, 2, 5, mean, wmb, 0.02, 0);
         s[0].epochs[2].read_await_ms = 900; /* one stall of the current setting */
         autotune_decide(&p, s, 2, sum, &d);
-        assert_int_not_equal(d.verdict, AUTO_VERDICT_CHANGE);
+        assert_int_not_equal(d.verdict, AUTOTUNE_VERDICT_CHANGE);
         assert_true(sum[0].objective < 11);
 
         /* and a clearly better candidate with one stall still wins */
@@ -212,35 +212,35 @@ static void test_no_flip_on_outlier(void **state) {
         fill(s, 2, 8, mean2, wmb, 0.05, 0);
         s[1].epochs[0].read_await_ms = 900;
         autotune_decide(&p, s, 2, sum, &d);
-        assert_int_equal(d.verdict, AUTO_VERDICT_CHANGE);
+        assert_int_equal(d.verdict, AUTOTUNE_VERDICT_CHANGE);
         assert_int_equal(d.winner, 1);
 }
 
 /* Significant but small: hysteresis keeps the current setting. */
 static void test_hysteresis(void **state) {
-        AutoTunePolicy p = policy();
-        AutoSeries s[2];
-        AutoSummary sum[2];
-        AutoDecision d;
+        AutotunePolicy p = policy();
+        AutotuneSeries s[2];
+        AutotuneSummary sum[2];
+        AutotuneDecision d;
         double mean[] = { 10, 9.5 }, wmb[] = { 150, 150 };
 
         rng_state = 3;
         fill(s, 2, 8, mean, wmb, 0.01, 0);
         autotune_decide(&p, s, 2, sum, &d);
-        assert_int_equal(d.verdict, AUTO_VERDICT_KEEP_HYSTERESIS);
+        assert_int_equal(d.verdict, AUTOTUNE_VERDICT_KEEP_HYSTERESIS);
         assert_true(d.p <= 0.05);
         p.min_improvement_pct = 2;
         autotune_decide(&p, s, 2, sum, &d);
-        assert_int_equal(d.verdict, AUTO_VERDICT_CHANGE);
+        assert_int_equal(d.verdict, AUTOTUNE_VERDICT_CHANGE);
 }
 
 /* The write-throughput bound: the lowest latency costs 40 % of the writes
  * and is not admissible; the next one wins. */
 static void test_write_tolerance(void **state) {
-        AutoTunePolicy p = policy();
-        AutoSeries s[3];
-        AutoSummary sum[3];
-        AutoDecision d;
+        AutotunePolicy p = policy();
+        AutotuneSeries s[3];
+        AutotuneSummary sum[3];
+        AutotuneDecision d;
         double mean[] = { 40, 2, 9 }, wmb[] = { 150, 90, 148 };
 
         rng_state = 11;
@@ -248,7 +248,7 @@ static void test_write_tolerance(void **state) {
         autotune_decide(&p, s, 3, sum, &d);
         assert_false(sum[1].admissible);
         assert_true(sum[2].admissible);
-        assert_int_equal(d.verdict, AUTO_VERDICT_CHANGE);
+        assert_int_equal(d.verdict, AUTOTUNE_VERDICT_CHANGE);
         assert_int_equal(d.winner, 2);
 
         /* a tolerance of 50 % admits it */
@@ -258,27 +258,27 @@ static void test_write_tolerance(void **state) {
 }
 
 static void test_throughput_objective(void **state) {
-        AutoTunePolicy p = policy();
-        AutoSeries s[3];
-        AutoSummary sum[3];
-        AutoDecision d;
+        AutotunePolicy p = policy();
+        AutotuneSeries s[3];
+        AutotuneSummary sum[3];
+        AutotuneDecision d;
         double mean[] = { 5, 20, 8 }, wmb[] = { 100, 200, 160 };
 
-        p.objective = AUTO_OBJECTIVE_THROUGHPUT;
+        p.objective = AUTOTUNE_OBJECTIVE_THROUGHPUT;
         p.read_target_usec = 10000; /* 10 ms: candidate 1 is faster but too slow for reads */
         rng_state = 5;
         fill(s, 3, 5, mean, wmb, 0.05, 0);
         autotune_decide(&p, s, 3, sum, &d);
         assert_false(sum[1].admissible);
-        assert_int_equal(d.verdict, AUTO_VERDICT_CHANGE);
+        assert_int_equal(d.verdict, AUTOTUNE_VERDICT_CHANGE);
         assert_int_equal(d.winner, 2);
 }
 
 static void test_idle_and_no_data(void **state) {
-        AutoTunePolicy p = policy();
-        AutoSeries s[2];
-        AutoSummary sum[2];
-        AutoDecision d;
+        AutotunePolicy p = policy();
+        AutotuneSeries s[2];
+        AutotuneSummary sum[2];
+        AutotuneDecision d;
         double mean[] = { 40, 5 }, wmb[] = { 1, 1 };
 
         rng_state = 9;
@@ -287,21 +287,21 @@ static void test_idle_and_no_data(void **state) {
                 for (size_t i = 0; i < s[c].n; i++)
                         s[c].epochs[i].read_iops = 2, s[c].epochs[i].write_iops = 1;
         autotune_decide(&p, s, 2, sum, &d);
-        assert_int_equal(d.verdict, AUTO_VERDICT_KEEP_IDLE);
+        assert_int_equal(d.verdict, AUTOTUNE_VERDICT_KEEP_IDLE);
 
         fill(s, 2, 2, mean, wmb, 0.1, 0);
         autotune_decide(&p, s, 2, sum, &d);
-        assert_int_equal(d.verdict, AUTO_VERDICT_KEEP_NO_DATA);
+        assert_int_equal(d.verdict, AUTOTUNE_VERDICT_KEEP_NO_DATA);
 }
 
 /* The probes' read p99: when every epoch has one, the read-latency
  * objective ranks by it (the tail), not by the mean await; an epoch without
  * one (too few probes) sends the whole trial back to the mean await. */
 static void test_p99_objective(void **state) {
-        AutoTunePolicy p = policy();
-        AutoSeries s[3];
-        AutoSummary sum[3];
-        AutoDecision d;
+        AutotunePolicy p = policy();
+        AutotuneSeries s[3];
+        AutotuneSummary sum[3];
+        AutotuneDecision d;
         /* candidate 1 has the lower mean, candidate 2 the lower tail */
         double mean[] = { 10, 5, 9 }, wmb[] = { 150, 150, 150 }, p99[] = { 40, 60, 12 };
 
@@ -313,18 +313,18 @@ static void test_p99_objective(void **state) {
         assert_true(autotune_have_p99(s, 3));
         autotune_decide(&p, s, 3, sum, &d);
         assert_true(d.by_p99);
-        assert_int_equal(d.verdict, AUTO_VERDICT_CHANGE);
+        assert_int_equal(d.verdict, AUTOTUNE_VERDICT_CHANGE);
         assert_int_equal(d.winner, 2);
         assert_true(sum[2].read_p99_ms > 10 && sum[2].read_p99_ms < 14);
         assert_true(fabs(sum[2].objective - sum[2].read_p99_ms) < 1e-9);
 
         /* the throughput form bounds the p99, not the mean */
-        p.objective = AUTO_OBJECTIVE_THROUGHPUT;
+        p.objective = AUTOTUNE_OBJECTIVE_THROUGHPUT;
         p.read_target_usec = 20000;
         autotune_decide(&p, s, 3, sum, &d);
         assert_false(sum[0].admissible); /* mean 10 ms, p99 40 ms */
         assert_true(sum[2].admissible);
-        p.objective = AUTO_OBJECTIVE_READ_LATENCY;
+        p.objective = AUTOTUNE_OBJECTIVE_READ_LATENCY;
 
         /* one epoch with too few probes: the mean await decides */
         s[1].epochs[2].read_p99_ms = 0;
@@ -338,13 +338,13 @@ static void test_p99_objective(void **state) {
 /* A candidate that tripped the guard rail is left out of the next trials
  * for an hour; the baseline never is; the list keeps the newest. */
 static void test_tripped(void **state) {
-        AutoCandidate c[3] = {
-                { .scheduler = "mq-deadline", .nr_requests = 32, .wbt_lat_usec = AUTO_WBT_UNSET, .baseline = true },
-                { .scheduler = "mq-deadline", .nr_requests = 256, .wbt_lat_usec = AUTO_WBT_UNSET },
-                { .scheduler = "mq-deadline", .nr_requests = 4, .wbt_lat_usec = AUTO_WBT_UNSET },
+        AutotuneCandidate c[3] = {
+                { .scheduler = "mq-deadline", .nr_requests = 32, .wbt_lat_usec = AUTOTUNE_WBT_UNSET, .baseline = true },
+                { .scheduler = "mq-deadline", .nr_requests = 256, .wbt_lat_usec = AUTOTUNE_WBT_UNSET },
+                { .scheduler = "mq-deadline", .nr_requests = 4, .wbt_lat_usec = AUTOTUNE_WBT_UNSET },
         };
-        AutoCandidate k[3];
-        AutoTripped t[AUTOTUNE_TRIPPED_MAX];
+        AutotuneCandidate k[3];
+        AutotuneTripped t[AUTOTUNE_TRIPPED_MAX];
         size_t n_t = 0, n;
         char note[256] = "";
         uint64_t now = 10 * AUTOTUNE_TRIPPED_USEC;
@@ -378,7 +378,7 @@ static void test_tripped(void **state) {
         /* full: the oldest goes */
         n_t = 0;
         for (unsigned i = 0; i < AUTOTUNE_TRIPPED_MAX + 1; i++) {
-                AutoCandidate x = { .scheduler = "kyber", .nr_requests = 8 + i, .wbt_lat_usec = AUTO_WBT_UNSET };
+                AutotuneCandidate x = { .scheduler = "kyber", .nr_requests = 8 + i, .wbt_lat_usec = AUTOTUNE_WBT_UNSET };
                 autotune_tripped_add(t, &n_t, &x, now + i);
         }
         assert_int_equal(n_t, AUTOTUNE_TRIPPED_MAX);
@@ -387,12 +387,12 @@ static void test_tripped(void **state) {
 }
 
 static void test_guard(void **state) {
-        AutoTunePolicy p = policy();
-        AutoSeries base = {};
+        AutotunePolicy p = policy();
+        AutotuneSeries base = {};
         char why[128];
-        EpochFigures e = { .valid = true, .read_iops = 100, .read_await_ms = 9.5 };
+        AutotuneEpochFigures e = { .valid = true, .read_iops = 100, .read_await_ms = 9.5 };
 
-        base.epochs[0] = (EpochFigures) { .valid = true, .read_iops = 100, .read_await_ms = 2.5 };
+        base.epochs[0] = (AutotuneEpochFigures) { .valid = true, .read_iops = 100, .read_await_ms = 2.5 };
         base.n = 1;
         assert_false(autotune_guard(&p, &base, &e, why, sizeof why)); /* 9.5 < 4 x 2.5 */
         e.read_await_ms = 10.5;
@@ -407,22 +407,22 @@ static void test_guard(void **state) {
         /* one lucky epoch of the current setting does not end a trial: the
          * guard compares with its slowest epoch */
         base.epochs[0].read_await_ms = 0.5;
-        base.epochs[1] = (EpochFigures) { .valid = true, .read_iops = 100, .read_await_ms = 0.5 };
-        base.epochs[2] = (EpochFigures) { .valid = true, .read_iops = 100, .read_await_ms = 30 };
+        base.epochs[1] = (AutotuneEpochFigures) { .valid = true, .read_iops = 100, .read_await_ms = 0.5 };
+        base.epochs[2] = (AutotuneEpochFigures) { .valid = true, .read_iops = 100, .read_await_ms = 30 };
         base.n = 3;
         e.read_await_ms = 20;
         assert_false(autotune_guard(&p, &base, &e, why, sizeof why));
         e.read_await_ms = 121;
         assert_true(autotune_guard(&p, &base, &e, why, sizeof why));
         /* errors end it whatever the latency */
-        e = (EpochFigures) { .valid = true, .errors = 2 };
+        e = (AutotuneEpochFigures) { .valid = true, .errors = 2 };
         assert_true(autotune_guard(&p, &base, &e, why, sizeof why));
         assert_string_equal(why, "2 I/O errors");
 }
 
 static void test_candidates(void **state) {
-        AutoTunePolicy p = policy();
-        AutoCandidate cur = { .scheduler = "none", .wbt_lat_usec = AUTO_WBT_UNSET }, c[AUTOTUNE_MAX_CANDIDATES];
+        AutotunePolicy p = policy();
+        AutotuneCandidate cur = { .scheduler = "none", .wbt_lat_usec = AUTOTUNE_WBT_UNSET }, c[AUTOTUNE_MAX_CANDIDATES];
         size_t n;
         char note[512], buf[96];
 
@@ -442,7 +442,7 @@ static void test_candidates(void **state) {
                 assert_false(streq(c[i].scheduler, "none") && c[i].nr_requests);
 
         /* zoned before 6.10: mq-deadline only */
-        cur = (AutoCandidate) { .scheduler = "mq-deadline", .wbt_lat_usec = AUTO_WBT_UNSET };
+        cur = (AutotuneCandidate) { .scheduler = "mq-deadline", .wbt_lat_usec = AUTOTUNE_WBT_UNSET };
         assert_int_equal(autotune_candidates(&p, &cur, "none [mq-deadline] kyber", true, KERNEL_VERSION_CODE(6, 9),
                                              0, c, &n, note, sizeof note), 0);
         for (size_t i = 0; i < n; i++)
@@ -450,7 +450,7 @@ static void test_candidates(void **state) {
         assert_non_null(strstr(note, "none left out: a zoned disk before 6.10"));
         /* ... and a current scheduler other than mq-deadline there could not
          * be put back for the baseline's epochs: nothing to compare */
-        AutoCandidate cur_none = { .scheduler = "none", .wbt_lat_usec = AUTO_WBT_UNSET };
+        AutotuneCandidate cur_none = { .scheduler = "none", .wbt_lat_usec = AUTOTUNE_WBT_UNSET };
         assert_int_equal(autotune_candidates(&p, &cur_none, "[none] mq-deadline kyber", true,
                                              KERNEL_VERSION_CODE(6, 1), 0, c, &n, note, sizeof note), -ENOENT);
         assert_int_equal(n, 1);
@@ -471,7 +471,7 @@ static void test_candidates(void **state) {
 }
 
 static void test_parse(void **state) {
-        AutoTunePolicy p;
+        AutotunePolicy p;
         char buf[256];
         const char *msg = NULL;
         unsigned v[AUTOTUNE_MAX_VALUES];
@@ -519,8 +519,8 @@ static void test_parse(void **state) {
 }
 
 static void test_caps(void **state) {
-        AutoTunePolicy p = policy();
-        AutoHistory dev = {}, global = {};
+        AutotunePolicy p = policy();
+        AutotuneHistory dev = {}, global = {};
         char why[256];
         const uint64_t s = 1000000, hour = 3600 * s;
         uint64_t now = 10 * hour;
@@ -546,15 +546,15 @@ static void test_caps(void **state) {
         assert_non_null(strstr(why, "across all devices"));
         /* AutoTune=no: only on demand */
         p.enabled = false;
-        assert_false(autotune_may_start(&p, &(AutoHistory) {}, NULL, 0, now, false, why, sizeof why));
+        assert_false(autotune_may_start(&p, &(AutotuneHistory) {}, NULL, 0, now, false, why, sizeof why));
 }
 
 static void test_epoch_figures(void **state) {
-        BlockStat a, b;
-        EpochFigures e;
+        AutotuneBlockStat a, b;
+        AutotuneEpochFigures e;
 
-        assert_int_equal(blockstat_parse("  100 0 800 200  50 0 12800 1000 3 500 1200  0 0 0 0", &a), 0);
-        assert_int_equal(blockstat_parse("  300 0 2400 1200 150 0 51200 3000 7 1500 5200 0 0 0 0", &b), 0);
+        assert_int_equal(autotune_blockstat_parse("  100 0 800 200  50 0 12800 1000 3 500 1200  0 0 0 0", &a), 0);
+        assert_int_equal(autotune_blockstat_parse("  300 0 2400 1200 150 0 51200 3000 7 1500 5200 0 0 0 0", &b), 0);
         autotune_epoch_figures(&a, &b, 2000000, &e);
         assert_true(e.valid);
         assert_true(fabs(e.read_iops - 100) < 1e-9);
@@ -567,7 +567,7 @@ static void test_epoch_figures(void **state) {
         /* counters going backwards: a new device under the same name */
         autotune_epoch_figures(&b, &a, 2000000, &e);
         assert_false(e.valid);
-        assert_int_equal(blockstat_parse("1 2 3", &a), -EINVAL);
+        assert_int_equal(autotune_blockstat_parse("1 2 3", &a), -EINVAL);
 }
 
 static void test_slots(void **state) {
@@ -581,11 +581,11 @@ static void test_slots(void **state) {
 }
 
 static void test_workload_change(void **state) {
-        AutoSignature a, b;
-        EpochFigures mixed = { .read_iops = 700, .write_iops = 300, .read_mbps = 2.8, .write_mbps = 39 };
-        EpochFigures mixed2 = { .read_iops = 650, .write_iops = 320, .read_mbps = 2.7, .write_mbps = 41 };
-        EpochFigures seq = { .read_iops = 10, .write_iops = 400, .read_mbps = 0.04, .write_mbps = 400 };
-        EpochFigures idle = { .read_iops = 0.5 };
+        AutotuneSignature a, b;
+        AutotuneEpochFigures mixed = { .read_iops = 700, .write_iops = 300, .read_mbps = 2.8, .write_mbps = 39 };
+        AutotuneEpochFigures mixed2 = { .read_iops = 650, .write_iops = 320, .read_mbps = 2.7, .write_mbps = 41 };
+        AutotuneEpochFigures seq = { .read_iops = 10, .write_iops = 400, .read_mbps = 0.04, .write_mbps = 400 };
+        AutotuneEpochFigures idle = { .read_iops = 0.5 };
 
         autotune_signature(&mixed, &a);
         autotune_signature(&mixed2, &b);
@@ -611,17 +611,17 @@ static void test_recorded(void **state) {
         } rec[] = {
 #include "autotune-recorded.inc"
         };
-        AutoTunePolicy p = policy();
-        AutoSeries s[3] = {};
-        AutoSummary sum[3];
-        AutoDecision d;
+        AutotunePolicy p = policy();
+        AutotuneSeries s[3] = {};
+        AutotuneSummary sum[3];
+        AutotuneDecision d;
         char why[128];
 
         for (size_t i = 0; i < sizeof rec / sizeof rec[0]; i++) {
-                BlockStat a, b;
-                assert_int_equal(blockstat_parse(rec[i].a, &a), 0);
-                assert_int_equal(blockstat_parse(rec[i].b, &b), 0);
-                AutoSeries *t = &s[rec[i].cand];
+                AutotuneBlockStat a, b;
+                assert_int_equal(autotune_blockstat_parse(rec[i].a, &a), 0);
+                assert_int_equal(autotune_blockstat_parse(rec[i].b, &b), 0);
+                AutotuneSeries *t = &s[rec[i].cand];
                 autotune_epoch_figures(&a, &b, rec[i].usec, &t->epochs[t->n]);
                 assert_true(t->epochs[t->n].valid);
                 t->n++;
@@ -634,13 +634,13 @@ static void test_recorded(void **state) {
         /* nr_requests 8 has the lowest latency but halves the writes */
         assert_false(sum[1].admissible);
         assert_true(sum[1].read_await_ms < sum[2].read_await_ms);
-        assert_int_equal(d.verdict, AUTO_VERDICT_CHANGE);
+        assert_int_equal(d.verdict, AUTOTUNE_VERDICT_CHANGE);
         assert_int_equal(d.winner, 2);
         assert_true(d.confidence >= 0.99);
 
         /* Measured as the current setting after the change, the old one
          * would be ended by the guard rail at its first epoch. */
-        AutoSeries base = { .n = 0 };
+        AutotuneSeries base = { .n = 0 };
         for (size_t i = 0; i < s[2].n; i++)
                 base.epochs[base.n++] = s[2].epochs[i];
         assert_true(autotune_guard(&p, &base, &s[0].epochs[0], why, sizeof why));
@@ -650,9 +650,9 @@ static void test_recorded(void **state) {
          * old setting leaves the race after one epoch, far worse than the
          * best so far, and the trial goes on to keep 32, where the guard
          * rail ended it. */
-        AutoSeries src[3] = { s[2], s[1], s[0] }, r[3] = {};
-        AutoCandidate cand[3] = { { "mq-deadline", 32 }, { "mq-deadline", 8 }, { "mq-deadline", 256 } };
-        AutoDrop drops[3] = {};
+        AutotuneSeries src[3] = { s[2], s[1], s[0] }, r[3] = {};
+        AutotuneCandidate cand[3] = { { "mq-deadline", 32 }, { "mq-deadline", 8 }, { "mq-deadline", 256 } };
+        AutotuneDrop drops[3] = {};
         size_t next[3] = {};
         for (unsigned round = 0; round < 5; round++) {
                 size_t order[3];
@@ -661,9 +661,9 @@ static void test_recorded(void **state) {
                         size_t c = order[i];
                         if (drops[c].dropped || next[c] >= src[c].n)
                                 continue;
-                        const EpochFigures *e = &src[c].epochs[next[c]++];
+                        const AutotuneEpochFigures *e = &src[c].epochs[next[c]++];
                         if (autotune_far_worse(&p, r, 3, drops, c, e, why, sizeof why))
-                                drops[c] = (AutoDrop) { .dropped = true, .by = -1, .epochs = (unsigned) r[c].n + 1 };
+                                drops[c] = (AutotuneDrop) { .dropped = true, .by = -1, .epochs = (unsigned) r[c].n + 1 };
                         r[c].epochs[r[c].n++] = *e;
                 }
                 autotune_race(&p, r, 3, drops);
@@ -673,9 +673,9 @@ static void test_recorded(void **state) {
         /* faster reads, but outside the write bound with confidence: it could never be chosen */
         assert_true(drops[1].dropped && strstr(drops[1].why, "outside the write bound"));
         autotune_decide_raced(&p, r, 3, drops, sum, &d);
-        print_message("re-trial from 32: %s (%s)\n", auto_verdict_to_string(d.verdict), d.reason);
+        print_message("re-trial from 32: %s (%s)\n", autotune_verdict_to_string(d.verdict), d.reason);
         assert_int_equal(d.winner, 0);
-        assert_true(d.verdict == AUTO_VERDICT_KEEP_BEST || d.verdict == AUTO_VERDICT_KEEP_NOISE);
+        assert_true(d.verdict == AUTOTUNE_VERDICT_KEEP_BEST || d.verdict == AUTOTUNE_VERDICT_KEEP_NOISE);
 }
 
 /* The t distribution the race tests with. */
@@ -690,12 +690,12 @@ static void test_t_distribution(void **state) {
 
 /* 8 candidates: the current (10 ms), one clearly better (3 ms), six worse
  * (15-30 ms), 5 % noise, writes equal. */
-static void fill_race(AutoSeries *s, size_t n, const double *mean, unsigned rounds, const AutoDrop *drops) {
+static void fill_race(AutotuneSeries *s, size_t n, const double *mean, unsigned rounds, const AutotuneDrop *drops) {
         for (unsigned r = 0; r < rounds; r++)
                 for (size_t c = 0; c < n; c++) {
                         if (drops && drops[c].dropped)
                                 continue;
-                        s[c].epochs[s[c].n++] = (EpochFigures) {
+                        s[c].epochs[s[c].n++] = (AutotuneEpochFigures) {
                                 .valid = true, .read_iops = 300, .write_iops = 80,
                                 .read_await_ms = noisy(mean[c], 0.05), .write_mbps = noisy(90, 0.02),
                         };
@@ -703,11 +703,11 @@ static void fill_race(AutoSeries *s, size_t n, const double *mean, unsigned roun
 }
 
 static void test_race(void **state) {
-        AutoTunePolicy p = policy();
-        AutoSeries s[8] = {};
-        AutoDrop drops[8] = {};
-        AutoSummary sum[8];
-        AutoDecision d;
+        AutotunePolicy p = policy();
+        AutotuneSeries s[8] = {};
+        AutotuneDrop drops[8] = {};
+        AutotuneSummary sum[8];
+        AutotuneDecision d;
         double mean[8] = { 10, 3, 15, 18, 20, 25, 28, 30 };
 
         rng_state = 7;
@@ -731,12 +731,12 @@ static void test_race(void **state) {
         assert_int_equal(s[1].n, 6);
         assert_int_equal(s[2].n, 2);
         autotune_decide_raced(&p, s, 8, drops, sum, &d);
-        assert_int_equal(d.verdict, AUTO_VERDICT_CHANGE);
+        assert_int_equal(d.verdict, AUTOTUNE_VERDICT_CHANGE);
         assert_int_equal(d.winner, 1);
         assert_true(sum[2].dropped);
         /* without the drops the same series are "too few epochs" */
         autotune_decide(&p, s, 8, sum, &d);
-        assert_int_equal(d.verdict, AUTO_VERDICT_KEEP_NO_DATA);
+        assert_int_equal(d.verdict, AUTOTUNE_VERDICT_KEEP_NO_DATA);
 
         /* every challenger out: keep the current one as the best at once */
         memset(s, 0, sizeof s);
@@ -745,7 +745,7 @@ static void test_race(void **state) {
         fill_race(s, 3, mean2, 2, drops);
         assert_int_equal(autotune_race(&p, s, 3, drops), 2);
         autotune_decide_raced(&p, s, 3, drops, sum, &d);
-        assert_int_equal(d.verdict, AUTO_VERDICT_KEEP_BEST);
+        assert_int_equal(d.verdict, AUTOTUNE_VERDICT_KEEP_BEST);
         assert_int_equal(d.winner, 0);
 
         /* faster reads at half the writes do not knock out a candidate
@@ -757,7 +757,7 @@ static void test_race(void **state) {
         assert_int_equal(autotune_race(&p, s, 2, drops), 0); /* candidate 0 never leaves */
         for (size_t i = 0; i < s[1].n; i++)
                 s[1].epochs[i].write_mbps = 40;
-        AutoSeries s3[3] = { s[0], s[1], s[0] }; /* 2: writes 90, reads 10 ms */
+        AutotuneSeries s3[3] = { s[0], s[1], s[0] }; /* 2: writes 90, reads 10 ms */
         p.min_improvement_pct = 0; /* 2 ties with 0: not dropped for being no better here */
         assert_int_equal(autotune_race(&p, s3, 3, drops), 1);
         assert_false(drops[2].dropped);
@@ -770,19 +770,19 @@ static void test_race(void **state) {
  * the whole trial for each candidate (here far under: Bonferroni is
  * conservative). */
 static void test_race_no_false_drop(void **state) {
-        AutoTunePolicy p = policy();
+        AutotunePolicy p = policy();
         unsigned trials_dropping = 0, trials = 300;
 
         for (unsigned seed = 1; seed <= trials; seed++) {
-                AutoSeries s[4] = {};
-                AutoDrop drops[4] = {};
+                AutotuneSeries s[4] = {};
+                AutotuneDrop drops[4] = {};
                 double mean[4] = { 10, 10, 10, 10 };
                 size_t total = 0;
                 rng_state = seed;
                 for (unsigned r = 0; r < p.rounds; r++) {
                         for (size_t c = 0; c < 4; c++)
                                 if (!drops[c].dropped)
-                                        s[c].epochs[s[c].n++] = (EpochFigures) {
+                                        s[c].epochs[s[c].n++] = (AutotuneEpochFigures) {
                                                 .valid = true, .read_iops = 300, .write_iops = 80,
                                                 .read_await_ms = noisy(mean[c], 0.3), .write_mbps = noisy(90, 0.1),
                                         };
@@ -802,17 +802,17 @@ static void test_race_no_false_drop(void **state) {
 /* One raced trial of 4 candidates (read await mean[c] ms, 20 % noise)
  * over p.rounds rounds, stopping when the race settles; *ret_rounds:
  * the rounds it took. */
-static AutoDecision raced_trial(const AutoTunePolicy *p, const double *mean, unsigned *ret_rounds) {
-        AutoSeries s[4] = {};
-        AutoDrop drops[4] = {};
-        AutoSummary sum[4];
-        AutoDecision d;
+static AutotuneDecision raced_trial(const AutotunePolicy *p, const double *mean, unsigned *ret_rounds) {
+        AutotuneSeries s[4] = {};
+        AutotuneDrop drops[4] = {};
+        AutotuneSummary sum[4];
+        AutotuneDecision d;
         unsigned r;
 
         for (r = 0; r < p->rounds; r++) {
                 for (size_t c = 0; c < 4; c++)
                         if (!drops[c].dropped)
-                                s[c].epochs[s[c].n++] = (EpochFigures) {
+                                s[c].epochs[s[c].n++] = (AutotuneEpochFigures) {
                                         .valid = true, .read_iops = 300, .write_iops = 80,
                                         .read_await_ms = noisy(mean[c], 0.2), .write_mbps = noisy(90, 0.05),
                                 };
@@ -831,22 +831,22 @@ static AutoDecision raced_trial(const AutoTunePolicy *p, const double *mean, uns
  * that change (at the race's own share of the rate); among equal
  * candidates the early stop adds few false changes. */
 static void test_race_settles(void **state) {
-        AutoTunePolicy p = policy();
+        AutotunePolicy p = policy();
         unsigned rounds, changes = 0, trials = 300, total = 0;
         double clear[4] = { 40, 8, 30, 35 }, equal[4] = { 10, 10, 10, 10 };
 
         rng_state = 11;
-        AutoDecision d = raced_trial(&p, clear, &rounds);
-        print_message("clear winner: %s after %u of %u rounds (%s)\n", auto_verdict_to_string(d.verdict), rounds,
+        AutotuneDecision d = raced_trial(&p, clear, &rounds);
+        print_message("clear winner: %s after %u of %u rounds (%s)\n", autotune_verdict_to_string(d.verdict), rounds,
                       p.rounds, d.reason);
-        assert_int_equal(d.verdict, AUTO_VERDICT_CHANGE);
+        assert_int_equal(d.verdict, AUTOTUNE_VERDICT_CHANGE);
         assert_int_equal(d.winner, 1);
         assert_true(rounds < p.rounds);
         assert_non_null(strstr(d.reason, "race settled"));
         for (unsigned seed = 1; seed <= trials; seed++) {
                 rng_state = seed * 104729;
                 d = raced_trial(&p, equal, &rounds);
-                changes += d.verdict == AUTO_VERDICT_CHANGE;
+                changes += d.verdict == AUTOTUNE_VERDICT_CHANGE;
                 total += rounds;
         }
         print_message("equal candidates: %u changes in %u raced trials (%.1f rounds on average)\n", changes, trials,
@@ -859,11 +859,11 @@ static void test_race_settles(void **state) {
  * trial ends early keeping it; one that is 30 % better is never dropped
  * that way, and wins. */
 static void test_race_equivalent(void **state) {
-        AutoTunePolicy p = policy();
-        AutoSeries s[4] = {};
-        AutoDrop drops[4] = {};
-        AutoSummary sum[4];
-        AutoDecision d;
+        AutotunePolicy p = policy();
+        AutotuneSeries s[4] = {};
+        AutotuneDrop drops[4] = {};
+        AutotuneSummary sum[4];
+        AutotuneDecision d;
         unsigned rounds;
         double mean[4] = { 10, 10.1, 9.9, 10 };
 
@@ -871,7 +871,7 @@ static void test_race_equivalent(void **state) {
         for (rounds = 0; rounds < p.rounds; rounds++) {
                 for (size_t c = 0; c < 4; c++)
                         if (!drops[c].dropped)
-                                s[c].epochs[s[c].n++] = (EpochFigures) {
+                                s[c].epochs[s[c].n++] = (AutotuneEpochFigures) {
                                         .valid = true, .read_iops = 300, .write_iops = 80,
                                         .read_await_ms = noisy(mean[c], 0.02), .write_mbps = noisy(90, 0.02),
                                 };
@@ -883,22 +883,22 @@ static void test_race_equivalent(void **state) {
         assert_true(rounds + 1 < p.rounds);
         assert_non_null(strstr(drops[1].why, "no better than the current setting"));
         autotune_decide_raced(&p, s, 4, drops, sum, &d);
-        assert_int_equal(d.verdict, AUTO_VERDICT_KEEP_BEST);
+        assert_int_equal(d.verdict, AUTOTUNE_VERDICT_KEEP_BEST);
 
         double better[4] = { 10, 7, 10, 10 };
-        AutoDecision d2 = raced_trial(&p, better, &rounds);
-        print_message("30 %% better: %s after %u rounds (%s)\n", auto_verdict_to_string(d2.verdict), rounds, d2.reason);
-        assert_int_equal(d2.verdict, AUTO_VERDICT_CHANGE);
+        AutotuneDecision d2 = raced_trial(&p, better, &rounds);
+        print_message("30 %% better: %s after %u rounds (%s)\n", autotune_verdict_to_string(d2.verdict), rounds, d2.reason);
+        assert_int_equal(d2.verdict, AUTOTUNE_VERDICT_CHANGE);
         assert_int_equal(d2.winner, 1);
 }
 
 /* A search decides once per phase, and any phase may change the setting:
  * of trials of 4 phases over 4 equal candidates each, at most about
- * 1 - confidence may change anything (AutoTunePolicy.looks), where one
+ * 1 - confidence may change anything (AutotunePolicy.looks), where one
  * test per phase at the full rate would change in up to 4 times as many.
  * The hysteresis is off and the confidence low, so that the rate shows. */
 static unsigned search_changes(unsigned looks, unsigned trials) {
-        AutoTunePolicy p = policy();
+        AutotunePolicy p = policy();
         unsigned changed = 0;
 
         p.confidence_pct = 80;
@@ -908,21 +908,21 @@ static unsigned search_changes(unsigned looks, unsigned trials) {
                 bool any = false;
                 rng_state = seed * 7919;
                 for (unsigned phase = 0; phase < 4; phase++) {
-                        AutoSeries s[4] = {};
-                        AutoDrop drops[4] = {};
-                        AutoSummary sum[4];
-                        AutoDecision d;
+                        AutotuneSeries s[4] = {};
+                        AutotuneDrop drops[4] = {};
+                        AutotuneSummary sum[4];
+                        AutotuneDecision d;
                         for (unsigned r = 0; r < p.rounds; r++) {
                                 for (size_t c = 0; c < 4; c++)
                                         if (!drops[c].dropped)
-                                                s[c].epochs[s[c].n++] = (EpochFigures) {
+                                                s[c].epochs[s[c].n++] = (AutotuneEpochFigures) {
                                                         .valid = true, .read_iops = 300, .write_iops = 80,
                                                         .read_await_ms = noisy(10, 0.3), .write_mbps = noisy(90, 0.1),
                                                 };
                                 (void) autotune_race(&p, s, 4, drops);
                         }
                         autotune_decide_raced(&p, s, 4, drops, sum, &d);
-                        any = any || d.verdict == AUTO_VERDICT_CHANGE;
+                        any = any || d.verdict == AUTOTUNE_VERDICT_CHANGE;
                 }
                 changed += any;
         }
@@ -943,15 +943,15 @@ static void test_search_error_rate(void **state) {
 /* The price: a candidate far worse than the best so far leaves after one
  * epoch, compared with the best so far, not the current setting. */
 static void test_far_worse(void **state) {
-        AutoTunePolicy p = policy();
-        AutoSeries s[3] = {};
-        AutoDrop drops[3] = {};
+        AutotunePolicy p = policy();
+        AutotuneSeries s[3] = {};
+        AutotuneDrop drops[3] = {};
         char why[256];
-        EpochFigures e = { .valid = true, .read_iops = 300, .write_mbps = 90 };
+        AutotuneEpochFigures e = { .valid = true, .read_iops = 300, .write_mbps = 90 };
 
         /* the current setting reads in 3.19 ms, candidate 1 in 2 ms */
-        s[0].epochs[s[0].n++] = (EpochFigures) { .valid = true, .read_iops = 300, .read_await_ms = 3.19, .write_mbps = 90 };
-        s[1].epochs[s[1].n++] = (EpochFigures) { .valid = true, .read_iops = 300, .read_await_ms = 2.0, .write_mbps = 90 };
+        s[0].epochs[s[0].n++] = (AutotuneEpochFigures) { .valid = true, .read_iops = 300, .read_await_ms = 3.19, .write_mbps = 90 };
+        s[1].epochs[s[1].n++] = (AutotuneEpochFigures) { .valid = true, .read_iops = 300, .read_await_ms = 2.0, .write_mbps = 90 };
         e.read_await_ms = 7.9;
         assert_false(autotune_far_worse(&p, s, 3, drops, 2, &e, why, sizeof why)); /* < 4 x 2 */
         e.read_await_ms = 8.1;
@@ -968,17 +968,17 @@ static void test_far_worse(void **state) {
         s[1].epochs[0].write_mbps = 30;
         assert_false(autotune_far_worse(&p, s, 3, drops, 2, &e, why, sizeof why));
         /* the floor: 0.1 ms against 3.9 is noise-level */
-        s[1].epochs[0] = (EpochFigures) { .valid = true, .read_iops = 300, .read_await_ms = 0.1, .write_mbps = 90 };
+        s[1].epochs[0] = (AutotuneEpochFigures) { .valid = true, .read_iops = 300, .read_await_ms = 0.1, .write_mbps = 90 };
         s[0].epochs[0].read_await_ms = 0.1;
         e.read_await_ms = 3.9;
         assert_false(autotune_far_worse(&p, s, 3, drops, 2, &e, why, sizeof why));
         /* A trial that ranks by the probes' p99 judges by it: the same
          * mean await, a p99 26 times the best so far's (the read-mostly
          * bench: a depth of 4 starves the probes' reads). */
-        s[0].epochs[0] = (EpochFigures) { .valid = true, .read_iops = 300, .read_await_ms = 0.27, .read_p99_ms = 0.58,
+        s[0].epochs[0] = (AutotuneEpochFigures) { .valid = true, .read_iops = 300, .read_await_ms = 0.27, .read_p99_ms = 0.58,
                                           .write_mbps = 90 };
         s[1].epochs[0] = s[0].epochs[0];
-        e = (EpochFigures) { .valid = true, .read_iops = 300, .read_await_ms = 0.27, .read_p99_ms = 15.5, .write_mbps = 80 };
+        e = (AutotuneEpochFigures) { .valid = true, .read_iops = 300, .read_await_ms = 0.27, .read_p99_ms = 15.5, .write_mbps = 80 };
         assert_true(autotune_far_worse(&p, s, 3, drops, 2, &e, why, sizeof why));
         assert_non_null(strstr(why, "read p99 15.50 ms"));
         e.read_p99_ms = 3.9; /* under 4 x the 1 ms floor */
@@ -989,25 +989,25 @@ static void test_far_worse(void **state) {
  * count of probes above it settles the epoch's p99 only when no probes
  * still to come could bring it under. */
 static void test_far_worse_peek(void **state) {
-        AutoTunePolicy p = policy();
-        AutoSeries s[3] = {};
-        AutoDrop drops[3] = {};
+        AutotunePolicy p = policy();
+        AutotuneSeries s[3] = {};
+        AutotuneDrop drops[3] = {};
         char why[256];
         int ref = -1;
         double base = 0;
 
         /* no epoch yet: no limit (nothing to compare with) */
         assert_true(autotune_far_worse_limit(&p, s, 3, drops, 2, &ref, &base) == 0);
-        s[0].epochs[s[0].n++] = (EpochFigures) { .valid = true, .read_iops = 300, .read_await_ms = 0.27,
+        s[0].epochs[s[0].n++] = (AutotuneEpochFigures) { .valid = true, .read_iops = 300, .read_await_ms = 0.27,
                                                  .read_p99_ms = 0.85, .write_mbps = 78 };
-        s[1].epochs[s[1].n++] = (EpochFigures) { .valid = true, .read_iops = 300, .read_await_ms = 0.27,
+        s[1].epochs[s[1].n++] = (AutotuneEpochFigures) { .valid = true, .read_iops = 300, .read_await_ms = 0.27,
                                                  .read_p99_ms = 2.5, .write_mbps = 78 };
         /* the best so far is 0 (0.85 ms, floored to 1): 4 ms */
         assert_true(fabs(autotune_far_worse_limit(&p, s, 3, drops, 2, &ref, &base) - 4.0) < 1e-9);
         assert_int_equal(ref, 0);
         assert_true(fabs(base - 1.0) < 1e-9);
         /* and it is the line autotune_far_worse() draws at the epoch's end */
-        EpochFigures e = { .valid = true, .read_iops = 300, .read_await_ms = 0.27, .read_p99_ms = 4.0, .write_mbps = 78 };
+        AutotuneEpochFigures e = { .valid = true, .read_iops = 300, .read_await_ms = 0.27, .read_p99_ms = 4.0, .write_mbps = 78 };
         assert_false(autotune_far_worse(&p, s, 3, drops, 2, &e, why, sizeof why));
         e.read_p99_ms = 4.01;
         assert_true(autotune_far_worse(&p, s, 3, drops, 2, &e, why, sizeof why));
@@ -1017,7 +1017,7 @@ static void test_far_worse_peek(void **state) {
         s[1].epochs[0].read_p99_ms = 0;
         assert_true(autotune_far_worse_limit(&p, s, 3, drops, 2, NULL, NULL) == 0);
         s[1].epochs[0].read_p99_ms = 2.5;
-        p.objective = AUTO_OBJECTIVE_SEQ_READ;
+        p.objective = AUTOTUNE_OBJECTIVE_SEQ_READ;
         assert_true(autotune_far_worse_limit(&p, s, 3, drops, 2, NULL, NULL) == 0);
 
         /* At most 101 probes (2 s, one per 20 ms): their p99 is the 100th
@@ -1049,11 +1049,11 @@ static void test_far_worse_peek(void **state) {
  * rail ends the whole trial; the race drops that candidate and goes on to
  * find the better one that drift created. */
 static void test_retrial_finds_drift(void **state) {
-        AutoTunePolicy p = policy();
-        AutoSeries s[4] = {};
-        AutoDrop drops[4] = {};
-        AutoSummary sum[4];
-        AutoDecision d;
+        AutotunePolicy p = policy();
+        AutotuneSeries s[4] = {};
+        AutotuneDrop drops[4] = {};
+        AutotuneSummary sum[4];
+        AutotuneDecision d;
         char why[256];
         double mean[4] = { 3.19, 15.14, 1.6, 4.0 };
         unsigned epochs = 0;
@@ -1061,19 +1061,19 @@ static void test_retrial_finds_drift(void **state) {
         rng_state = 11;
         for (unsigned r = 0; r < p.rounds; r++) {
                 size_t order[4];
-                size_t k = autotune_round_order((AutoCandidate[4]) { { "kyber" }, { "none" }, { "kyber" }, { "bfq" } },
+                size_t k = autotune_round_order((AutotuneCandidate[4]) { { "kyber" }, { "none" }, { "kyber" }, { "bfq" } },
                                                 4, drops, r, order);
                 for (size_t i = 0; i < k; i++) {
                         size_t c = order[i];
                         if (drops[c].dropped)
                                 continue;
-                        EpochFigures e = { .valid = true, .read_iops = 300, .write_iops = 80,
+                        AutotuneEpochFigures e = { .valid = true, .read_iops = 300, .write_iops = 80,
                                            .read_await_ms = noisy(mean[c], 0.05), .write_mbps = noisy(90, 0.02) };
                         epochs++;
                         if (c == 1 && r == 0)
                                 assert_true(autotune_guard(&p, &s[0], &e, why, sizeof why) || s[0].n == 0);
                         if (autotune_far_worse(&p, s, 4, drops, c, &e, why, sizeof why)) {
-                                drops[c] = (AutoDrop) { .dropped = true, .by = -1, .epochs = (unsigned) s[c].n + 1 };
+                                drops[c] = (AutotuneDrop) { .dropped = true, .by = -1, .epochs = (unsigned) s[c].n + 1 };
                                 snprintf(drops[c].why, sizeof drops[c].why, "%.200s", why);
                         }
                         s[c].epochs[s[c].n++] = e;
@@ -1083,14 +1083,14 @@ static void test_retrial_finds_drift(void **state) {
         assert_true(drops[1].dropped);
         assert_int_equal(s[1].n, 1); /* one epoch of the bad candidate: the price */
         autotune_decide_raced(&p, s, 4, drops, sum, &d);
-        assert_int_equal(d.verdict, AUTO_VERDICT_CHANGE);
+        assert_int_equal(d.verdict, AUTOTUNE_VERDICT_CHANGE);
         assert_int_equal(d.winner, 2);
         assert_true(epochs < 4 * p.rounds);
 }
 
 static void test_round_order(void **state) {
-        AutoCandidate c[6] = { { "kyber" }, { "none" }, { "mq-deadline" }, { "kyber" }, { "mq-deadline" }, { "none" } };
-        AutoDrop drops[6] = {};
+        AutotuneCandidate c[6] = { { "kyber" }, { "none" }, { "mq-deadline" }, { "kyber" }, { "mq-deadline" }, { "none" } };
+        AutotuneDrop drops[6] = {};
         size_t o0[6], o1[6];
         char from[32] = "kyber";
 
@@ -1130,7 +1130,7 @@ static void test_round_order(void **state) {
 
 /* An epoch measures once the requests in flight at the apply have left. */
 static void test_drained(void **state) {
-        BlockStat at = { .rd_ios = 1000, .wr_ios = 500, .in_flight = 200 }, now = at;
+        AutotuneBlockStat at = { .rd_ios = 1000, .wr_ios = 500, .in_flight = 200 }, now = at;
 
         now.in_flight = 180;
         now.rd_ios += 100;
@@ -1153,11 +1153,11 @@ static void test_drained(void **state) {
  * the trial measured the chosen setting at 946 MB/s against the best's
  * 1,178; after the change it wrote 697. */
 static void test_promise(void **state) {
-        AutoTunePolicy p = policy();
-        AutoSeries s[3] = {};
-        AutoSummary sum[3];
-        AutoDecision d;
-        AutoPromise pr;
+        AutotunePolicy p = policy();
+        AutotuneSeries s[3] = {};
+        AutotuneSummary sum[3];
+        AutotuneDecision d;
+        AutotunePromise pr;
         char why[256];
         double rd[3] = { 80, 30, 14 }, wr[3] = { 1080, 1178, 946 };
 
@@ -1165,36 +1165,36 @@ static void test_promise(void **state) {
         rng_state = 5;
         for (unsigned r = 0; r < 6; r++)
                 for (size_t c = 0; c < 3; c++)
-                        s[c].epochs[s[c].n++] = (EpochFigures) {
+                        s[c].epochs[s[c].n++] = (AutotuneEpochFigures) {
                                 .valid = true, .read_iops = 900, .write_iops = 1000,
                                 .read_await_ms = noisy(rd[c], 0.05), .write_mbps = noisy(wr[c], 0.02),
                                 .read_mbps = 3.6, .in_flight = 40,
                         };
         autotune_decide(&p, s, 3, sum, &d);
-        assert_int_equal(d.verdict, AUTO_VERDICT_CHANGE);
+        assert_int_equal(d.verdict, AUTOTUNE_VERDICT_CHANGE);
         assert_int_equal(d.winner, 2);
         autotune_promise_make(&p, s, sum, 3, d.winner, &pr);
         assert_true(fabs(pr.write_floor_mbps - 0.75 * sum[1].write_mbps) < 1e-9);
 
-        EpochFigures w[10];
+        AutotuneEpochFigures w[10];
         for (int i = 0; i < 10; i++)
-                w[i] = (EpochFigures) { .valid = true, .read_iops = 900, .write_iops = 1000 * 697.0 / 946,
+                w[i] = (AutotuneEpochFigures) { .valid = true, .read_iops = 900, .write_iops = 1000 * 697.0 / 946,
                                         .read_await_ms = 15, .write_mbps = 697, .read_mbps = 3.6, .in_flight = 40 };
         /* under a minute of the workload: no judgement yet */
-        assert_int_equal(autotune_promise_check(&p, &pr, w, 5, why, sizeof why), AUTO_PROMISE_WATCHING);
-        assert_int_equal(autotune_promise_check(&p, &pr, w, 10, why, sizeof why), AUTO_PROMISE_BROKEN);
+        assert_int_equal(autotune_promise_check(&p, &pr, w, 5, why, sizeof why), AUTOTUNE_PROMISE_WATCHING);
+        assert_int_equal(autotune_promise_check(&p, &pr, w, 10, why, sizeof why), AUTOTUNE_PROMISE_BROKEN);
         assert_non_null(strstr(why, "697.0 MB/s"));
         /* the fallback: the admissible candidate with the most margin */
         assert_int_equal(autotune_fallback(&p, sum, 3, d.winner), 1);
         /* writing as promised: holds */
         for (int i = 0; i < 10; i++)
                 w[i].write_mbps = 930;
-        assert_int_equal(autotune_promise_check(&p, &pr, w, 10, why, sizeof why), AUTO_PROMISE_HOLDS);
+        assert_int_equal(autotune_promise_check(&p, &pr, w, 10, why, sizeof why), AUTOTUNE_PROMISE_HOLDS);
         /* another workload (reads only) promised nothing */
         for (int i = 0; i < 10; i++)
-                w[i] = (EpochFigures) { .valid = true, .read_iops = 3000, .read_await_ms = 2, .read_mbps = 12,
+                w[i] = (AutotuneEpochFigures) { .valid = true, .read_iops = 3000, .read_await_ms = 2, .read_mbps = 12,
                                         .in_flight = 8 };
-        assert_int_equal(autotune_promise_check(&p, &pr, w, 10, why, sizeof why), AUTO_PROMISE_WATCHING);
+        assert_int_equal(autotune_promise_check(&p, &pr, w, 10, why, sizeof why), AUTOTUNE_PROMISE_WATCHING);
         /* nothing else admissible: no fallback */
         sum[0].admissible = sum[1].admissible = false;
         assert_int_equal(autotune_fallback(&p, sum, 3, d.winner), -1);
@@ -1206,22 +1206,22 @@ static void test_promise(void **state) {
  * round, the trial stopping when the race settles, then
  * autotune_decide_raced(). The epoch of candidate c at its j-th epoch is
  * made by epoch(c, j). */
-static void runner_trial(const AutoTunePolicy *p, const AutoCandidate *cand, size_t n,
-                         EpochFigures (*epoch)(size_t c, size_t j), AutoSeries *s, AutoDrop *drops,
-                         AutoSummary *sum, AutoDecision *d) {
-        memset(s, 0, sizeof(AutoSeries) * n);
-        memset(drops, 0, sizeof(AutoDrop) * n);
+static void runner_trial(const AutotunePolicy *p, const AutotuneCandidate *cand, size_t n,
+                         AutotuneEpochFigures (*epoch)(size_t c, size_t j), AutotuneSeries *s, AutotuneDrop *drops,
+                         AutotuneSummary *sum, AutotuneDecision *d) {
+        memset(s, 0, sizeof(AutotuneSeries) * n);
+        memset(drops, 0, sizeof(AutotuneDrop) * n);
         for (unsigned r = 0; r < p->rounds; r++) {
                 size_t order[AUTOTUNE_MAX_CANDIDATES];
                 size_t k = autotune_round_order(cand, n, drops, r, order);
                 for (size_t i = 0; i < k; i++) {
                         size_t c = order[i];
                         char why[256];
-                        EpochFigures e = epoch(c, s[c].n);
+                        AutotuneEpochFigures e = epoch(c, s[c].n);
                         bool far = autotune_far_worse(p, s, n, drops, c, &e, why, sizeof why);
                         s[c].epochs[s[c].n++] = e;
                         if (far)
-                                drops[c] = (AutoDrop) { .dropped = true, .by = -1, .epochs = (unsigned) s[c].n };
+                                drops[c] = (AutotuneDrop) { .dropped = true, .by = -1, .epochs = (unsigned) s[c].n };
                 }
                 (void) autotune_race(p, s, n, drops);
                 if (autotune_race_settled(drops, n))
@@ -1240,28 +1240,28 @@ static void runner_trial(const AutoTunePolicy *p, const AutoCandidate *cand, siz
  * race only, chose bfq/64. */
 static double issue32_bfq_writes[3] = { 1150, 1100, 150 };
 
-static EpochFigures issue32_epoch(size_t c, size_t j) {
+static AutotuneEpochFigures issue32_epoch(size_t c, size_t j) {
         static const double rd[4] = { 80, 11, 400, 120 }, wr[4] = { 1081, 0, 1403, 1090 };
         double w = c == 1 ? issue32_bfq_writes[j % 3] : wr[c];
-        return (EpochFigures) {
+        return (AutotuneEpochFigures) {
                 .valid = true, .read_iops = 900, .write_iops = noisy(w, 0.03),
                 .read_await_ms = noisy(rd[c], 0.05), .write_mbps = noisy(w, 0.03), .read_mbps = 3.6, .in_flight = 60,
         };
 }
 
 static void test_write_bound_every_candidate(void **state) {
-        AutoTunePolicy p = policy();
-        AutoCandidate cand[4] = {
-                { .scheduler = "mq-deadline", .nr_requests = 64, .wbt_lat_usec = AUTO_WBT_UNSET, .baseline = true },
-                { .scheduler = "bfq", .nr_requests = 64, .wbt_lat_usec = AUTO_WBT_UNSET },
-                { .scheduler = "mq-deadline", .nr_requests = 256, .wbt_lat_usec = AUTO_WBT_UNSET },
-                { .scheduler = "none", .nr_requests = 64, .wbt_lat_usec = AUTO_WBT_UNSET },
+        AutotunePolicy p = policy();
+        AutotuneCandidate cand[4] = {
+                { .scheduler = "mq-deadline", .nr_requests = 64, .wbt_lat_usec = AUTOTUNE_WBT_UNSET, .baseline = true },
+                { .scheduler = "bfq", .nr_requests = 64, .wbt_lat_usec = AUTOTUNE_WBT_UNSET },
+                { .scheduler = "mq-deadline", .nr_requests = 256, .wbt_lat_usec = AUTOTUNE_WBT_UNSET },
+                { .scheduler = "none", .nr_requests = 64, .wbt_lat_usec = AUTOTUNE_WBT_UNSET },
         };
-        AutoSeries s[4];
-        AutoDrop drops[4];
-        AutoSummary sum[4];
-        AutoDecision d;
-        AutoPromise pr;
+        AutotuneSeries s[4];
+        AutotuneDrop drops[4];
+        AutotuneSummary sum[4];
+        AutotuneDecision d;
+        AutotunePromise pr;
 
         p.write_tolerance_pct = 25;
         rng_state = 32;
@@ -1269,7 +1269,7 @@ static void test_write_bound_every_candidate(void **state) {
         print_message("bursty bfq/64 (median %.0f, lower bound %.0f MB/s; mq-deadline/256 %.0f MB/s in %zu epoch, "
                       "dropped: %s): %s, winner %d (%s)\n", sum[1].write_mbps, sum[1].write_low_mbps,
                       sum[2].write_mbps, s[2].n, drops[2].why[0] ? drops[2].why : "far worse",
-                      auto_verdict_to_string(d.verdict), d.winner, d.reason);
+                      autotune_verdict_to_string(d.verdict), d.winner, d.reason);
         assert_true(drops[2].dropped && s[2].n == 1);
         assert_true(sum[1].write_mbps >= 0.75 * 1403); /* its median alone would admit it */
         assert_false(sum[1].admissible);
@@ -1283,8 +1283,8 @@ static void test_write_bound_every_candidate(void **state) {
         runner_trial(&p, cand, 4, issue32_epoch, s, drops, sum, &d);
         issue32_bfq_writes[2] = 150;
         print_message("steady bfq/64 (lower bound %.0f MB/s): %s, winner %d (%s)\n", sum[1].write_low_mbps,
-                      auto_verdict_to_string(d.verdict), d.winner, d.reason);
-        assert_int_equal(d.verdict, AUTO_VERDICT_CHANGE);
+                      autotune_verdict_to_string(d.verdict), d.winner, d.reason);
+        assert_int_equal(d.verdict, AUTOTUNE_VERDICT_CHANGE);
         assert_int_equal(d.winner, 1);
         autotune_promise_make(&p, s, sum, 4, d.winner, &pr);
         assert_true(fabs(pr.write_floor_mbps - 0.75 * sum[2].write_mbps) < 1e-9);
@@ -1292,18 +1292,18 @@ static void test_write_bound_every_candidate(void **state) {
         /* the far-worse test's reference must be inside the bound of
          * every writer measured: with mq-deadline/256 (1,403) gone, a
          * reader writing 900 is no reference */
-        AutoSeries s2[3] = {};
-        AutoDrop dr2[3] = {};
+        AutotuneSeries s2[3] = {};
+        AutotuneDrop dr2[3] = {};
         char why[256];
         double base;
         for (unsigned i = 0; i < 3; i++) {
-                s2[0].epochs[s2[0].n++] = (EpochFigures) { .valid = true, .read_iops = 900, .read_await_ms = 10,
+                s2[0].epochs[s2[0].n++] = (AutotuneEpochFigures) { .valid = true, .read_iops = 900, .read_await_ms = 10,
                                                            .write_mbps = 900 };
-                s2[1].epochs[s2[1].n++] = (EpochFigures) { .valid = true, .read_iops = 900, .read_await_ms = 100,
+                s2[1].epochs[s2[1].n++] = (AutotuneEpochFigures) { .valid = true, .read_iops = 900, .read_await_ms = 100,
                                                            .write_mbps = 1403 };
         }
         dr2[1].dropped = true;
-        EpochFigures e = { .valid = true, .read_iops = 900, .read_await_ms = 50, .write_mbps = 1300 };
+        AutotuneEpochFigures e = { .valid = true, .read_iops = 900, .read_await_ms = 50, .write_mbps = 1300 };
         assert_false(autotune_far_worse(&p, s2, 3, dr2, 2, &e, why, sizeof why));
         int ref = -2;
         assert_true(autotune_far_worse_limit(&p, s2, 3, dr2, 2, &ref, &base) == 0);
@@ -1312,12 +1312,12 @@ static void test_write_bound_every_candidate(void **state) {
          * MB/s; the depth phase races bfq's depths only, around 800-1,100:
          * bfq/64 (steady 1,000, reads best) is outside the bound of every
          * writer measured, whatever this phase's best */
-        AutoSeries s3[3] = {};
-        AutoSummary sum3[3];
+        AutotuneSeries s3[3] = {};
+        AutotuneSummary sum3[3];
         double rd3[3] = { 80, 11, 60 }, wr3[3] = { 1090, 1000, 1100 };
         for (unsigned r = 0; r < 6; r++)
                 for (size_t c = 0; c < 3; c++)
-                        s3[c].epochs[s3[c].n++] = (EpochFigures) { .valid = true, .read_iops = 900,
+                        s3[c].epochs[s3[c].n++] = (AutotuneEpochFigures) { .valid = true, .read_iops = 900,
                                                                    .write_iops = 1000,
                                                                    .read_await_ms = noisy(rd3[c], 0.05),
                                                                    .write_mbps = noisy(wr3[c], 0.02) };
@@ -1326,7 +1326,7 @@ static void test_write_bound_every_candidate(void **state) {
         p.write_seen_mbps = 1403;
         autotune_decide(&p, s3, 3, sum3, &d);
         print_message("a search's depth phase after a 1,403 MB/s writer: %s, winner %d (%s)\n",
-                      auto_verdict_to_string(d.verdict), d.winner, d.reason);
+                      autotune_verdict_to_string(d.verdict), d.winner, d.reason);
         assert_int_not_equal(d.winner, 1);
         assert_false(sum3[1].admissible);
         autotune_promise_make(&p, s3, sum3, 3, 2, &pr);
@@ -1334,20 +1334,20 @@ static void test_write_bound_every_candidate(void **state) {
 }
 
 static void test_signature_memory(void **state) {
-        AutoSignature oltp = { .read_share = 0.7, .avg_kb = 8, .iops = 5000, .depth = 24 },
+        AutotuneSignature oltp = { .read_share = 0.7, .avg_kb = 8, .iops = 5000, .depth = 24 },
                       oltp2 = { .read_share = 0.66, .avg_kb = 9, .iops = 3200, .depth = 60 },
                       backup = { .read_share = 0.05, .avg_kb = 1024, .iops = 300, .depth = 64 },
                       idle = { .read_share = 0.7, .avg_kb = 8, .iops = 5, .depth = 0.1 };
-        AutoMemory m[AUTOTUNE_MEMORY_MAX];
+        AutotuneMemory m[AUTOTUNE_MEMORY_MAX];
         size_t n = 0;
-        AutoCandidate kyber = { .scheduler = "kyber", .nr_requests = 64, .wbt_lat_usec = AUTO_WBT_UNSET },
+        AutotuneCandidate kyber = { .scheduler = "kyber", .nr_requests = 64, .wbt_lat_usec = AUTOTUNE_WBT_UNSET },
                       bfq = { .scheduler = "bfq", .wbt_lat_usec = 0, .baseline = true };
 
         /* the scales: share by 0.25, size by a factor 2, rate and depth by 4 */
         assert_true(autotune_signature_distance(&oltp, &oltp) == 0);
         assert_true(autotune_signature_distance(&oltp, &oltp2) <= AUTOTUNE_MEMORY_MATCH);
         assert_true(autotune_signature_distance(&oltp, &backup) > 4);
-        AutoSignature x = oltp;
+        AutotuneSignature x = oltp;
         x.read_share = 0.7 - 0.26;
         assert_true(autotune_signature_distance(&oltp, &x) > 1);
         x = oltp;
@@ -1375,7 +1375,7 @@ static void test_signature_memory(void **state) {
         assert_string_equal(m[0].cand.scheduler, "bfq");
         /* full: the oldest makes room */
         for (int i = 0; i < AUTOTUNE_MEMORY_MAX; i++) {
-                AutoSignature s = { .read_share = 0.5, .avg_kb = 4 << (2 * i), .iops = 100, .depth = 1 };
+                AutotuneSignature s = { .read_share = 0.5, .avg_kb = 4 << (2 * i), .iops = 100, .depth = 1 };
                 autotune_memory_record(m, &n, &s, &kyber, 10000 + i);
         }
         assert_int_equal(n, AUTOTUNE_MEMORY_MAX);
@@ -1384,8 +1384,8 @@ static void test_signature_memory(void **state) {
         /* the state file's lines */
         char line[512], id[256];
         uint64_t seq;
-        AutoMemory e;
-        AutoMemory w = { .sig = backup, .cand = bfq, .realtime_usec = 1790000000000000ULL };
+        AutotuneMemory e;
+        AutotuneMemory w = { .sig = backup, .cand = bfq, .realtime_usec = 1790000000000000ULL };
         assert_int_equal(autotune_memory_format("loop:/var/tmp/a b.img", 42, &w, line, sizeof line), 0);
         assert_int_equal(autotune_memory_parse(line, id, sizeof id, &seq, &e), 0);
         assert_string_equal(id, "loop:/var/tmp/a b.img");
@@ -1396,7 +1396,7 @@ static void test_signature_memory(void **state) {
         w.cand = kyber;
         assert_int_equal(autotune_memory_format("serial:X", 0, &w, line, sizeof line), 0);
         assert_int_equal(autotune_memory_parse(line, id, sizeof id, &seq, &e), 0);
-        assert_int_equal(e.cand.wbt_lat_usec, AUTO_WBT_UNSET);
+        assert_int_equal(e.cand.wbt_lat_usec, AUTOTUNE_WBT_UNSET);
         assert_int_equal(e.cand.nr_requests, 64);
         assert_int_equal(autotune_memory_format("a\tb", 0, &w, line, sizeof line), -EINVAL);
         assert_int_equal(autotune_memory_parse("serial:X\t1\t2", id, sizeof id, &seq, &e), -EINVAL);
@@ -1409,98 +1409,98 @@ static void test_signature_memory(void **state) {
 
 /* ---- searching by families (AutoKnobs=) ---- */
 
-static AutoTunePolicy search_policy(unsigned knobs) {
-        AutoTunePolicy p = policy();
+static AutotunePolicy search_policy(unsigned knobs) {
+        AutotunePolicy p = policy();
         p.knobs = knobs;
         return p;
 }
 
-#define ALL_FAMILIES ((1U << _AUTO_FAMILY_MAX) - 1)
+#define ALL_FAMILIES ((1U << _AUTOTUNE_FAMILY_MAX) - 1)
 
 static void test_family_order(void **state) {
-        AutoTunePolicy p = search_policy(ALL_FAMILIES);
+        AutotunePolicy p = search_policy(ALL_FAMILIES);
 
         /* the schedulers first, then the winner's depth, wbt, its own
          * tunables, and read-ahead only on sequential readers */
-        assert_int_equal(autotune_next_family(&p, -1, false), AUTO_FAMILY_SCHEDULER);
-        assert_int_equal(autotune_next_family(&p, AUTO_FAMILY_SCHEDULER, false), AUTO_FAMILY_NR_REQUESTS);
-        assert_int_equal(autotune_next_family(&p, AUTO_FAMILY_NR_REQUESTS, false), AUTO_FAMILY_WBT);
-        assert_int_equal(autotune_next_family(&p, AUTO_FAMILY_WBT, false), AUTO_FAMILY_IOSCHED);
-        assert_int_equal(autotune_next_family(&p, AUTO_FAMILY_IOSCHED, false), _AUTO_FAMILY_MAX);
-        assert_int_equal(autotune_next_family(&p, AUTO_FAMILY_IOSCHED, true), AUTO_FAMILY_READ_AHEAD);
-        assert_int_equal(autotune_next_family(&p, AUTO_FAMILY_READ_AHEAD, true), _AUTO_FAMILY_MAX);
+        assert_int_equal(autotune_next_family(&p, -1, false), AUTOTUNE_FAMILY_SCHEDULER);
+        assert_int_equal(autotune_next_family(&p, AUTOTUNE_FAMILY_SCHEDULER, false), AUTOTUNE_FAMILY_NR_REQUESTS);
+        assert_int_equal(autotune_next_family(&p, AUTOTUNE_FAMILY_NR_REQUESTS, false), AUTOTUNE_FAMILY_WBT);
+        assert_int_equal(autotune_next_family(&p, AUTOTUNE_FAMILY_WBT, false), AUTOTUNE_FAMILY_IOSCHED);
+        assert_int_equal(autotune_next_family(&p, AUTOTUNE_FAMILY_IOSCHED, false), _AUTOTUNE_FAMILY_MAX);
+        assert_int_equal(autotune_next_family(&p, AUTOTUNE_FAMILY_IOSCHED, true), AUTOTUNE_FAMILY_READ_AHEAD);
+        assert_int_equal(autotune_next_family(&p, AUTOTUNE_FAMILY_READ_AHEAD, true), _AUTOTUNE_FAMILY_MAX);
         /* only the families named */
-        p.knobs = (1U << AUTO_FAMILY_IOSCHED) | (1U << AUTO_FAMILY_SCHEDULER);
-        assert_int_equal(autotune_next_family(&p, -1, true), AUTO_FAMILY_SCHEDULER);
-        assert_int_equal(autotune_next_family(&p, AUTO_FAMILY_SCHEDULER, true), AUTO_FAMILY_IOSCHED);
-        p.knobs = 1U << AUTO_FAMILY_READ_AHEAD;
-        assert_int_equal(autotune_next_family(&p, -1, false), _AUTO_FAMILY_MAX);
-        assert_int_equal(autotune_next_family(&p, -1, true), AUTO_FAMILY_READ_AHEAD);
+        p.knobs = (1U << AUTOTUNE_FAMILY_IOSCHED) | (1U << AUTOTUNE_FAMILY_SCHEDULER);
+        assert_int_equal(autotune_next_family(&p, -1, true), AUTOTUNE_FAMILY_SCHEDULER);
+        assert_int_equal(autotune_next_family(&p, AUTOTUNE_FAMILY_SCHEDULER, true), AUTOTUNE_FAMILY_IOSCHED);
+        p.knobs = 1U << AUTOTUNE_FAMILY_READ_AHEAD;
+        assert_int_equal(autotune_next_family(&p, -1, false), _AUTOTUNE_FAMILY_MAX);
+        assert_int_equal(autotune_next_family(&p, -1, true), AUTOTUNE_FAMILY_READ_AHEAD);
 }
 
 /* Every candidate sets a tunable only of its own scheduler. */
-static void assert_tunables_own(const AutoCandidate *c, size_t n) {
+static void assert_tunables_own(const AutotuneCandidate *c, size_t n) {
         for (size_t i = 0; i < n; i++)
-                for (AutoTunable t = 0; t < _AUTO_TUN_MAX; t++)
+                for (AutotuneTunable t = 0; t < _AUTOTUNE_TUN_MAX; t++)
                         if (c[i].set & (1U << t))
                                 assert_string_equal(autotune_tunable_info(t)->scheduler, c[i].scheduler);
 }
 
 static void test_family_tunables(void **state) {
-        AutoTunePolicy p = search_policy(ALL_FAMILIES);
-        AutoCandidate c[AUTOTUNE_MAX_CANDIDATES];
+        AutotunePolicy p = search_policy(ALL_FAMILIES);
+        AutotuneCandidate c[AUTOTUNE_MAX_CANDIDATES];
         char note[256];
         size_t n;
-        AutoCandidate dl = { .scheduler = "mq-deadline", .nr_requests = 48, .wbt_lat_usec = AUTO_WBT_UNSET };
+        AutotuneCandidate dl = { .scheduler = "mq-deadline", .nr_requests = 48, .wbt_lat_usec = AUTOTUNE_WBT_UNSET };
 
         /* mq-deadline: fifo_batch and writes_starved, one at a time, the
          * incumbent written with the kernel's defaults */
-        assert_int_equal(autotune_family_candidates(&p, AUTO_FAMILY_IOSCHED, &dl, NULL, false, 0, 0, c, &n, note,
+        assert_int_equal(autotune_family_candidates(&p, AUTOTUNE_FAMILY_IOSCHED, &dl, NULL, false, 0, 0, c, &n, note,
                                                     sizeof note), 0);
         assert_int_equal(n, 1 + 3 + 2);
         assert_true(c[0].baseline);
-        assert_int_equal(c[0].tun[AUTO_TUN_DL_FIFO_BATCH], 16);
-        assert_int_equal(c[0].tun[AUTO_TUN_DL_WRITES_STARVED], 2);
+        assert_int_equal(c[0].tun[AUTOTUNE_TUN_DL_FIFO_BATCH], 16);
+        assert_int_equal(c[0].tun[AUTOTUNE_TUN_DL_WRITES_STARVED], 2);
         assert_tunables_own(c, n);
         for (size_t i = 1; i < n; i++) {
                 assert_string_equal(c[i].scheduler, "mq-deadline");
                 assert_int_equal(c[i].nr_requests, 48); /* the winner's depth stays */
                 assert_false(c[i].baseline);
-                unsigned moved = (c[i].tun[AUTO_TUN_DL_FIFO_BATCH] != 16) + (c[i].tun[AUTO_TUN_DL_WRITES_STARVED] != 2);
+                unsigned moved = (c[i].tun[AUTOTUNE_TUN_DL_FIFO_BATCH] != 16) + (c[i].tun[AUTOTUNE_TUN_DL_WRITES_STARVED] != 2);
                 assert_int_equal(moved, 1); /* one tunable at a time */
         }
         /* kyber and bfq: their own */
-        AutoCandidate ky = { .scheduler = "kyber", .wbt_lat_usec = AUTO_WBT_UNSET };
-        assert_int_equal(autotune_family_candidates(&p, AUTO_FAMILY_IOSCHED, &ky, NULL, false, 0, 0, c, &n, note,
+        AutotuneCandidate ky = { .scheduler = "kyber", .wbt_lat_usec = AUTOTUNE_WBT_UNSET };
+        assert_int_equal(autotune_family_candidates(&p, AUTOTUNE_FAMILY_IOSCHED, &ky, NULL, false, 0, 0, c, &n, note,
                                                     sizeof note), 0);
         assert_int_equal(n, 1 + 3 + 2);
         assert_tunables_own(c, n);
-        AutoCandidate bfq = { .scheduler = "bfq", .wbt_lat_usec = AUTO_WBT_UNSET };
-        assert_int_equal(autotune_family_candidates(&p, AUTO_FAMILY_IOSCHED, &bfq, NULL, false, 0, 0, c, &n, note,
+        AutotuneCandidate bfq = { .scheduler = "bfq", .wbt_lat_usec = AUTOTUNE_WBT_UNSET };
+        assert_int_equal(autotune_family_candidates(&p, AUTOTUNE_FAMILY_IOSCHED, &bfq, NULL, false, 0, 0, c, &n, note,
                                                     sizeof note), 0);
         assert_int_equal(n, 1 + 1 + 2);
         assert_tunables_own(c, n);
         /* a tunable of another scheduler left on the incumbent is never
          * varied under it */
-        ky.set = 1U << AUTO_TUN_DL_FIFO_BATCH;
-        ky.tun[AUTO_TUN_DL_FIFO_BATCH] = 4;
-        assert_int_equal(autotune_family_candidates(&p, AUTO_FAMILY_IOSCHED, &ky, NULL, false, 0, 0, c, &n, note,
+        ky.set = 1U << AUTOTUNE_TUN_DL_FIFO_BATCH;
+        ky.tun[AUTOTUNE_TUN_DL_FIFO_BATCH] = 4;
+        assert_int_equal(autotune_family_candidates(&p, AUTOTUNE_FAMILY_IOSCHED, &ky, NULL, false, 0, 0, c, &n, note,
                                                     sizeof note), 0);
         for (size_t i = 1; i < n; i++)
-                assert_int_equal(c[i].tun[AUTO_TUN_DL_FIFO_BATCH], 4);
+                assert_int_equal(c[i].tun[AUTOTUNE_TUN_DL_FIFO_BATCH], 4);
         /* none has none; nor an nr_requests */
-        AutoCandidate none = { .scheduler = "none", .wbt_lat_usec = AUTO_WBT_UNSET };
-        assert_int_equal(autotune_family_candidates(&p, AUTO_FAMILY_IOSCHED, &none, NULL, false, 0, 0, c, &n, note,
+        AutotuneCandidate none = { .scheduler = "none", .wbt_lat_usec = AUTOTUNE_WBT_UNSET };
+        assert_int_equal(autotune_family_candidates(&p, AUTOTUNE_FAMILY_IOSCHED, &none, NULL, false, 0, 0, c, &n, note,
                                                     sizeof note), -ENOENT);
         assert_non_null(strstr(note, "no tunables"));
-        assert_int_equal(autotune_family_candidates(&p, AUTO_FAMILY_NR_REQUESTS, &none, NULL, false, 0, 0, c, &n,
+        assert_int_equal(autotune_family_candidates(&p, AUTOTUNE_FAMILY_NR_REQUESTS, &none, NULL, false, 0, 0, c, &n,
                                                     note, sizeof note), -ENOENT);
         /* the schedulers at their defaults: the kernel guards hold */
-        assert_int_equal(autotune_family_candidates(&p, AUTO_FAMILY_SCHEDULER, &dl, "[mq-deadline] none bfq", true,
+        assert_int_equal(autotune_family_candidates(&p, AUTOTUNE_FAMILY_SCHEDULER, &dl, "[mq-deadline] none bfq", true,
                                                     KERNEL_VERSION_CODE(6, 1), 0, c, &n, note, sizeof note),
                          -ENOENT);
         assert_non_null(strstr(note, "zoned"));
-        assert_int_equal(autotune_family_candidates(&p, AUTO_FAMILY_SCHEDULER, &dl, "[mq-deadline] none bfq", false,
+        assert_int_equal(autotune_family_candidates(&p, AUTOTUNE_FAMILY_SCHEDULER, &dl, "[mq-deadline] none bfq", false,
                                                     0, 0, c, &n, note, sizeof note), 0);
         assert_int_equal(n, 3); /* mq-deadline (incumbent), bfq, none: kyber is not offered */
         assert_non_null(strstr(note, "kyber left out"));
@@ -1511,7 +1511,7 @@ static void test_family_tunables(void **state) {
         /* nr_requests above the kernel's bound */
         p.nr_requests[0] = 16, p.nr_requests[1] = 48, p.nr_requests[2] = 96, p.nr_requests[3] = 4096;
         p.n_nr_requests = 4;
-        assert_int_equal(autotune_family_candidates(&p, AUTO_FAMILY_NR_REQUESTS, &dl, NULL, false, 0, 1024, c, &n,
+        assert_int_equal(autotune_family_candidates(&p, AUTOTUNE_FAMILY_NR_REQUESTS, &dl, NULL, false, 0, 1024, c, &n,
                                                     note, sizeof note), 0);
         assert_int_equal(n, 3); /* 48 is the incumbent's, 4096 above the bound */
         assert_non_null(strstr(note, "4096"));
@@ -1519,24 +1519,24 @@ static void test_family_tunables(void **state) {
 
 /* A synthetic disk: read await (ms) of a setting, separable by family,
  * so the best of each family is the best whatever the others. */
-static double oracle(const AutoCandidate *c) {
+static double oracle(const AutotuneCandidate *c) {
         double v = streq(c->scheduler, "kyber") ? 3 : streq(c->scheduler, "bfq") ? 5 : 4;
         unsigned nr = c->nr_requests ? c->nr_requests : 64;
         v *= 1 + fabs(log2((double) nr / 96.0)) / 4;
         if (streq(c->scheduler, "kyber")) {
-                long long rl = (c->set & (1U << AUTO_TUN_KYBER_READ_LAT)) ? c->tun[AUTO_TUN_KYBER_READ_LAT] : 2000000;
+                long long rl = (c->set & (1U << AUTOTUNE_TUN_KYBER_READ_LAT)) ? c->tun[AUTOTUNE_TUN_KYBER_READ_LAT] : 2000000;
                 v *= rl == 1000000 ? 0.7 : 1;
         }
         return v;
 }
 
 static void test_family_search_not_product(void **state) {
-        AutoTunePolicy p = search_policy((1U << AUTO_FAMILY_SCHEDULER) | (1U << AUTO_FAMILY_NR_REQUESTS) |
-                                         (1U << AUTO_FAMILY_IOSCHED) | (1U << AUTO_FAMILY_READ_AHEAD));
+        AutotunePolicy p = search_policy((1U << AUTOTUNE_FAMILY_SCHEDULER) | (1U << AUTOTUNE_FAMILY_NR_REQUESTS) |
+                                         (1U << AUTOTUNE_FAMILY_IOSCHED) | (1U << AUTOTUNE_FAMILY_READ_AHEAD));
         char buf[256];
         const char *msg;
-        AutoCandidate inc = { .scheduler = "mq-deadline", .nr_requests = 64, .wbt_lat_usec = AUTO_WBT_UNSET,
-                              .set = AUTO_SET_READ_AHEAD, .read_ahead_kb = 128 };
+        AutotuneCandidate inc = { .scheduler = "mq-deadline", .nr_requests = 64, .wbt_lat_usec = AUTOTUNE_WBT_UNSET,
+                              .set = AUTOTUNE_SET_READ_AHEAD, .read_ahead_kb = 128 };
         size_t generated = 1, phases = 0;
 
         assert_int_equal(autotune_policy_parse(&p, "AutoScheduler", "mq-deadline kyber bfq", buf, sizeof buf, &msg), 0);
@@ -1546,9 +1546,9 @@ static void test_family_search_not_product(void **state) {
          * pairs at most) x 4 read-aheads */
         size_t space = 3 * 5 * 12 * 4;
         assert_true(space >= 24);
-        for (AutoFamily f = autotune_next_family(&p, -1, true); f < _AUTO_FAMILY_MAX;
+        for (AutotuneFamily f = autotune_next_family(&p, -1, true); f < _AUTOTUNE_FAMILY_MAX;
              f = autotune_next_family(&p, f, true)) {
-                AutoCandidate c[AUTOTUNE_MAX_CANDIDATES];
+                AutotuneCandidate c[AUTOTUNE_MAX_CANDIDATES];
                 char note[256];
                 size_t n, best = 0;
                 if (autotune_family_candidates(&p, f, &inc, NULL, false, 0, 0, c, &n, note, sizeof note) < 0)
@@ -1570,12 +1570,12 @@ static void test_family_search_not_product(void **state) {
         /* and it found the best of the space */
         assert_string_equal(inc.scheduler, "kyber");
         assert_int_equal(inc.nr_requests, 96);
-        assert_int_equal(inc.tun[AUTO_TUN_KYBER_READ_LAT], 1000000);
+        assert_int_equal(inc.tun[AUTOTUNE_TUN_KYBER_READ_LAT], 1000000);
         autotune_policy_done(&p);
 }
 
 static void test_sequential_objective(void **state) {
-        AutoSignature s = { .read_share = 0.9, .avg_kb = 64, .iops = 20, .depth = 16 };
+        AutotuneSignature s = { .read_share = 0.9, .avg_kb = 64, .iops = 20, .depth = 16 };
 
         /* the boundary: each of the four on its edge, then just past it */
         assert_true(autotune_sequential_reads(&s, 20));
@@ -1588,43 +1588,43 @@ static void test_sequential_objective(void **state) {
         s.iops = 20, s.depth = 16.1;
         assert_false(autotune_sequential_reads(&s, 20));
         /* a database's mix is not */
-        AutoSignature oltp = { .read_share = 0.7, .avg_kb = 8, .iops = 5000, .depth = 24 };
+        AutotuneSignature oltp = { .read_share = 0.7, .avg_kb = 8, .iops = 5000, .depth = 24 };
         assert_false(autotune_sequential_reads(&oltp, 20));
 
         /* read MB/s ranks, whatever the await: a larger read-ahead makes
          * each request slower and the reader faster */
-        AutoTunePolicy p = policy();
-        p.objective = AUTO_OBJECTIVE_SEQ_READ;
+        AutotunePolicy p = policy();
+        p.objective = AUTOTUNE_OBJECTIVE_SEQ_READ;
         assert_false(autotune_objective_lower_better(&p));
-        AutoSeries series[2] = {};
-        AutoSummary sum[2];
-        AutoDecision d;
+        AutotuneSeries series[2] = {};
+        AutotuneSummary sum[2];
+        AutotuneDecision d;
         rng_state = 23;
         for (size_t c = 0; c < 2; c++)
                 for (size_t i = 0; i < 6; i++)
-                        series[c].epochs[series[c].n++] = (EpochFigures) {
+                        series[c].epochs[series[c].n++] = (AutotuneEpochFigures) {
                                 .valid = true, .read_iops = c ? 300 : 1600, .read_mbps = noisy(c ? 310 : 190, 0.05),
                                 .read_await_ms = noisy(c ? 9 : 1.2, 0.05),
                                 /* a writer beside it: read MB/s alone ranks, not the sum */
                                 .write_iops = 100, .write_mbps = noisy(c ? 20 : 150, 0.05),
                         };
         autotune_decide(&p, series, 2, sum, &d);
-        assert_int_equal(d.verdict, AUTO_VERDICT_CHANGE);
+        assert_int_equal(d.verdict, AUTOTUNE_VERDICT_CHANGE);
         assert_int_equal(d.winner, 1);
         /* the far-worse drop looks at read MB/s too */
         char why[256];
-        EpochFigures slow = { .valid = true, .read_iops = 2000, .read_mbps = 30, .read_await_ms = 0.5 };
+        AutotuneEpochFigures slow = { .valid = true, .read_iops = 2000, .read_mbps = 30, .read_await_ms = 0.5 };
         assert_true(autotune_far_worse(&p, series, 2, NULL, 1, &slow, why, sizeof why));
         assert_non_null(strstr(why, "MB/s"));
-        EpochFigures deep = { .valid = true, .read_iops = 200, .read_mbps = 300, .read_await_ms = 40 };
+        AutotuneEpochFigures deep = { .valid = true, .read_iops = 200, .read_mbps = 300, .read_await_ms = 40 };
         assert_false(autotune_far_worse(&p, series, 2, NULL, 1, &deep, why, sizeof why));
         /* under read latency the same epoch would be far worse */
-        p.objective = AUTO_OBJECTIVE_READ_LATENCY;
+        p.objective = AUTOTUNE_OBJECTIVE_READ_LATENCY;
         assert_true(autotune_far_worse(&p, series, 2, NULL, 1, &deep, why, sizeof why));
 }
 
 static void test_knobs_parse_and_format(void **state) {
-        AutoTunePolicy p;
+        AutotunePolicy p;
         char buf[256];
         const char *msg = NULL;
 
@@ -1632,12 +1632,12 @@ static void test_knobs_parse_and_format(void **state) {
         assert_int_equal(p.knobs, 0); /* the default: one race over the bounds, as before */
         assert_int_equal(autotune_policy_parse(&p, "AutoKnobs", "scheduler iosched read_ahead_kb", buf, sizeof buf,
                                                &msg), 0);
-        assert_int_equal(p.knobs, (1U << AUTO_FAMILY_SCHEDULER) | (1U << AUTO_FAMILY_IOSCHED) |
-                                          (1U << AUTO_FAMILY_READ_AHEAD));
+        assert_int_equal(p.knobs, (1U << AUTOTUNE_FAMILY_SCHEDULER) | (1U << AUTOTUNE_FAMILY_IOSCHED) |
+                                          (1U << AUTOTUNE_FAMILY_READ_AHEAD));
         assert_int_equal(autotune_policy_parse(&p, "AutoKnobs", "scheduler readahead", buf, sizeof buf, &msg), -EINVAL);
         assert_non_null(strstr(msg, "\"readahead\""));
-        assert_int_equal(p.knobs, (1U << AUTO_FAMILY_SCHEDULER) | (1U << AUTO_FAMILY_IOSCHED) |
-                                          (1U << AUTO_FAMILY_READ_AHEAD)); /* a bad value changes nothing */
+        assert_int_equal(p.knobs, (1U << AUTOTUNE_FAMILY_SCHEDULER) | (1U << AUTOTUNE_FAMILY_IOSCHED) |
+                                          (1U << AUTOTUNE_FAMILY_READ_AHEAD)); /* a bad value changes nothing */
         assert_int_equal(autotune_policy_parse(&p, "AutoKnobs", "", buf, sizeof buf, &msg), 0);
         assert_int_equal(p.knobs, 0);
         assert_int_equal(autotune_policy_parse(&p, "AutoReadAheadKB", "256 1024", buf, sizeof buf, &msg), 0);
@@ -1648,19 +1648,19 @@ static void test_knobs_parse_and_format(void **state) {
         assert_int_equal(autotune_policy_parse(&p, "AutoObjective", "sequential-read", buf, sizeof buf, &msg), -EINVAL);
 
         /* the setting's text, and the state file's line keep the new knobs */
-        AutoCandidate c = { .scheduler = "kyber", .nr_requests = 96, .wbt_lat_usec = AUTO_WBT_UNSET,
-                            .set = AUTO_SET_READ_AHEAD | (1U << AUTO_TUN_KYBER_READ_LAT), .read_ahead_kb = 1024 };
-        c.tun[AUTO_TUN_KYBER_READ_LAT] = 1000000;
+        AutotuneCandidate c = { .scheduler = "kyber", .nr_requests = 96, .wbt_lat_usec = AUTOTUNE_WBT_UNSET,
+                            .set = AUTOTUNE_SET_READ_AHEAD | (1U << AUTOTUNE_TUN_KYBER_READ_LAT), .read_ahead_kb = 1024 };
+        c.tun[AUTOTUNE_TUN_KYBER_READ_LAT] = 1000000;
         char s[AUTOTUNE_CANDIDATE_STRMAX];
         assert_string_equal(autotune_candidate_format(&c, s, sizeof s),
                             "kyber nr_requests=96 read_ahead_kb=1024 read_lat_nsec=1000000");
-        AutoCandidate d = c;
-        d.tun[AUTO_TUN_KYBER_READ_LAT] = 500000;
+        AutotuneCandidate d = c;
+        d.tun[AUTOTUNE_TUN_KYBER_READ_LAT] = 500000;
         assert_false(autotune_candidate_equal(&c, &d));
         d = c;
-        d.set &= ~AUTO_SET_READ_AHEAD;
+        d.set &= ~AUTOTUNE_SET_READ_AHEAD;
         assert_false(autotune_candidate_equal(&c, &d));
-        AutoMemory w = { .sig = { .read_share = 1, .avg_kb = 512, .iops = 400, .depth = 2 }, .cand = c }, e;
+        AutotuneMemory w = { .sig = { .read_share = 1, .avg_kb = 512, .iops = 400, .depth = 2 }, .cand = c }, e;
         char line[512], id[64];
         uint64_t seq;
         assert_int_equal(autotune_memory_format("serial:X", 3, &w, line, sizeof line), 0);

@@ -562,7 +562,7 @@ static void test_autotune_keys(void **state) {
                                "auto.conf", &c, &err) < 0)
                 fail_msg("auto.conf:%u: %s", err.line, err.message);
         assert_int_equal(c->daemon.autotune_trials_per_hour, 6);
-        const AutoTunePolicy *a = &c->devices[0].autotune;
+        const AutotunePolicy *a = &c->devices[0].autotune;
         assert_true(a->enabled && a->set && a->on_hotplug);
         assert_string_equal(a->schedulers[1], "kyber");
         assert_int_equal(a->n_nr_requests, 4); /* 32 64 128 256 */
@@ -572,8 +572,8 @@ static void test_autotune_keys(void **state) {
         assert_int_equal(a->epoch_usec, 1500000);
         assert_int_equal(a->rounds, 4);
         assert_int_equal(a->dwell_usec, 300000000);
-        assert_int_equal(a->knobs, (1U << AUTO_FAMILY_SCHEDULER) | (1U << AUTO_FAMILY_NR_REQUESTS) |
-                                           (1U << AUTO_FAMILY_IOSCHED) | (1U << AUTO_FAMILY_READ_AHEAD));
+        assert_int_equal(a->knobs, (1U << AUTOTUNE_FAMILY_SCHEDULER) | (1U << AUTOTUNE_FAMILY_NR_REQUESTS) |
+                                           (1U << AUTOTUNE_FAMILY_IOSCHED) | (1U << AUTOTUNE_FAMILY_READ_AHEAD));
         assert_int_equal(a->n_read_ahead_kb, 2);
         assert_string_equal(c->devices[0].autotune_origin, "auto.conf:6");
         /* the static key stays a setting: it is the baseline until a trial chooses */

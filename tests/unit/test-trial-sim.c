@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The trial simulator: the trial engine (trial-engine.h) driven the way
+/* The trial simulator: the trial engine (autotune-engine.h) driven the way
  * the daemon's runner drives it, in simulated time (its rounds, the race
  * after each, far-worse candidates leaving, the stop when the race
  * settles, the switch cap, the decision), on epoch series recorded from
@@ -51,10 +51,10 @@
 
 #include <cmocka.h>
 
+#include "autotune-engine.h"
 #include "autotune.h"
 #include "cleanup.h"
 #include "log.h"
-#include "trial-engine.h"
 #include "util.h"
 
 #define SIM_TRIALS 10000
@@ -66,14 +66,14 @@ static const char *const workloads[] = { "mixed", "read-mostly", "seq-write" };
 typedef struct Sample {
         unsigned stretch;
         uint64_t usec; /* since the sample before in its stretch */
-        BlockStat st;
+        AutotuneBlockStat st;
 } Sample;
 
 typedef struct Recording {
         char name[32];
         uint64_t step_usec;
         size_t n_cand;
-        AutoCandidate cand[AUTOTUNE_MAX_CANDIDATES];
+        AutotuneCandidate cand[AUTOTUNE_MAX_CANDIDATES];
         Sample *s[AUTOTUNE_MAX_CANDIDATES];
         size_t n[AUTOTUNE_MAX_CANDIDATES];
         /* the whole recording's figures per candidate */
@@ -131,7 +131,7 @@ static int recording_load(const char *name, Recording *ret) {
                 if (sscanf(line, "candidate\t%u\t%31s\t%u", &c, sched, &nr) == 3) {
                         if (c >= AUTOTUNE_MAX_CANDIDATES)
                                 goto bad;
-                        r.cand[c] = (AutoCandidate) { .nr_requests = nr, .wbt_lat_usec = AUTO_WBT_UNSET,
+                        r.cand[c] = (AutotuneCandidate) { .nr_requests = nr, .wbt_lat_usec = AUTOTUNE_WBT_UNSET,
                                                       .baseline = c == 0 };
                         snprintf(r.cand[c].scheduler, sizeof r.cand[c].scheduler, "%s", sched);
                         r.n_cand = c + 1 > r.n_cand ? c + 1 : r.n_cand;
@@ -145,7 +145,7 @@ static int recording_load(const char *name, Recording *ret) {
                         goto bad;
                 Sample *s = &r.s[c][r.n[c]];
                 *s = (Sample) { .stretch = stretch, .usec = usec };
-                if (blockstat_parse(line + k, &s->st) < 0)
+                if (autotune_blockstat_parse(line + k, &s->st) < 0)
                         goto bad;
                 r.n[c]++;
         }
@@ -175,7 +175,7 @@ bad:
         return -EINVAL;
 }
 
-static Answer known_answer(const Recording *r, const AutoTunePolicy *p) {
+static Answer known_answer(const Recording *r, const AutotunePolicy *p) {
         Answer a = { .winner = -1, .best = -1 };
         for (size_t c = 0; c < r->n_cand; c++)
                 a.best_write = fmax(a.best_write, r->write_mbps[c]);
@@ -193,7 +193,7 @@ static Answer known_answer(const Recording *r, const AutoTunePolicy *p) {
 }
 
 /* The recording's candidate that engine candidate c is. */
-static int rec_index(const Recording *r, const AutoCandidate *c) {
+static int rec_index(const Recording *r, const AutotuneCandidate *c) {
         for (size_t i = 0; i < r->n_cand; i++)
                 if (streq(r->cand[i].scheduler, c->scheduler) &&
                     (r->cand[i].nr_requests == c->nr_requests || streq(c->scheduler, "none")))
@@ -201,7 +201,7 @@ static int rec_index(const Recording *r, const AutoCandidate *c) {
         return -1;
 }
 
-/* One trial, driven through the trial engine (trial-engine.h) as the
+/* One trial, driven through the trial engine (autotune-engine.h) as the
  * daemon's runner drives it, in simulated time: each apply comes back at
  * once, each epoch's stat samples are a block of the recording of the
  * candidate in place (src[] says whose), the epoch's end comes when the
@@ -209,43 +209,43 @@ static int rec_index(const Recording *r, const AutoCandidate *c) {
  * epoch, the far-worse test at its end. Returns the decision;
  * *ret_epochs: epochs measured, *ret_usec: the trial's simulated time,
  * drops: the race's, by recorded candidate. */
-static AutoDecision sim_trial(const Recording *r, const AutoTunePolicy *p, const size_t *src, unsigned m,
-                              uint64_t *rng, AutoDrop *drops, unsigned *ret_epochs, uint64_t *ret_usec,
+static AutotuneDecision sim_trial(const Recording *r, const AutotunePolicy *p, const size_t *src, unsigned m,
+                              uint64_t *rng, AutotuneDrop *drops, unsigned *ret_epochs, uint64_t *ret_usec,
                               int *ret_winner) {
-        _cleanup_free_ TrialEngine *e = calloc(1, sizeof(TrialEngine));
-        AutoCandidate cur = r->cand[0];
+        _cleanup_free_ AutotuneEngine *e = calloc(1, sizeof(AutotuneEngine));
+        AutotuneCandidate cur = r->cand[0];
         char in_place[32];
         uint64_t now = 1000000, t_start = now;
         size_t block_end = 0;
         int map[AUTOTUNE_MAX_CANDIDATES];
         char why[256];
-        AutoDecision d;
+        AutotuneDecision d;
 
         assert_non_null(e);
-        trial_engine_init(e, r->name);
-        TrialSetup su = { .policy = p, .current = cur, .scheduler_line = "[none] mq-deadline kyber bfq",
+        autotune_engine_init(e, r->name);
+        AutotuneTrialSetup su = { .policy = p, .current = cur, .scheduler_line = "[none] mq-deadline kyber bfq",
                           .kernel_version = KERNEL_VERSION_CODE(6, 18), .forced = true, .now = now };
-        assert_int_equal(trial_engine_start(e, &su, why, sizeof why), 0);
+        assert_int_equal(autotune_engine_start(e, &su, why, sizeof why), 0);
         for (size_t c = 0; c < e->n_cand; c++) {
                 map[c] = rec_index(r, &e->cand[c]);
                 assert_true(map[c] >= 0);
         }
         snprintf(in_place, sizeof in_place, "%s", cur.scheduler);
-        TrialAction a = trial_engine_begin(e, now);
+        AutotuneTrialAction a = autotune_engine_begin(e, now);
         for (;;) {
                 const Recording *rr = r;
                 size_t c = (size_t) map[e->current], from = src[c];
-                if (a.what == TRIAL_DO_FINISH)
+                if (a.what == AUTOTUNE_TRIAL_DO_FINISH)
                         break;
-                if (a.what == TRIAL_DO_APPLY) {
+                if (a.what == AUTOTUNE_TRIAL_DO_APPLY) {
                         /* a switch only where the scheduler changes, as the
                          * runner counts them (AutoMaxSwitches=) */
-                        TrialApplied ev = { .switches = !streq(in_place, e->cand[e->current].scheduler), .now = now };
+                        AutotuneTrialApplied ev = { .switches = !streq(in_place, e->cand[e->current].scheduler), .now = now };
                         snprintf(in_place, sizeof in_place, "%s", e->cand[e->current].scheduler);
-                        a = trial_engine_applied(e, &ev);
-                } else if (a.what == TRIAL_DO_NEXT)
-                        a = trial_engine_next(e, now);
-                else if (a.what == TRIAL_DO_WAIT && a.wait == TRIAL_WAIT_SETTLE) {
+                        a = autotune_engine_applied(e, &ev);
+                } else if (a.what == AUTOTUNE_TRIAL_DO_NEXT)
+                        a = autotune_engine_next(e, now);
+                else if (a.what == AUTOTUNE_TRIAL_DO_WAIT && a.wait == AUTOTUNE_TRIAL_WAIT_SETTLE) {
                         now += a.usec;
                         /* the epoch to come: a block of m steps of one stretch */
                         size_t i;
@@ -253,28 +253,28 @@ static AutoDecision sim_trial(const Recording *r, const AutoTunePolicy *p, const
                                 i = rng_next(rng) % (rr->n[from] - m);
                         while (rr->s[from][i].stretch != rr->s[from][i + m].stretch);
                         block_end = i + m;
-                        a = trial_engine_settled(e, &rr->s[from][i].st, 0, false, now);
-                        if (a.what == TRIAL_DO_WAIT && a.wait == TRIAL_WAIT_EPOCH) {
+                        a = autotune_engine_settled(e, &rr->s[from][i].st, 0, false, now);
+                        if (a.what == AUTOTUNE_TRIAL_DO_WAIT && a.wait == AUTOTUNE_TRIAL_WAIT_EPOCH) {
                                 uint64_t usec = 0;
                                 for (size_t j = i + 1; j <= block_end; j++)
                                         usec += rr->s[from][j].usec;
                                 a.usec = usec; /* the block's own length */
                         }
-                } else if (a.what == TRIAL_DO_WAIT && a.wait == TRIAL_WAIT_EPOCH) {
+                } else if (a.what == AUTOTUNE_TRIAL_DO_WAIT && a.wait == AUTOTUNE_TRIAL_WAIT_EPOCH) {
                         now += a.usec;
-                        a = trial_engine_epoch(e, &rr->s[from][block_end].st, 0, 0, 0, now);
+                        a = autotune_engine_epoch(e, &rr->s[from][block_end].st, 0, 0, 0, now);
                 } else
                         fail_msg("unexpected action %d (wait %d)", a.what, a.wait);
         }
         d = e->decision;
-        memset(drops, 0, sizeof(AutoDrop) * r->n_cand);
+        memset(drops, 0, sizeof(AutotuneDrop) * r->n_cand);
         for (size_t c = 0; c < e->n_cand; c++)
                 drops[map[c]] = e->drops[c];
         *ret_winner = map[d.winner];
         *ret_epochs = (unsigned) e->slot;
         *ret_usec = now - t_start;
-        trial_engine_finished(e);
-        trial_engine_done(e);
+        autotune_engine_finished(e);
+        autotune_engine_done(e);
         return d;
 }
 
@@ -285,7 +285,7 @@ static int cmp_unsigned(const void *a, const void *b) {
 
 /* trials trials of r under p with epochs of m steps; null: every candidate
  * on the baseline's recording. */
-static Figures simulate(const Recording *r, const AutoTunePolicy *p, unsigned m, unsigned trials, bool null,
+static Figures simulate(const Recording *r, const AutotunePolicy *p, unsigned m, unsigned trials, bool null,
                         uint64_t seed) {
         Answer ans = known_answer(r, p);
         size_t src[AUTOTUNE_MAX_CANDIDATES];
@@ -297,12 +297,12 @@ static Figures simulate(const Recording *r, const AutoTunePolicy *p, unsigned m,
         for (size_t c = 0; c < r->n_cand; c++)
                 src[c] = null ? 0 : c;
         for (unsigned t = 0; t < trials; t++) {
-                AutoDrop drops[AUTOTUNE_MAX_CANDIDATES];
+                AutotuneDrop drops[AUTOTUNE_MAX_CANDIDATES];
                 unsigned epochs;
                 uint64_t usec;
                 int winner;
-                AutoDecision d = sim_trial(r, p, src, m, &rng, drops, &epochs, &usec, &winner);
-                bool change = d.verdict == AUTO_VERDICT_CHANGE;
+                AutotuneDecision d = sim_trial(r, p, src, m, &rng, drops, &epochs, &usec, &winner);
+                bool change = d.verdict == AUTOTUNE_VERDICT_CHANGE;
                 conv[t] = (unsigned) (usec / 1000); /* ms */
                 f.epochs += epochs;
                 f.changes += change;
@@ -332,8 +332,8 @@ static Figures simulate(const Recording *r, const AutoTunePolicy *p, unsigned m,
 /* bench/autotune's trial: AutoScheduler=none mq-deadline kyber,
  * AutoNrRequests=4 32 256, AutoWriteTolerance=20%, the rest at the
  * defaults. */
-static AutoTunePolicy sim_policy(void) {
-        AutoTunePolicy p;
+static AutotunePolicy sim_policy(void) {
+        AutotunePolicy p;
         char msg[256];
         const char *m;
         autotune_policy_init(&p);
@@ -344,7 +344,7 @@ static AutoTunePolicy sim_policy(void) {
         return p;
 }
 
-static void report(const Recording *r, const AutoTunePolicy *p, unsigned m, const Figures *f, const Figures *nul,
+static void report(const Recording *r, const AutotunePolicy *p, unsigned m, const Figures *f, const Figures *nul,
                    const Figures *nul0) {
         Answer a = known_answer(r, p);
         char buf[AUTOTUNE_CANDIDATE_STRMAX];
@@ -360,7 +360,7 @@ static void report(const Recording *r, const AutoTunePolicy *p, unsigned m, cons
                f->conv_p90, f->conv_max, 100.0 * nul->changes / nul->trials, 100.0 * nul0->changes / nul0->trials);
 }
 
-static void print_recording(const Recording *r, const AutoTunePolicy *p) {
+static void print_recording(const Recording *r, const AutotunePolicy *p) {
         char buf[AUTOTUNE_CANDIDATE_STRMAX];
         Answer a = known_answer(r, p);
         for (size_t c = 0; c < r->n_cand; c++)
@@ -372,7 +372,7 @@ static void print_recording(const Recording *r, const AutoTunePolicy *p) {
 
 /* At the defaults: the promised rates. */
 static void test_promised_rates(void **state) {
-        AutoTunePolicy p = sim_policy(), p0 = sim_policy();
+        AutotunePolicy p = sim_policy(), p0 = sim_policy();
         double alpha = 1.0 - p.confidence_pct / 100.0;
         clock_t t0 = clock();
 
@@ -432,7 +432,7 @@ static int explore(char **args, int n_args) {
                         return 1;
                 }
                 for (size_t k = 0; k < n; k++) {
-                        AutoTunePolicy p = sim_policy(), p0 = sim_policy();
+                        AutotunePolicy p = sim_policy(), p0 = sim_policy();
                         p.epoch_usec = p0.epoch_usec = (uint64_t) (ep[k] * 1e6);
                         p.rounds = p0.rounds = ro[k];
                         p0.min_improvement_pct = 0;

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* lockstep.c: a stack's trial over fake members (issue 33, item 4). Its
+/* autotune-lockstep.c: a stack's trial over fake members (issue 33, item 4). Its
  * start refused, naming the member and both values, when the members
  * differ or one is in a trial already; a member's own trial refused while
  * its stack's runs or its choice is in force; the bookkeeping of one apply;
- * and whole trials of trial-engine.c driven as the runner drives a stack's:
+ * and whole trials of autotune-engine.c driven as the runner drives a stack's:
  * a member that lacks a scheduler, a write that fails on one member in the
  * middle of the trial and at its last apply. At every epoch's start, and
  * after the trial, every member carries the same setting. Simulated time,
@@ -20,107 +20,107 @@
 
 #include <cmocka.h>
 
+#include "autotune-engine.h"
 #include "autotune.h"
-#include "lockstep.h"
-#include "trial-engine.h"
+#include "autotune-lockstep.h"
 #include "util.h"
 
 #define APPLY_USEC 20000ULL
 
-static AutoCandidate setting(const char *scheduler, unsigned nr_requests) {
-        AutoCandidate c = { .wbt_lat_usec = AUTO_WBT_UNSET, .nr_requests = nr_requests };
+static AutotuneCandidate setting(const char *scheduler, unsigned nr_requests) {
+        AutotuneCandidate c = { .wbt_lat_usec = AUTOTUNE_WBT_UNSET, .nr_requests = nr_requests };
         snprintf(c.scheduler, sizeof c.scheduler, "%s", scheduler);
         return c;
 }
 
 static void test_check_start(void **state) {
         char why[256];
-        LockstepMember m[3] = {
+        AutotuneLockstepMember m[3] = {
                 { .name = "nvme0n1", .current = setting("mq-deadline", 64) },
                 { .name = "nvme0n2", .current = setting("mq-deadline", 64) },
                 { .name = "nvme0n3", .current = setting("mq-deadline", 64) },
         };
 
-        assert_int_equal(lockstep_check_start("dm-0", m, 3, why, sizeof why), 0);
+        assert_int_equal(autotune_lockstep_check_start("dm-0", m, 3, why, sizeof why), 0);
 
         /* one member set by hand to another scheduler: refused, the
          * member and both values named (not made alike: which one is
          * the baseline is the operator's to say) */
         m[2].current = setting("bfq", 64);
-        assert_int_equal(lockstep_check_start("dm-0", m, 3, why, sizeof why), -EPERM);
+        assert_int_equal(autotune_lockstep_check_start("dm-0", m, 3, why, sizeof why), -EPERM);
         assert_string_equal(why, "the members of dm-0 differ: nvme0n3 has bfq nr_requests=64, nvme0n1 has mq-deadline "
                                  "nr_requests=64 (a [Device] section matching the stack puts them alike)");
         /* a knob the policy tries differs, the scheduler alike */
         m[2].current = setting("mq-deadline", 64);
         m[1].current = setting("mq-deadline", 256);
-        assert_int_equal(lockstep_check_start("dm-0", m, 3, why, sizeof why), -EPERM);
+        assert_int_equal(autotune_lockstep_check_start("dm-0", m, 3, why, sizeof why), -EPERM);
         assert_non_null(strstr(why, "nvme0n2 has mq-deadline nr_requests=256, nvme0n1 has mq-deadline nr_requests=64"));
         m[1].current = setting("mq-deadline", 64);
 
         /* a member in a trial of its own, or of another stack's */
         m[1].trial_of = "nvme0n2";
-        assert_int_equal(lockstep_check_start("dm-0", m, 3, why, sizeof why), -EPERM);
+        assert_int_equal(autotune_lockstep_check_start("dm-0", m, 3, why, sizeof why), -EPERM);
         assert_string_equal(why, "member nvme0n2 is in a trial of its own");
         m[1].trial_of = "md0";
-        assert_int_equal(lockstep_check_start("dm-0", m, 3, why, sizeof why), -EPERM);
+        assert_int_equal(autotune_lockstep_check_start("dm-0", m, 3, why, sizeof why), -EPERM);
         assert_string_equal(why, "member nvme0n2 is in a trial already (md0's)");
         m[1].trial_of = NULL;
 
         m[0].read_error = -ENOENT;
-        assert_int_equal(lockstep_check_start("dm-0", m, 3, why, sizeof why), -EPERM);
+        assert_int_equal(autotune_lockstep_check_start("dm-0", m, 3, why, sizeof why), -EPERM);
         assert_non_null(strstr(why, "cannot read the current setting of member nvme0n1"));
-        assert_int_equal(lockstep_check_start("dm-0", m, 0, why, sizeof why), -EPERM);
+        assert_int_equal(autotune_lockstep_check_start("dm-0", m, 0, why, sizeof why), -EPERM);
 }
 
 static void test_check_own(void **state) {
         char why[256];
 
-        assert_int_equal(lockstep_check_own("nvme0n1", "dm-0", false, false, why, sizeof why), 0);
-        assert_int_equal(lockstep_check_own("nvme0n1", "dm-0", true, false, why, sizeof why), -EPERM);
+        assert_int_equal(autotune_lockstep_check_own("nvme0n1", "dm-0", false, false, why, sizeof why), 0);
+        assert_int_equal(autotune_lockstep_check_own("nvme0n1", "dm-0", true, false, why, sizeof why), -EPERM);
         assert_string_equal(why, "nvme0n1 is a member of dm-0, whose trial is running: its own trial would take the "
                                  "lockstep apart");
-        assert_int_equal(lockstep_check_own("nvme0n1", "dm-0", false, true, why, sizeof why), -EPERM);
+        assert_int_equal(autotune_lockstep_check_own("nvme0n1", "dm-0", false, true, why, sizeof why), -EPERM);
         assert_non_null(strstr(why, "carries what dm-0's trial chose"));
 }
 
 static void test_bookkeeping(void **state) {
-        Lockstep l;
-        LockstepOutcome ok = { .carries = true, .switched = true, .usec = 30 },
+        AutotuneLockstep l;
+        AutotuneLockstepOutcome ok = { .carries = true, .switched = true, .usec = 30 },
                         slow = { .carries = true, .usec = 90 },
                         failed = { .refused = true, .usec = 10 },
                         stale = { .carries = false, .usec = 10 };
 
-        assert_int_equal(lockstep_init(&l, 3), 0);
-        lockstep_begin(&l);
-        assert_false(lockstep_back(&l, 1, "b", &ok));
-        assert_false(lockstep_back(&l, 1, "b", &failed)); /* back already: ignored */
-        assert_false(lockstep_all_back(&l));
-        assert_false(lockstep_back(&l, 0, "a", &slow));
-        assert_true(lockstep_back(&l, 2, "c", &ok));
+        assert_int_equal(autotune_lockstep_init(&l, 3), 0);
+        autotune_lockstep_begin(&l);
+        assert_false(autotune_lockstep_back(&l, 1, "b", &ok));
+        assert_false(autotune_lockstep_back(&l, 1, "b", &failed)); /* back already: ignored */
+        assert_false(autotune_lockstep_all_back(&l));
+        assert_false(autotune_lockstep_back(&l, 0, "a", &slow));
+        assert_true(autotune_lockstep_back(&l, 2, "c", &ok));
         assert_false(l.gathered.refused);
         assert_int_equal(l.gathered.switches, 1); /* one switch of the stack */
         assert_int_equal(l.gathered.usec, 90);    /* side by side: the slowest */
-        assert_int_equal(lockstep_end(&l, false), LOCKSTEP_END_DONE);
+        assert_int_equal(autotune_lockstep_end(&l, false), AUTOTUNE_LOCKSTEP_END_DONE);
 
         /* the next apply: one refuses, one does not carry it read back */
-        lockstep_begin(&l);
-        assert_false(lockstep_is_back(&l, 0));
-        assert_false(lockstep_back(&l, 2, "c", &stale));
-        assert_false(lockstep_back(&l, 0, "a", &failed));
-        assert_true(lockstep_back(&l, 1, "b", &ok));
+        autotune_lockstep_begin(&l);
+        assert_false(autotune_lockstep_is_back(&l, 0));
+        assert_false(autotune_lockstep_back(&l, 2, "c", &stale));
+        assert_false(autotune_lockstep_back(&l, 0, "a", &failed));
+        assert_true(autotune_lockstep_back(&l, 1, "b", &ok));
         assert_true(l.gathered.refused);
         assert_string_equal(l.refused_by, "c");
-        assert_int_equal(lockstep_end(&l, false), LOCKSTEP_END_FALL_BACK);
-        assert_int_equal(lockstep_end(&l, true), LOCKSTEP_END_DIFFER);
+        assert_int_equal(autotune_lockstep_end(&l, false), AUTOTUNE_LOCKSTEP_END_FALL_BACK);
+        assert_int_equal(autotune_lockstep_end(&l, true), AUTOTUNE_LOCKSTEP_END_DIFFER);
 
         /* a member without a job does not take the candidate */
-        lockstep_begin(&l);
-        lockstep_no_job(&l, 0, "a");
-        assert_false(lockstep_back(&l, 1, "b", &ok));
-        assert_true(lockstep_back(&l, 2, "c", &ok));
+        autotune_lockstep_begin(&l);
+        autotune_lockstep_no_job(&l, 0, "a");
+        assert_false(autotune_lockstep_back(&l, 1, "b", &ok));
+        assert_true(autotune_lockstep_back(&l, 2, "c", &ok));
         assert_true(l.gathered.refused);
         assert_string_equal(l.refused_by, "a");
-        lockstep_done(&l);
+        autotune_lockstep_done(&l);
 }
 
 /* ---- whole trials over fake members ---- */
@@ -129,17 +129,17 @@ typedef struct Member {
         const char *name;
         const char *lacks;    /* a scheduler it does not offer (NULL: none) */
         unsigned fail_at;     /* the apply (1-based) whose write fails on it (0: none) */
-        AutoCandidate in_force;
+        AutotuneCandidate in_force;
 } Member;
 
 typedef struct StackSim {
-        TrialEngine e;
-        Lockstep l;
+        AutotuneEngine e;
+        AutotuneLockstep l;
         Member m[3];
         size_t n;
         uint64_t now;
         double acc[2];
-        BlockStat st;
+        AutotuneBlockStat st;
         unsigned applies, epochs, refusals;
         bool fell_back;
 } StackSim;
@@ -164,11 +164,11 @@ static void advance(StackSim *s, uint64_t usec) {
         s->st.time_in_queue += (uint64_t) (4 * sec * 1000);
 }
 
-static bool alike(const AutoCandidate *a, const AutoCandidate *b) {
-        return lockstep_carries(a, b) && lockstep_carries(b, a);
+static bool alike(const AutotuneCandidate *a, const AutotuneCandidate *b) {
+        return autotune_lockstep_carries(a, b) && autotune_lockstep_carries(b, a);
 }
 
-static void members_alike(const StackSim *s, const AutoCandidate *c) {
+static void members_alike(const StackSim *s, const AutotuneCandidate *c) {
         for (size_t i = 0; i < s->n; i++)
                 if (!alike(&s->m[i].in_force, c))
                         fail_msg("%s carries %s, not %s", s->m[i].name, s->m[i].in_force.scheduler, c->scheduler);
@@ -176,71 +176,71 @@ static void members_alike(const StackSim *s, const AutoCandidate *c) {
 
 /* Each member's job for c, back in reverse order (the last member's
  * first): the runner's member_applied(). True when the last one is back. */
-static bool apply_members(StackSim *s, const AutoCandidate *c) {
+static bool apply_members(StackSim *s, const AutotuneCandidate *c) {
         bool done = false;
 
         s->applies++;
-        lockstep_begin(&s->l);
+        autotune_lockstep_begin(&s->l);
         for (size_t k = s->n; k-- > 0;) {
                 Member *m = &s->m[k];
-                LockstepOutcome o = { .usec = APPLY_USEC };
+                AutotuneLockstepOutcome o = { .usec = APPLY_USEC };
                 o.refused = (m->lacks && streq(m->lacks, c->scheduler)) || m->fail_at == s->applies;
                 if (!o.refused) {
                         o.switched = !streq(m->in_force.scheduler, c->scheduler);
                         m->in_force = *c;
                 }
                 o.carries = alike(&m->in_force, c);
-                done = lockstep_back(&s->l, k, m->name, &o);
+                done = autotune_lockstep_back(&s->l, k, m->name, &o);
         }
         advance(s, APPLY_USEC);
         return done;
 }
 
-static void drive(StackSim *s, TrialAction act) {
+static void drive(StackSim *s, AutotuneTrialAction act) {
         for (;;)
                 switch (act.what) {
-                case TRIAL_DO_NOTHING:
+                case AUTOTUNE_TRIAL_DO_NOTHING:
                         fail_msg("the engine waits for nothing");
                         return;
-                case TRIAL_DO_FINISH: {
+                case AUTOTUNE_TRIAL_DO_FINISH: {
                         /* the trial's last apply, checked as the runner does */
-                        const AutoCandidate *before = &s->e.cand[0];
-                        const AutoCandidate *c = &s->e.cand[s->e.current];
+                        const AutotuneCandidate *before = &s->e.cand[0];
+                        const AutotuneCandidate *c = &s->e.cand[s->e.current];
                         assert_true(apply_members(s, c));
-                        LockstepEnd end = lockstep_end(&s->l, alike(c, before));
-                        if (end == LOCKSTEP_END_FALL_BACK) {
+                        AutotuneLockstepEnd end = autotune_lockstep_end(&s->l, alike(c, before));
+                        if (end == AUTOTUNE_LOCKSTEP_END_FALL_BACK) {
                                 s->fell_back = true;
                                 assert_true(apply_members(s, before));
-                                end = lockstep_end(&s->l, true);
+                                end = autotune_lockstep_end(&s->l, true);
                         }
-                        assert_int_equal(end, LOCKSTEP_END_DONE);
-                        trial_engine_finished(&s->e);
+                        assert_int_equal(end, AUTOTUNE_LOCKSTEP_END_DONE);
+                        autotune_engine_finished(&s->e);
                         return;
                 }
-                case TRIAL_DO_APPLY: {
+                case AUTOTUNE_TRIAL_DO_APPLY: {
                         assert_true(apply_members(s, &s->e.cand[s->e.current]));
-                        TrialApplied ev = s->l.gathered;
+                        AutotuneTrialApplied ev = s->l.gathered;
                         s->refusals += ev.refused;
                         ev.have_stat = !ev.refused;
                         ev.stat = s->st;
                         ev.now = s->now;
-                        act = trial_engine_applied(&s->e, &ev);
+                        act = autotune_engine_applied(&s->e, &ev);
                         break;
                 }
-                case TRIAL_DO_WAIT:
+                case AUTOTUNE_TRIAL_DO_WAIT:
                         advance(s, act.usec);
-                        if (act.wait == TRIAL_WAIT_SETTLE) {
-                                act = trial_engine_settled(&s->e, &s->st, 0, false, s->now);
-                                if (s->e.phase == TRIAL_MEASURING) {
+                        if (act.wait == AUTOTUNE_TRIAL_WAIT_SETTLE) {
+                                act = autotune_engine_settled(&s->e, &s->st, 0, false, s->now);
+                                if (s->e.phase == AUTOTUNE_TRIAL_MEASURING) {
                                         /* an epoch begins: every member has the candidate */
                                         members_alike(s, &s->e.cand[s->e.current]);
                                         s->epochs++;
                                 }
                         } else
-                                act = trial_engine_epoch(&s->e, &s->st, 0, 0, 0, s->now);
+                                act = autotune_engine_epoch(&s->e, &s->st, 0, 0, 0, s->now);
                         break;
-                case TRIAL_DO_NEXT:
-                        act = trial_engine_next(&s->e, s->now);
+                case AUTOTUNE_TRIAL_DO_NEXT:
+                        act = autotune_engine_next(&s->e, s->now);
                         break;
                 }
 }
@@ -250,29 +250,29 @@ static void sim_init(StackSim *s, const char *current) {
         const char *names[] = { "nvme0n1", "nvme0n2", "nvme0n3" };
         for (size_t i = 0; i < s->n; i++)
                 s->m[i] = (Member) { .name = names[i], .in_force = setting(current, 0) };
-        trial_engine_init(&s->e, "dm-0");
-        assert_int_equal(lockstep_init(&s->l, s->n), 0);
+        autotune_engine_init(&s->e, "dm-0");
+        assert_int_equal(autotune_lockstep_init(&s->l, s->n), 0);
 }
 
-static void sim_trial(StackSim *s, AutoTunePolicy *p) {
+static void sim_trial(StackSim *s, AutotunePolicy *p) {
         char why[256];
-        LockstepMember lm[3];
+        AutotuneLockstepMember lm[3];
 
         for (size_t i = 0; i < s->n; i++)
-                lm[i] = (LockstepMember) { .name = s->m[i].name, .current = s->m[i].in_force };
-        assert_int_equal(lockstep_check_start("dm-0", lm, s->n, why, sizeof why), 0);
-        TrialSetup setup = { .policy = p, .current = s->m[0].in_force, .scheduler_line = "[none] mq-deadline kyber",
+                lm[i] = (AutotuneLockstepMember) { .name = s->m[i].name, .current = s->m[i].in_force };
+        assert_int_equal(autotune_lockstep_check_start("dm-0", lm, s->n, why, sizeof why), 0);
+        AutotuneTrialSetup setup = { .policy = p, .current = s->m[0].in_force, .scheduler_line = "[none] mq-deadline kyber",
                              .now = s->now };
         setup.current.baseline = true;
-        assert_int_equal(trial_engine_start(&s->e, &setup, why, sizeof why), 0);
-        drive(s, trial_engine_begin(&s->e, s->now));
+        assert_int_equal(autotune_engine_start(&s->e, &setup, why, sizeof why), 0);
+        drive(s, autotune_engine_begin(&s->e, s->now));
         print_message("# dm-0: %s %s; %u applies, %u epochs, %u refused%s\n",
-                      auto_verdict_to_string(s->e.decision.verdict), s->e.cand[s->e.decision.winner].scheduler,
+                      autotune_verdict_to_string(s->e.decision.verdict), s->e.cand[s->e.decision.winner].scheduler,
                       s->applies, s->epochs, s->refusals, s->fell_back ? ", fell back" : "");
 }
 
-static AutoTunePolicy policy(void) {
-        AutoTunePolicy p;
+static AutotunePolicy policy(void) {
+        AutotunePolicy p;
         char buf[256];
         const char *msg;
 
@@ -283,18 +283,18 @@ static AutoTunePolicy policy(void) {
 }
 
 static void sim_done(StackSim *s) {
-        trial_engine_done(&s->e);
-        lockstep_done(&s->l);
+        autotune_engine_done(&s->e);
+        autotune_lockstep_done(&s->l);
 }
 
 static void test_trial_alike(void **state) {
-        AutoTunePolicy p = policy();
+        AutotunePolicy p = policy();
         StackSim s;
 
         /* every member takes every candidate: kyber, the best, wins */
         sim_init(&s, "none");
         sim_trial(&s, &p);
-        assert_int_equal(s.e.decision.verdict, AUTO_VERDICT_CHANGE);
+        assert_int_equal(s.e.decision.verdict, AUTOTUNE_VERDICT_CHANGE);
         assert_string_equal(s.e.cand[s.e.decision.winner].scheduler, "kyber");
         assert_int_equal(s.refusals, 0);
         members_alike(&s, &s.e.cand[s.e.decision.winner]);
@@ -304,7 +304,7 @@ static void test_trial_alike(void **state) {
 }
 
 static void test_trial_member_lacks(void **state) {
-        AutoTunePolicy p = policy();
+        AutotunePolicy p = policy();
         StackSim s;
 
         /* the last member lacks kyber: refused for the stack at its first
@@ -317,7 +317,7 @@ static void test_trial_member_lacks(void **state) {
         assert_string_equal(s.e.drops[2].why, "refused by the kernel");
         assert_int_equal(s.e.series[2].n, 0);
         assert_int_equal(s.refusals, 1);
-        assert_int_equal(s.e.decision.verdict, AUTO_VERDICT_CHANGE);
+        assert_int_equal(s.e.decision.verdict, AUTOTUNE_VERDICT_CHANGE);
         assert_string_equal(s.e.cand[s.e.decision.winner].scheduler, "mq-deadline");
         members_alike(&s, &s.e.cand[s.e.decision.winner]);
         sim_done(&s);
@@ -325,7 +325,7 @@ static void test_trial_member_lacks(void **state) {
 }
 
 static void test_trial_write_fails(void **state) {
-        AutoTunePolicy p = policy();
+        AutotunePolicy p = policy();
         StackSim s;
 
         /* a write that fails once on the middle member, at the third
@@ -354,7 +354,7 @@ static void test_trial_write_fails(void **state) {
         sim_trial(&s, &p);
         assert_string_equal(s.e.cand[s.e.decision.winner].scheduler, "kyber");
         assert_true(s.fell_back);
-        AutoCandidate none = setting("none", 0);
+        AutotuneCandidate none = setting("none", 0);
         members_alike(&s, &none);
         sim_done(&s);
         autotune_policy_done(&p);

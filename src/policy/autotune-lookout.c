@@ -1,41 +1,41 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The watch between trials as a pure function of its ticks
- * (trial-watch.h): recall, the promise, the workload-change detector and
+ * (autotune-lookout.h): recall, the promise, the workload-change detector and
  * periodic trials. */
 #include "config.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "trial-watch.h"
+#include "autotune-lookout.h"
 #include "util.h"
 
-void trial_watch_init(TrialWatch *w) {
-        *w = (TrialWatch) { .fallback_index = -1 };
+void autotune_lookout_init(AutotuneLookout *w) {
+        *w = (AutotuneLookout) { .fallback_index = -1 };
 }
 
-void trial_watch_promise(TrialWatch *w, const TrialEngine *trial, uint64_t now) {
+void autotune_lookout_promise(AutotuneLookout *w, const AutotuneEngine *trial, uint64_t now) {
         autotune_promise_make(&trial->policy, trial->series, trial->summary, trial->n_cand, trial->decision.winner,
                               &w->promise);
         w->has_promise = w->promising = true;
-        w->promise_state = AUTO_PROMISE_WATCHING;
+        w->promise_state = AUTOTUNE_PROMISE_WATCHING;
         w->promise_until = now + AUTOTUNE_PROMISE_USEC;
         w->n_promise_e = 0;
         w->fell_back = false;
         snprintf(w->promise_why, sizeof w->promise_why, "watching the chosen setting on the workload");
 }
 
-void trial_watch_remembered(TrialWatch *w, const AutoSignature *sig) {
+void autotune_lookout_remembered(AutotuneLookout *w, const AutotuneSignature *sig) {
         w->sig = w->prev_sig = *sig;
         w->has_sig = w->has_prev_sig = true;
         w->changed_samples = 0;
 }
 
-void trial_watch_restart(TrialWatch *w) {
+void autotune_lookout_restart(AutotuneLookout *w) {
         w->watch_mono = w->recall_mono = 0;
 }
 
-void trial_watch_forget(TrialWatch *w) {
+void autotune_lookout_forget(AutotuneLookout *w) {
         w->promising = false;
         w->has_sig = w->has_prev_sig = false;
         w->watch_mono = w->recall_mono = 0;
@@ -44,29 +44,29 @@ void trial_watch_forget(TrialWatch *w) {
 
 /* A workload seen before is back (its signature is near one that a trial
  * chose for, and away from the one in force): its setting goes in at once,
- * with no trial and no dwell time. Not TRIAL_RECALL_NONE: the change
+ * with no trial and no dwell time. Not AUTOTUNE_LOOKOUT_RECALL_NONE: the change
  * detector has nothing to start. */
-static TrialWatchRecall recall(TrialWatch *w, const TrialWatchInput *in, const AutoSignature *sig, int *ret_index) {
-        const AutoTunePolicy *p = in->policy;
+static AutotuneLookoutRecall recall(AutotuneLookout *w, const AutotuneLookoutInput *in, const AutotuneSignature *sig, int *ret_index) {
+        const AutotunePolicy *p = in->policy;
         int i;
 
         if (!p->remember || !in->memory || in->n_memory == 0 ||
             (i = autotune_memory_find(in->memory, in->n_memory, sig, p->min_iops)) < 0)
-                return TRIAL_RECALL_NONE;
+                return AUTOTUNE_LOOKOUT_RECALL_NONE;
         /* It ran the interval before too: what is in force stays (a
          * trial's choice, or a restore's static keys until the workload
          * changes). At start the first interval counts as an arrival: the
          * daemon put the originals back when it stopped. */
         if (w->has_prev_sig && autotune_memory_find(in->memory, in->n_memory, &w->prev_sig, p->min_iops) == i)
-                return TRIAL_RECALL_KNOWN;
+                return AUTOTUNE_LOOKOUT_RECALL_KNOWN;
         w->sig = *sig;
         w->has_sig = true;
         w->changed_samples = 0;
         if (in->has_choice && autotune_candidate_equal(in->choice, &in->memory[i].cand))
-                return TRIAL_RECALL_KNOWN;
+                return AUTOTUNE_LOOKOUT_RECALL_KNOWN;
         w->promising = false; /* the trial's promise was of another workload */
         *ret_index = i;
-        return TRIAL_RECALL_APPLY;
+        return AUTOTUNE_LOOKOUT_RECALL_APPLY;
 }
 
 /* After a change: one more watch interval of the chosen setting, judged
@@ -74,22 +74,22 @@ static TrialWatchRecall recall(TrialWatch *w, const TrialWatchInput *in, const A
  * the trial's admissible candidate with the most margin (the setting
  * before the trial if none), and the broken one is left out of the next
  * trials for an hour. */
-static TrialWatchPromise promise_tick(TrialWatch *w, TrialEngine *trial, const TrialWatchInput *in,
-                                      const EpochFigures *e) {
+static AutotuneLookoutPromise promise_tick(AutotuneLookout *w, AutotuneEngine *trial, const AutotuneLookoutInput *in,
+                                      const AutotuneEpochFigures *e) {
         char why[256];
 
         if (!in->has_choice) {
                 w->promising = false; /* restored, or the Auto* keys went: nothing of it is in force */
-                return TRIAL_PROMISE_QUIET;
+                return AUTOTUNE_LOOKOUT_PROMISE_QUIET;
         }
         if (w->n_promise_e < AUTOTUNE_PROMISE_MAX_INTERVALS)
                 w->promise_e[w->n_promise_e++] = *e;
-        AutoPromiseState st = autotune_promise_check(&trial->policy, &w->promise, w->promise_e, w->n_promise_e, why,
+        AutotunePromiseState st = autotune_promise_check(&trial->policy, &w->promise, w->promise_e, w->n_promise_e, why,
                                                      sizeof why);
-        if (st != AUTO_PROMISE_WATCHING)
+        if (st != AUTOTUNE_PROMISE_WATCHING)
                 snprintf(w->promise_why, sizeof w->promise_why, "%s", why);
         w->promise_state = st;
-        if (st == AUTO_PROMISE_BROKEN) {
+        if (st == AUTOTUNE_PROMISE_BROKEN) {
                 int fb = autotune_fallback(&trial->policy, trial->summary, trial->n_cand, trial->decision.winner);
                 w->promising = false;
                 w->fell_back = true;
@@ -97,13 +97,13 @@ static TrialWatchPromise promise_tick(TrialWatch *w, TrialEngine *trial, const T
                 w->fallback = trial->cand[fb >= 0 ? fb : 0];
                 w->fallback.baseline = false;
                 autotune_tripped_add(trial->tripped, &trial->n_tripped, &trial->cand[trial->decision.winner], in->now);
-                return TRIAL_PROMISE_BROKEN;
+                return AUTOTUNE_LOOKOUT_PROMISE_BROKEN;
         }
         if (in->now >= w->promise_until) {
                 w->promising = false;
-                return TRIAL_PROMISE_HELD;
+                return AUTOTUNE_LOOKOUT_PROMISE_HELD;
         }
-        return TRIAL_PROMISE_QUIET;
+        return AUTOTUNE_LOOKOUT_PROMISE_QUIET;
 }
 
 /* Every tick: a workload seen before (recall()), from the figures of that
@@ -112,22 +112,22 @@ static TrialWatchPromise promise_tick(TrialWatch *w, TrialEngine *trial, const T
  * (AutoTrialOnWorkloadChange=): the signature of the last interval against
  * the one after the last trial; three changed intervals in a row start a
  * trial. */
-TrialWatchVerdict trial_watch_tick(TrialWatch *w, TrialEngine *trial, const TrialWatchInput *in, uint64_t tick_usec,
+AutotuneLookoutVerdict autotune_lookout_tick(AutotuneLookout *w, AutotuneEngine *trial, const AutotuneLookoutInput *in, uint64_t tick_usec,
                                    uint64_t watch_usec) {
-        const AutoTunePolicy *p = in->policy;
-        TrialWatchVerdict v = { .recall_index = -1 };
+        const AutotunePolicy *p = in->policy;
+        AutotuneLookoutVerdict v = { .recall_index = -1 };
         uint64_t now = in->now;
-        EpochFigures e;
-        AutoSignature sig;
+        AutotuneEpochFigures e;
+        AutotuneSignature sig;
 
         if (w->recall_mono) {
                 autotune_epoch_figures(&w->recall_stat, &in->stat, now - w->recall_mono, &e);
                 autotune_signature(&e, &sig);
-                v.recall = e.valid ? recall(w, in, &sig, &v.recall_index) : TRIAL_RECALL_NONE;
+                v.recall = e.valid ? recall(w, in, &sig, &v.recall_index) : AUTOTUNE_LOOKOUT_RECALL_NONE;
                 w->prev_sig = sig;
                 w->has_prev_sig = e.valid;
-                w->known_workload = v.recall != TRIAL_RECALL_NONE;
-                if (v.recall == TRIAL_RECALL_APPLY) {
+                w->known_workload = v.recall != AUTOTUNE_LOOKOUT_RECALL_NONE;
+                if (v.recall == AUTOTUNE_LOOKOUT_RECALL_APPLY) {
                         v.recall_sig = sig;
                         w->recall_stat = w->watch_stat = in->stat;
                         w->recall_mono = w->watch_mono = now;

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* trial-engine.c and trial-watch.c driven as the daemon drives them: their
+/* autotune-engine.c and autotune-lookout.c driven as the daemon drives them: their
  * actions carried out on a simulated disk with a fake clock. Whole trials
  * (a clear winner, a tie, a refusal, aborts, a look at the probes that
  * cuts a starving challenger's epoch short) and a search by families, at
@@ -22,9 +22,9 @@
 
 #include <cmocka.h>
 
+#include "autotune-engine.h"
+#include "autotune-lookout.h"
 #include "autotune.h"
-#include "trial-engine.h"
-#include "trial-watch.h"
 #include "util.h"
 
 #define USEC 1000000ULL
@@ -37,7 +37,7 @@ typedef struct Model {
 } Model;
 
 typedef struct Sim {
-        TrialEngine e;
+        AutotuneEngine e;
         uint64_t now; /* the fake CLOCK_MONOTONIC */
         uint64_t rng;
         double noise; /* relative, of each stretch's read await */
@@ -48,11 +48,11 @@ typedef struct Sim {
         bool probes;          /* latency probes every 20 ms, each taking twice the setting's read await */
         const char *timed;    /* a setting whose time in force is counted (in_force_usec) */
         uint64_t in_force_usec;
-        AutoCandidate in_force;
+        AutotuneCandidate in_force;
         double read_iops, read_kb; /* the workload's reads (1,000 a second of 4 KiB) */
         double write_scale;        /* of the model's write MB/s (1; less: the disk slowed) */
         double acc[5];        /* fractional counters: reads, read ticks, writes, write sectors, read sectors */
-        BlockStat st;
+        AutotuneBlockStat st;
         unsigned applies, epochs, switches;
 } Sim;
 
@@ -61,7 +61,7 @@ static double rnd(Sim *s) { /* uniform [0, 1) */
         return (double) (s->rng >> 11) / (double) (1ULL << 53);
 }
 
-static const Model *model_of(const Sim *s, const AutoCandidate *c) {
+static const Model *model_of(const Sim *s, const AutotuneCandidate *c) {
         char buf[AUTOTUNE_CANDIDATE_STRMAX];
 
         autotune_candidate_format(c, buf, sizeof buf);
@@ -98,25 +98,25 @@ static void advance(Sim *s, uint64_t usec) {
 
 static void sim_init(Sim *s, const Model *model, const char *current, const char *line) {
         *s = (Sim) { .rng = 42, .noise = 0.05, .model = model, .read_iops = 1000, .read_kb = 4, .write_scale = 1 };
-        trial_engine_init(&s->e, "sim0");
-        s->in_force = (AutoCandidate) { .wbt_lat_usec = AUTO_WBT_UNSET, .baseline = true };
+        autotune_engine_init(&s->e, "sim0");
+        s->in_force = (AutotuneCandidate) { .wbt_lat_usec = AUTOTUNE_WBT_UNSET, .baseline = true };
         snprintf(s->in_force.scheduler, sizeof s->in_force.scheduler, "%s", current);
         (void) line;
 }
 
 /* Carries out the engine's actions as the runner does, until it finishes
  * (or waits for nothing). */
-static TrialAction drive(Sim *s, TrialAction act) {
+static AutotuneTrialAction drive(Sim *s, AutotuneTrialAction act) {
         char buf[AUTOTUNE_CANDIDATE_STRMAX];
 
         for (;;)
                 switch (act.what) {
-                case TRIAL_DO_NOTHING:
-                case TRIAL_DO_FINISH:
+                case AUTOTUNE_TRIAL_DO_NOTHING:
+                case AUTOTUNE_TRIAL_DO_FINISH:
                         return act;
-                case TRIAL_DO_APPLY: {
-                        const AutoCandidate *c = &s->e.cand[s->e.current];
-                        TrialApplied ev = { .usec = APPLY_USEC };
+                case AUTOTUNE_TRIAL_DO_APPLY: {
+                        const AutotuneCandidate *c = &s->e.cand[s->e.current];
+                        AutotuneTrialApplied ev = { .usec = APPLY_USEC };
                         s->applies++;
                         autotune_candidate_format(c, buf, sizeof buf);
                         ev.refused = s->refuse && streq(s->refuse, buf);
@@ -129,37 +129,37 @@ static TrialAction drive(Sim *s, TrialAction act) {
                         ev.have_stat = true;
                         ev.stat = s->st;
                         ev.now = s->now;
-                        act = trial_engine_applied(&s->e, &ev);
+                        act = autotune_engine_applied(&s->e, &ev);
                         break;
                 }
-                case TRIAL_DO_WAIT: {
+                case AUTOTUNE_TRIAL_DO_WAIT: {
                         advance(s, act.usec);
                         double probe_ms = 2 * model_of(s, &s->in_force)->await_ms;
-                        if (act.wait == TRIAL_WAIT_SETTLE)
-                                act = trial_engine_settled(&s->e, &s->st, 0, s->probes, s->now);
-                        else if (act.wait == TRIAL_WAIT_PEEK) {
+                        if (act.wait == AUTOTUNE_TRIAL_WAIT_SETTLE)
+                                act = autotune_engine_settled(&s->e, &s->st, 0, s->probes, s->now);
+                        else if (act.wait == AUTOTUNE_TRIAL_WAIT_PEEK) {
                                 assert_true(s->probes);
-                                TrialPeek pk = { .now = s->now, .p99_ms = probe_ms,
+                                AutotuneTrialPeek pk = { .now = s->now, .p99_ms = probe_ms,
                                                  .n = (s->now - s->e.t0) / 20000,
-                                                 .n_max = (s->e.policy.epoch_usec + TRIAL_PEEK_USEC) / 20000 + 1 };
+                                                 .n_max = (s->e.policy.epoch_usec + AUTOTUNE_PEEK_USEC) / 20000 + 1 };
                                 pk.above = probe_ms > s->e.peek_limit_ms ? pk.n : 0;
-                                act = trial_engine_peek(&s->e, &pk);
+                                act = autotune_engine_peek(&s->e, &pk);
                         } else {
                                 s->epochs++;
-                                act = trial_engine_epoch(&s->e, s->stat_fails ? NULL : &s->st, -EIO,
+                                act = autotune_engine_epoch(&s->e, s->stat_fails ? NULL : &s->st, -EIO,
                                                          s->epochs == s->errors_at ? 3 : 0,
                                                          s->probes ? probe_ms : 0, s->now);
                         }
                         break;
                 }
-                case TRIAL_DO_NEXT:
-                        act = trial_engine_next(&s->e, s->now);
+                case AUTOTUNE_TRIAL_DO_NEXT:
+                        act = autotune_engine_next(&s->e, s->now);
                         break;
                 }
 }
 
-static AutoTunePolicy policy(const char *schedulers) {
-        AutoTunePolicy p;
+static AutotunePolicy policy(const char *schedulers) {
+        AutotunePolicy p;
         char buf[256];
         const char *msg;
 
@@ -172,23 +172,23 @@ static AutoTunePolicy policy(const char *schedulers) {
 
 /* Starts a trial from the setting in force and drives it to its end;
  * returns the simulated time it took. */
-static uint64_t trial(Sim *s, const AutoTunePolicy *p, const char *line) {
+static uint64_t trial(Sim *s, const AutotunePolicy *p, const char *line) {
         char why[256];
         uint64_t t0 = s->now;
-        TrialSetup setup = { .policy = p, .current = s->in_force, .scheduler_line = line, .now = s->now };
+        AutotuneTrialSetup setup = { .policy = p, .current = s->in_force, .scheduler_line = line, .now = s->now };
 
-        assert_int_equal(trial_engine_start(&s->e, &setup, why, sizeof why), 0);
+        assert_int_equal(autotune_engine_start(&s->e, &setup, why, sizeof why), 0);
         assert_true(s->e.n_cand >= 2);
-        TrialAction act = drive(s, trial_engine_begin(&s->e, s->now));
-        assert_int_equal(act.what, TRIAL_DO_FINISH);
-        assert_int_equal(s->e.phase, TRIAL_FINISHING);
+        AutotuneTrialAction act = drive(s, autotune_engine_begin(&s->e, s->now));
+        assert_int_equal(act.what, AUTOTUNE_TRIAL_DO_FINISH);
+        assert_int_equal(s->e.phase, AUTOTUNE_TRIAL_FINISHING);
         assert_true(s->e.has_result);
         /* the chosen setting goes in; then the trial is over */
         s->in_force = s->e.cand[s->e.current];
-        trial_engine_finished(&s->e);
-        assert_false(trial_engine_running(&s->e));
+        autotune_engine_finished(&s->e);
+        assert_false(autotune_engine_running(&s->e));
         print_message("# %s: %s %s in %.1f s simulated (%u epochs, %u applies, %u switches): %s\n", s->e.name,
-                      auto_verdict_to_string(s->e.decision.verdict), s->e.cand[s->e.decision.winner].scheduler,
+                      autotune_verdict_to_string(s->e.decision.verdict), s->e.cand[s->e.decision.winner].scheduler,
                       (double) (s->now - t0) / 1e6, s->epochs, s->applies, s->switches, s->e.decision.reason);
         return s->now - t0;
 }
@@ -201,12 +201,12 @@ static const Model SCHEDULERS[] = {
 };
 
 static void test_clear_winner(void **state) {
-        AutoTunePolicy p = policy("none mq-deadline kyber");
+        AutotunePolicy p = policy("none mq-deadline kyber");
         Sim s;
 
         sim_init(&s, SCHEDULERS, "none", NULL);
         uint64_t took = trial(&s, &p, "[none] mq-deadline kyber");
-        assert_int_equal(s.e.decision.verdict, AUTO_VERDICT_CHANGE);
+        assert_int_equal(s.e.decision.verdict, AUTOTUNE_VERDICT_CHANGE);
         assert_string_equal(s.e.cand[s.e.decision.winner].scheduler, "mq-deadline");
         assert_string_equal(s.in_force.scheduler, "mq-deadline");
         /* the race: kyber, far behind, left before the last round, and
@@ -217,9 +217,9 @@ static void test_clear_winner(void **state) {
         /* a second trial from the winner keeps it: no flapping */
         s.applies = s.epochs = s.switches = 0;
         trial(&s, &p, "none [mq-deadline] kyber");
-        assert_int_not_equal(s.e.decision.verdict, AUTO_VERDICT_CHANGE);
+        assert_int_not_equal(s.e.decision.verdict, AUTOTUNE_VERDICT_CHANGE);
         assert_string_equal(s.in_force.scheduler, "mq-deadline");
-        trial_engine_done(&s.e);
+        autotune_engine_done(&s.e);
         autotune_policy_done(&p);
 }
 
@@ -230,25 +230,25 @@ static const Model TIE[] = {
 };
 
 static void test_tie(void **state) {
-        AutoTunePolicy p = policy("none mq-deadline");
+        AutotunePolicy p = policy("none mq-deadline");
         Sim s;
 
         sim_init(&s, TIE, "none", NULL);
         s.noise = 0.15;
         uint64_t took = trial(&s, &p, "[none] mq-deadline");
-        assert_int_not_equal(s.e.decision.verdict, AUTO_VERDICT_CHANGE);
+        assert_int_not_equal(s.e.decision.verdict, AUTOTUNE_VERDICT_CHANGE);
         assert_int_equal(s.e.decision.winner, 0);
         assert_string_equal(s.in_force.scheduler, "none");
         /* no winner: every round measured, 2 candidates x 6 rounds */
         assert_int_equal(s.epochs, 2 * 6);
         assert_true(took >= 2 * 6 * p.epoch_usec);
         assert_true(took < 2 * 6 * p.epoch_usec + 2 * 6 * USEC / 2);
-        trial_engine_done(&s.e);
+        autotune_engine_done(&s.e);
         autotune_policy_done(&p);
 }
 
 static void test_refused(void **state) {
-        AutoTunePolicy p = policy("none mq-deadline kyber");
+        AutotunePolicy p = policy("none mq-deadline kyber");
         Sim s;
 
         /* the kernel refuses kyber: left out, the trial goes on */
@@ -259,24 +259,24 @@ static void test_refused(void **state) {
         assert_true(s.e.drops[2].dropped);
         assert_string_equal(s.e.drops[2].why, "refused by the kernel");
         assert_int_equal(s.e.series[2].n, 0);
-        assert_int_equal(s.e.decision.verdict, AUTO_VERDICT_CHANGE);
+        assert_int_equal(s.e.decision.verdict, AUTOTUNE_VERDICT_CHANGE);
         assert_string_equal(s.in_force.scheduler, "mq-deadline");
-        trial_engine_done(&s.e);
+        autotune_engine_done(&s.e);
 
         /* the setting in force refused: nothing can be put back */
         sim_init(&s, SCHEDULERS, "none", NULL);
         s.refuse = "none";
         trial(&s, &p, "[none] mq-deadline kyber");
-        assert_int_equal(s.e.decision.verdict, AUTO_VERDICT_ABORTED);
+        assert_int_equal(s.e.decision.verdict, AUTOTUNE_VERDICT_ABORTED);
         assert_true(s.e.aborted);
         assert_string_equal(s.e.abort_reason, "the current setting cannot be put back");
         assert_int_equal(s.e.current, 0);
-        trial_engine_done(&s.e);
+        autotune_engine_done(&s.e);
         autotune_policy_done(&p);
 }
 
 static void test_abort(void **state) {
-        AutoTunePolicy p = policy("none mq-deadline kyber");
+        AutotunePolicy p = policy("none mq-deadline kyber");
         Sim s;
 
         /* read errors in a challenger's epoch: the guard rail ends the
@@ -285,51 +285,51 @@ static void test_abort(void **state) {
         sim_init(&s, SCHEDULERS, "none", NULL);
         s.errors_at = 2;
         trial(&s, &p, "[none] mq-deadline kyber");
-        assert_int_equal(s.e.decision.verdict, AUTO_VERDICT_ABORTED);
+        assert_int_equal(s.e.decision.verdict, AUTOTUNE_VERDICT_ABORTED);
         assert_non_null(strstr(s.e.abort_reason, "guard rail"));
         assert_string_equal(s.in_force.scheduler, "none");
         assert_int_equal(s.epochs, 2);
         assert_int_equal(s.e.n_tripped, 1);
         char why[256];
-        TrialSetup setup = { .policy = &p, .current = s.in_force, .scheduler_line = "[none] mq-deadline kyber",
+        AutotuneTrialSetup setup = { .policy = &p, .current = s.in_force, .scheduler_line = "[none] mq-deadline kyber",
                              .now = s.now };
-        assert_int_equal(trial_engine_start(&s.e, &setup, why, sizeof why), 0);
+        assert_int_equal(autotune_engine_start(&s.e, &setup, why, sizeof why), 0);
         assert_int_equal(s.e.n_cand, 2); /* the tripped one is out */
         assert_non_null(strstr(s.e.note, "mq-deadline"));
-        trial_engine_end_now(&s.e, "restore");
-        assert_false(trial_engine_running(&s.e));
-        trial_engine_done(&s.e);
+        autotune_engine_end_now(&s.e, "restore");
+        assert_false(autotune_engine_running(&s.e));
+        autotune_engine_done(&s.e);
 
         /* the stat unreadable: aborted */
         sim_init(&s, SCHEDULERS, "none", NULL);
         s.stat_fails = true;
         trial(&s, &p, "[none] mq-deadline kyber");
-        assert_int_equal(s.e.decision.verdict, AUTO_VERDICT_ABORTED);
+        assert_int_equal(s.e.decision.verdict, AUTOTUNE_VERDICT_ABORTED);
         assert_non_null(strstr(s.e.abort_reason, "cannot read stat"));
-        trial_engine_done(&s.e);
+        autotune_engine_done(&s.e);
 
         /* from outside, mid-trial (a restore): ended, nothing to apply */
         sim_init(&s, SCHEDULERS, "none", NULL);
         setup.current = s.in_force;
-        assert_int_equal(trial_engine_start(&s.e, &setup, why, sizeof why), 0);
-        TrialAction act = trial_engine_begin(&s.e, s.now);
-        assert_int_equal(act.what, TRIAL_DO_APPLY);
-        assert_true(trial_engine_running(&s.e));
-        trial_engine_end_now(&s.e, "restore");
-        assert_false(trial_engine_running(&s.e));
+        assert_int_equal(autotune_engine_start(&s.e, &setup, why, sizeof why), 0);
+        AutotuneTrialAction act = autotune_engine_begin(&s.e, s.now);
+        assert_int_equal(act.what, AUTOTUNE_TRIAL_DO_APPLY);
+        assert_true(autotune_engine_running(&s.e));
+        autotune_engine_end_now(&s.e, "restore");
+        assert_false(autotune_engine_running(&s.e));
         assert_true(s.e.aborted);
         /* a late event finds nothing to do */
-        assert_int_equal(trial_engine_settled(&s.e, &s.st, 0, false, s.now).what, TRIAL_DO_NOTHING);
-        trial_engine_done(&s.e);
+        assert_int_equal(autotune_engine_settled(&s.e, &s.st, 0, false, s.now).what, AUTOTUNE_TRIAL_DO_NOTHING);
+        autotune_engine_done(&s.e);
 
         /* nothing to compare: refused to start */
-        AutoTunePolicy one = policy("none");
+        AutotunePolicy one = policy("none");
         sim_init(&s, SCHEDULERS, "none", NULL);
-        setup = (TrialSetup) { .policy = &one, .current = s.in_force, .scheduler_line = "[none] mq-deadline" };
-        assert_int_equal(trial_engine_start(&s.e, &setup, why, sizeof why), -EPERM);
+        setup = (AutotuneTrialSetup) { .policy = &one, .current = s.in_force, .scheduler_line = "[none] mq-deadline" };
+        assert_int_equal(autotune_engine_start(&s.e, &setup, why, sizeof why), -EPERM);
         assert_non_null(strstr(why, "nothing to compare"));
         assert_int_equal(s.e.n_cand, 0);
-        trial_engine_done(&s.e);
+        autotune_engine_done(&s.e);
         autotune_policy_done(&one);
         autotune_policy_done(&p);
 }
@@ -350,7 +350,7 @@ static const Model SEARCH[] = {
 };
 
 static void test_family_search(void **state) {
-        AutoTunePolicy p = policy(NULL);
+        AutotunePolicy p = policy(NULL);
         char buf[256];
         const char *msg;
         Sim s;
@@ -364,14 +364,14 @@ static void test_family_search(void **state) {
         uint64_t took = trial(&s, &p, "[none] mq-deadline kyber");
         assert_true(s.e.search);
         assert_int_equal(s.e.n_phases, 2);
-        assert_int_equal(s.e.decision.verdict, AUTO_VERDICT_CHANGE);
+        assert_int_equal(s.e.decision.verdict, AUTOTUNE_VERDICT_CHANGE);
         assert_string_equal(s.in_force.scheduler, "mq-deadline");
         assert_int_equal(s.in_force.nr_requests, 32);
         assert_non_null(strstr(s.e.phases_text, "scheduler: mq-deadline (change)"));
         assert_non_null(strstr(s.e.phases_text, "nr_requests: mq-deadline nr_requests=32"));
         assert_true(s.e.n_measured >= 3);
         assert_true(took < 120 * USEC);
-        trial_engine_done(&s.e);
+        autotune_engine_done(&s.e);
         autotune_policy_done(&p);
 }
 
@@ -386,7 +386,7 @@ static const Model STARVES[] = {
 };
 
 static void test_peek(void **state) {
-        AutoTunePolicy p = policy("none mq-deadline kyber");
+        AutotunePolicy p = policy("none mq-deadline kyber");
         Sim s;
 
         sim_init(&s, STARVES, "none", NULL);
@@ -399,8 +399,8 @@ static void test_peek(void **state) {
         /* its one epoch (2 s) cut short: in force for well under one */
         print_message("# mq-deadline in force for %.2f s: %s\n", (double) s.in_force_usec / 1e6, s.e.drops[1].why);
         assert_true(s.in_force_usec < USEC / 2);
-        assert_int_not_equal(s.e.decision.verdict, AUTO_VERDICT_CHANGE);
-        trial_engine_done(&s.e);
+        assert_int_not_equal(s.e.decision.verdict, AUTOTUNE_VERDICT_CHANGE);
+        autotune_engine_done(&s.e);
         autotune_policy_done(&p);
 }
 
@@ -408,11 +408,11 @@ static void test_peek(void **state) {
  * the other checks every 10 s ---- */
 
 typedef struct Watcher {
-        TrialWatch w;
-        AutoMemory mem[AUTOTUNE_MEMORY_MAX];
+        AutotuneLookout w;
+        AutotuneMemory mem[AUTOTUNE_MEMORY_MAX];
         size_t n_mem;
         bool has_choice;
-        AutoCandidate choice;
+        AutotuneCandidate choice;
         uint64_t last_trial;
         unsigned recalls, starts, broken, held;
         uint64_t recalled_at, started_at, broken_at;
@@ -422,17 +422,17 @@ typedef struct Watcher {
 /* The watch for usec of simulated time, its verdicts carried out as the
  * daemon's watch does (a recall or a fallback puts the setting in force;
  * a start is counted as a trial started, none runs). */
-static void watch_for(Sim *s, Watcher *wt, const AutoTunePolicy *p, uint64_t usec) {
+static void watch_for(Sim *s, Watcher *wt, const AutotunePolicy *p, uint64_t usec) {
         uint64_t end = s->now + usec;
 
-        while (s->now + TRIAL_RECALL_INTERVAL_USEC <= end) {
-                advance(s, TRIAL_RECALL_INTERVAL_USEC);
-                TrialWatchInput in = { .policy = p, .memory = wt->mem, .n_memory = wt->n_mem,
+        while (s->now + AUTOTUNE_RECALL_INTERVAL_USEC <= end) {
+                advance(s, AUTOTUNE_RECALL_INTERVAL_USEC);
+                AutotuneLookoutInput in = { .policy = p, .memory = wt->mem, .n_memory = wt->n_mem,
                                        .has_choice = wt->has_choice, .choice = &wt->choice,
                                        .last_trial_mono = wt->last_trial, .stat = s->st, .now = s->now };
-                TrialWatchVerdict v = trial_watch_tick(&wt->w, &s->e, &in, TRIAL_RECALL_INTERVAL_USEC,
-                                                       TRIAL_WATCH_INTERVAL_USEC);
-                if (v.recall == TRIAL_RECALL_APPLY) {
+                AutotuneLookoutVerdict v = autotune_lookout_tick(&wt->w, &s->e, &in, AUTOTUNE_RECALL_INTERVAL_USEC,
+                                                       AUTOTUNE_WATCH_INTERVAL_USEC);
+                if (v.recall == AUTOTUNE_LOOKOUT_RECALL_APPLY) {
                         wt->choice = wt->mem[v.recall_index].cand;
                         wt->has_choice = true;
                         s->in_force = wt->choice;
@@ -440,12 +440,12 @@ static void watch_for(Sim *s, Watcher *wt, const AutoTunePolicy *p, uint64_t use
                         wt->recalled_at = s->now;
                         continue;
                 }
-                if (v.promise == TRIAL_PROMISE_BROKEN) {
+                if (v.promise == AUTOTUNE_LOOKOUT_PROMISE_BROKEN) {
                         wt->choice = wt->w.fallback;
                         s->in_force = wt->choice;
                         wt->broken++;
                         wt->broken_at = s->now;
-                } else if (v.promise == TRIAL_PROMISE_HELD)
+                } else if (v.promise == AUTOTUNE_LOOKOUT_PROMISE_HELD)
                         wt->held++;
                 if (v.start) {
                         wt->starts++;
@@ -456,10 +456,10 @@ static void watch_for(Sim *s, Watcher *wt, const AutoTunePolicy *p, uint64_t use
 }
 
 /* The signature of the workload the sim runs now, over 10 s. */
-static AutoSignature sim_signature(Sim *s) {
-        BlockStat a = s->st;
-        EpochFigures f;
-        AutoSignature sig;
+static AutotuneSignature sim_signature(Sim *s) {
+        AutotuneBlockStat a = s->st;
+        AutotuneEpochFigures f;
+        AutotuneSignature sig;
 
         advance(s, 10 * USEC);
         autotune_epoch_figures(&a, &s->st, 10 * USEC, &f);
@@ -475,15 +475,15 @@ static const Model READS[] = {
 };
 
 static void test_recall(void **state) {
-        AutoTunePolicy p = policy(NULL);
+        AutotunePolicy p = policy(NULL);
         Watcher wt = {};
         Sim s;
 
         sim_init(&s, READS, "none", NULL);
-        trial_watch_init(&wt.w);
+        autotune_lookout_init(&wt.w);
         /* a trial chose mq-deadline for 4 KiB random reads */
-        AutoSignature a = sim_signature(&s);
-        AutoCandidate dl = { .scheduler = "mq-deadline", .wbt_lat_usec = AUTO_WBT_UNSET };
+        AutotuneSignature a = sim_signature(&s);
+        AutotuneCandidate dl = { .scheduler = "mq-deadline", .wbt_lat_usec = AUTOTUNE_WBT_UNSET };
         autotune_memory_record(wt.mem, &wt.n_mem, &a, &dl, 1);
         /* another workload (reads of 16 KiB): nothing for a minute */
         s.read_kb = 16;
@@ -496,7 +496,7 @@ static void test_recall(void **state) {
         uint64_t back = s.now;
         watch_for(&s, &wt, &p, 30 * USEC);
         assert_int_equal(wt.recalls, 1);
-        assert_true(wt.recalled_at - back <= 2 * TRIAL_RECALL_INTERVAL_USEC);
+        assert_true(wt.recalled_at - back <= 2 * AUTOTUNE_RECALL_INTERVAL_USEC);
         assert_string_equal(s.in_force.scheduler, "mq-deadline");
         print_message("# recalled %.1f s after the workload's return\n", (double) (wt.recalled_at - back) / 1e6);
         /* it stays: no recall again, for ten minutes */
@@ -508,31 +508,31 @@ static void test_recall(void **state) {
          * the second tick */
         Watcher w2 = { .n_mem = wt.n_mem };
         memcpy(w2.mem, wt.mem, sizeof wt.mem);
-        trial_watch_init(&w2.w);
+        autotune_lookout_init(&w2.w);
         snprintf(s.in_force.scheduler, sizeof s.in_force.scheduler, "none");
         uint64_t start = s.now;
         watch_for(&s, &w2, &p, 10 * USEC);
         assert_int_equal(w2.recalls, 1);
-        assert_int_equal(w2.recalled_at - start, 2 * TRIAL_RECALL_INTERVAL_USEC);
+        assert_int_equal(w2.recalled_at - start, 2 * AUTOTUNE_RECALL_INTERVAL_USEC);
         /* AutoRemember=no: nothing recalled */
         Watcher w3 = { .n_mem = wt.n_mem };
         memcpy(w3.mem, wt.mem, sizeof wt.mem);
-        trial_watch_init(&w3.w);
+        autotune_lookout_init(&w3.w);
         p.remember = false;
         watch_for(&s, &w3, &p, 60 * USEC);
         assert_int_equal(w3.recalls, 0);
-        trial_engine_done(&s.e);
+        autotune_engine_done(&s.e);
         autotune_policy_done(&p);
 }
 
 static void test_workload_change(void **state) {
-        AutoTunePolicy p = policy(NULL);
+        AutotunePolicy p = policy(NULL);
         Watcher wt = {};
         Sim s;
 
         p.on_workload_change = true;
         sim_init(&s, TIE, "none", NULL);
-        trial_watch_init(&wt.w);
+        autotune_lookout_init(&wt.w);
         /* a steady workload: no trial in an hour */
         watch_for(&s, &wt, &p, 3600 * USEC);
         assert_int_equal(wt.starts, 0);
@@ -545,8 +545,8 @@ static void test_workload_change(void **state) {
         assert_string_equal(wt.reason, "workload changed");
         uint64_t took = wt.started_at - changed;
         print_message("# a trial %.1f s after the workload changed\n", (double) took / 1e6);
-        assert_true(took >= 3 * TRIAL_WATCH_INTERVAL_USEC - TRIAL_RECALL_INTERVAL_USEC);
-        assert_true(took <= 4 * TRIAL_WATCH_INTERVAL_USEC);
+        assert_true(took >= 3 * AUTOTUNE_WATCH_INTERVAL_USEC - AUTOTUNE_RECALL_INTERVAL_USEC);
+        assert_true(took <= 4 * AUTOTUNE_WATCH_INTERVAL_USEC);
         /* the new workload is the one in force from then on */
         watch_for(&s, &wt, &p, 600 * USEC);
         assert_int_equal(wt.starts, 1);
@@ -556,18 +556,18 @@ static void test_workload_change(void **state) {
         s.read_kb = 256;
         watch_for(&s, &wt, &p, 600 * USEC);
         assert_int_equal(wt.starts, 1);
-        trial_engine_done(&s.e);
+        autotune_engine_done(&s.e);
         autotune_policy_done(&p);
 }
 
 static void test_periodic(void **state) {
-        AutoTunePolicy p = policy(NULL);
+        AutotunePolicy p = policy(NULL);
         Watcher wt = {};
         Sim s;
 
         p.interval_usec = 300 * USEC;
         sim_init(&s, TIE, "none", NULL);
-        trial_watch_init(&wt.w);
+        autotune_lookout_init(&wt.w);
         /* no trial yet: the period counts from one */
         watch_for(&s, &wt, &p, 600 * USEC);
         assert_int_equal(wt.starts, 0);
@@ -577,8 +577,8 @@ static void test_periodic(void **state) {
         assert_int_equal(wt.starts, 2);
         assert_string_equal(wt.reason, "AutoTrialIntervalSec=");
         assert_true(wt.started_at >= last + 2 * p.interval_usec);
-        assert_true(wt.started_at <= last + 2 * (p.interval_usec + TRIAL_WATCH_INTERVAL_USEC));
-        trial_engine_done(&s.e);
+        assert_true(wt.started_at <= last + 2 * (p.interval_usec + AUTOTUNE_WATCH_INTERVAL_USEC));
+        autotune_engine_done(&s.e);
         autotune_policy_done(&p);
 }
 
@@ -593,20 +593,20 @@ static const Model PROMISE[] = {
 };
 
 static void test_promise(void **state) {
-        AutoTunePolicy p = policy("none mq-deadline kyber");
+        AutotunePolicy p = policy("none mq-deadline kyber");
         Sim s;
 
         for (int broken = 0; broken < 2; broken++) {
                 Watcher wt = {};
                 sim_init(&s, PROMISE, "none", NULL);
-                trial_watch_init(&wt.w);
+                autotune_lookout_init(&wt.w);
                 trial(&s, &p, "[none] mq-deadline kyber");
-                assert_int_equal(s.e.decision.verdict, AUTO_VERDICT_CHANGE);
+                assert_int_equal(s.e.decision.verdict, AUTOTUNE_VERDICT_CHANGE);
                 wt.choice = s.in_force;
                 wt.has_choice = true;
                 wt.last_trial = s.now;
-                trial_watch_restart(&wt.w);
-                trial_watch_promise(&wt.w, &s.e, s.now);
+                autotune_lookout_restart(&wt.w);
+                autotune_lookout_promise(&wt.w, &s.e, s.now);
                 assert_true(wt.w.promising);
                 assert_true(wt.w.promise.write_floor_mbps > 0);
                 uint64_t t0 = s.now;
@@ -616,12 +616,12 @@ static void test_promise(void **state) {
                 if (!broken) {
                         assert_int_equal(wt.broken, 0);
                         assert_int_equal(wt.held, 1);
-                        assert_int_equal(wt.w.promise_state, AUTO_PROMISE_HOLDS);
+                        assert_int_equal(wt.w.promise_state, AUTOTUNE_PROMISE_HOLDS);
                         assert_false(wt.w.promising);
                         assert_string_equal(s.in_force.scheduler, "mq-deadline");
                 } else {
                         assert_int_equal(wt.broken, 1);
-                        assert_int_equal(wt.w.promise_state, AUTO_PROMISE_BROKEN);
+                        assert_int_equal(wt.w.promise_state, AUTOTUNE_PROMISE_BROKEN);
                         assert_true(wt.w.fell_back);
                         assert_string_not_equal(wt.w.fallback.scheduler, "mq-deadline");
                         assert_string_equal(s.in_force.scheduler, wt.w.fallback.scheduler);
@@ -631,10 +631,10 @@ static void test_promise(void **state) {
                         uint64_t took = wt.broken_at - t0;
                         print_message("# broken %.1f s after the change: %s; fell back to %s\n", (double) took / 1e6,
                                       wt.w.promise_why, wt.w.fallback.scheduler);
-                        assert_true(took >= AUTOTUNE_PROMISE_MIN_INTERVALS * TRIAL_WATCH_INTERVAL_USEC);
-                        assert_true(took <= (AUTOTUNE_PROMISE_MIN_INTERVALS + 2) * TRIAL_WATCH_INTERVAL_USEC);
+                        assert_true(took >= AUTOTUNE_PROMISE_MIN_INTERVALS * AUTOTUNE_WATCH_INTERVAL_USEC);
+                        assert_true(took <= (AUTOTUNE_PROMISE_MIN_INTERVALS + 2) * AUTOTUNE_WATCH_INTERVAL_USEC);
                 }
-                trial_engine_done(&s.e);
+                autotune_engine_done(&s.e);
         }
         autotune_policy_done(&p);
 }

@@ -6,26 +6,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lockstep.h"
+#include "autotune-lockstep.h"
 #include "util.h"
 
-bool lockstep_carries(const AutoCandidate *have, const AutoCandidate *want) {
+bool autotune_lockstep_carries(const AutotuneCandidate *have, const AutotuneCandidate *want) {
         if (!streq(have->scheduler, want->scheduler))
                 return false;
         if (want->nr_requests && want->nr_requests != have->nr_requests)
                 return false;
-        if (want->wbt_lat_usec != AUTO_WBT_UNSET && want->wbt_lat_usec != have->wbt_lat_usec)
+        if (want->wbt_lat_usec != AUTOTUNE_WBT_UNSET && want->wbt_lat_usec != have->wbt_lat_usec)
                 return false;
-        if ((want->set & AUTO_SET_READ_AHEAD) &&
-            (!(have->set & AUTO_SET_READ_AHEAD) || want->read_ahead_kb != have->read_ahead_kb))
+        if ((want->set & AUTOTUNE_SET_READ_AHEAD) &&
+            (!(have->set & AUTOTUNE_SET_READ_AHEAD) || want->read_ahead_kb != have->read_ahead_kb))
                 return false;
-        for (size_t t = 0; t < _AUTO_TUN_MAX; t++)
+        for (size_t t = 0; t < _AUTOTUNE_TUN_MAX; t++)
                 if ((want->set & (1U << t)) && (!(have->set & (1U << t)) || want->tun[t] != have->tun[t]))
                         return false;
         return true;
 }
 
-int lockstep_check_start(const char *top, const LockstepMember *m, size_t n, char *why, size_t why_size) {
+int autotune_lockstep_check_start(const char *top, const AutotuneLockstepMember *m, size_t n, char *why, size_t why_size) {
         char a[AUTOTUNE_CANDIDATE_STRMAX], b[AUTOTUNE_CANDIDATE_STRMAX];
 
         if (n == 0) {
@@ -51,7 +51,7 @@ int lockstep_check_start(const char *top, const LockstepMember *m, size_t n, cha
          * trial is the one every member has. Not made alike here: which
          * one would be the baseline is the operator's to say. */
         for (size_t i = 1; i < n; i++)
-                if (!lockstep_carries(&m[i].current, &m[0].current) || !lockstep_carries(&m[0].current, &m[i].current)) {
+                if (!autotune_lockstep_carries(&m[i].current, &m[0].current) || !autotune_lockstep_carries(&m[0].current, &m[i].current)) {
                         snprintf(why, why_size,
                                  "the members of %s differ: %s has %s, %s has %s (a [Device] section matching the "
                                  "stack puts them alike)",
@@ -62,7 +62,7 @@ int lockstep_check_start(const char *top, const LockstepMember *m, size_t n, cha
         return 0;
 }
 
-int lockstep_check_own(const char *member, const char *top, bool running, bool choice, char *why, size_t why_size) {
+int autotune_lockstep_check_own(const char *member, const char *top, bool running, bool choice, char *why, size_t why_size) {
         if (running) {
                 snprintf(why, why_size,
                          "%s is a member of %s, whose trial is running: its own trial would take the lockstep apart",
@@ -78,38 +78,38 @@ int lockstep_check_own(const char *member, const char *top, bool running, bool c
         return 0;
 }
 
-int lockstep_init(Lockstep *l, size_t n) {
-        *l = (Lockstep) { .n = n };
+int autotune_lockstep_init(AutotuneLockstep *l, size_t n) {
+        *l = (AutotuneLockstep) { .n = n };
         l->back = calloc(n ? n : 1, sizeof *l->back);
         return l->back ? 0 : -ENOMEM;
 }
 
-void lockstep_done(Lockstep *l) {
+void autotune_lockstep_done(AutotuneLockstep *l) {
         free(l->back);
-        *l = (Lockstep) {};
+        *l = (AutotuneLockstep) {};
 }
 
-void lockstep_begin(Lockstep *l) {
+void autotune_lockstep_begin(AutotuneLockstep *l) {
         for (size_t i = 0; i < l->n; i++)
                 l->back[i] = false;
-        l->gathered = (TrialApplied) {};
+        l->gathered = (AutotuneTrialApplied) {};
         l->refused_by[0] = 0;
 }
 
-static void refused(Lockstep *l, const char *name) {
+static void refused(AutotuneLockstep *l, const char *name) {
         l->gathered.refused = true;
         if (!l->refused_by[0])
                 snprintf(l->refused_by, sizeof l->refused_by, "%s", name);
 }
 
-void lockstep_no_job(Lockstep *l, size_t i, const char *name) {
+void autotune_lockstep_no_job(AutotuneLockstep *l, size_t i, const char *name) {
         if (i >= l->n)
                 return;
         l->back[i] = true;
         refused(l, name);
 }
 
-bool lockstep_back(Lockstep *l, size_t i, const char *name, const LockstepOutcome *o) {
+bool autotune_lockstep_back(AutotuneLockstep *l, size_t i, const char *name, const AutotuneLockstepOutcome *o) {
         if (i >= l->n || l->back[i])
                 return false;
         l->back[i] = true;
@@ -120,22 +120,22 @@ bool lockstep_back(Lockstep *l, size_t i, const char *name, const LockstepOutcom
         l->gathered.device_error |= o->device_error;
         if (o->usec > l->gathered.usec)
                 l->gathered.usec = o->usec; /* the members' jobs run side by side */
-        return lockstep_all_back(l);
+        return autotune_lockstep_all_back(l);
 }
 
-bool lockstep_all_back(const Lockstep *l) {
+bool autotune_lockstep_all_back(const AutotuneLockstep *l) {
         for (size_t i = 0; i < l->n; i++)
                 if (!l->back[i])
                         return false;
         return true;
 }
 
-bool lockstep_is_back(const Lockstep *l, size_t i) {
+bool autotune_lockstep_is_back(const AutotuneLockstep *l, size_t i) {
         return i < l->n && l->back[i];
 }
 
-LockstepEnd lockstep_end(const Lockstep *l, bool before) {
+AutotuneLockstepEnd autotune_lockstep_end(const AutotuneLockstep *l, bool before) {
         if (!l->gathered.refused)
-                return LOCKSTEP_END_DONE;
-        return before ? LOCKSTEP_END_DIFFER : LOCKSTEP_END_FALL_BACK;
+                return AUTOTUNE_LOCKSTEP_END_DONE;
+        return before ? AUTOTUNE_LOCKSTEP_END_DIFFER : AUTOTUNE_LOCKSTEP_END_FALL_BACK;
 }

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* One trial as a state machine (trial-engine.h): what to apply, how long
+/* One trial as a state machine (autotune-engine.h): what to apply, how long
  * to wait, when to measure, when the race or the search is over and what
  * it chose. Pure: the clock, the stat and the probes come in as events. */
 #include "config.h"
@@ -11,45 +11,45 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autotune-engine.h"
 #include "log.h"
-#include "trial-engine.h"
 #include "util.h"
 
-static const TrialAction NOTHING = { .what = TRIAL_DO_NOTHING };
+static const AutotuneTrialAction NOTHING = { .what = AUTOTUNE_TRIAL_DO_NOTHING };
 
-static TrialAction wait_for(TrialWait w, uint64_t usec) {
-        return (TrialAction) { .what = TRIAL_DO_WAIT, .wait = w, .usec = usec };
+static AutotuneTrialAction wait_for(AutotuneTrialWait w, uint64_t usec) {
+        return (AutotuneTrialAction) { .what = AUTOTUNE_TRIAL_DO_WAIT, .wait = w, .usec = usec };
 }
 
-void trial_engine_init(TrialEngine *e, const char *name) {
-        *e = (TrialEngine) {};
+void autotune_engine_init(AutotuneEngine *e, const char *name) {
+        *e = (AutotuneEngine) {};
         snprintf(e->name, sizeof e->name, "%s", name);
 }
 
-void trial_engine_done(TrialEngine *e) {
+void autotune_engine_done(AutotuneEngine *e) {
         if (e->policy_copied)
                 autotune_policy_done(&e->policy);
         e->policy_copied = false;
         e->scheduler_line = mfree(e->scheduler_line);
 }
 
-bool trial_engine_running(const TrialEngine *e) {
-        return e->phase != TRIAL_IDLE && e->phase != TRIAL_FINISHING;
+bool autotune_engine_running(const AutotuneEngine *e) {
+        return e->phase != AUTOTUNE_TRIAL_IDLE && e->phase != AUTOTUNE_TRIAL_FINISHING;
 }
 
-static bool decided(AutoVerdict v) {
-        return v == AUTO_VERDICT_CHANGE || v == AUTO_VERDICT_KEEP_BEST || v == AUTO_VERDICT_KEEP_NOISE ||
-               v == AUTO_VERDICT_KEEP_HYSTERESIS;
+static bool decided(AutotuneVerdict v) {
+        return v == AUTOTUNE_VERDICT_CHANGE || v == AUTOTUNE_VERDICT_KEEP_BEST || v == AUTOTUNE_VERDICT_KEEP_NOISE ||
+               v == AUTOTUNE_VERDICT_KEEP_HYSTERESIS;
 }
 
-void trial_engine_summarise(TrialEngine *e) {
+void autotune_engine_summarise(AutotuneEngine *e) {
         autotune_summarise(&e->policy, e->series, e->n_cand, e->summary);
 }
 
 /* The candidates of family f around incumbent, the kernel guards and the
  * candidates that tripped applied; -ENOENT: nothing to compare (why is
  * appended to the trial's note). */
-static int family_candidates(TrialEngine *e, AutoFamily f, const AutoCandidate *incumbent, uint64_t now) {
+static int family_candidates(AutotuneEngine *e, AutotuneFamily f, const AutotuneCandidate *incumbent, uint64_t now) {
         char note[256];
         size_t n;
         int r;
@@ -62,16 +62,16 @@ static int family_candidates(TrialEngine *e, AutoFamily f, const AutoCandidate *
                 size_t len = strlen(e->note);
                 if (len + 1 < sizeof e->note)
                         snprintf(e->note + len, sizeof e->note - len, "%s%s: %s", len ? "; " : "",
-                                 auto_family_to_string(f), note);
+                                 autotune_family_to_string(f), note);
         }
         e->n_cand = n;
         return r < 0 || n < 2 ? -ENOENT : 0;
 }
 
 /* The state of a phase about to be measured. */
-static void phase_begin(TrialEngine *e, AutoFamily f) {
+static void phase_begin(AutotuneEngine *e, AutotuneFamily f) {
         e->family = f;
-        e->policy.objective = f == AUTO_FAMILY_READ_AHEAD ? AUTO_OBJECTIVE_SEQ_READ : e->objective0;
+        e->policy.objective = f == AUTOTUNE_FAMILY_READ_AHEAD ? AUTOTUNE_OBJECTIVE_SEQ_READ : e->objective0;
         memset(e->series, 0, sizeof e->series);
         memset(e->refused, 0, sizeof e->refused);
         memset(e->summary, 0, sizeof e->summary);
@@ -81,7 +81,7 @@ static void phase_begin(TrialEngine *e, AutoFamily f) {
 }
 
 /* Candidates still in the race, the current setting included. */
-static size_t in_race(const TrialEngine *e) {
+static size_t in_race(const AutotuneEngine *e) {
         size_t k = 0;
         for (size_t c = 0; c < e->n_cand; c++)
                 k += !e->drops[c].dropped;
@@ -90,7 +90,7 @@ static size_t in_race(const TrialEngine *e) {
 
 /* The next round's order, unless the trial is over: its last round done,
  * every challenger gone, or the round's switches beyond AutoMaxSwitches=. */
-static bool plan_round(TrialEngine *e) {
+static bool plan_round(AutotuneEngine *e) {
         if (e->round >= e->policy.rounds || in_race(e) < 2)
                 return false;
         e->n_order = autotune_round_order(e->cand, e->n_cand, e->drops, e->round, e->order);
@@ -106,12 +106,12 @@ static bool plan_round(TrialEngine *e) {
         return true;
 }
 
-static TrialAction finish(TrialEngine *e, uint64_t now);
-static TrialAction next_epoch(TrialEngine *e, uint64_t now);
+static AutotuneTrialAction finish(AutotuneEngine *e, uint64_t now);
+static AutotuneTrialAction next_epoch(AutotuneEngine *e, uint64_t now);
 
 /* The candidate at the round's position, passing over those the kernel
  * refused or that left the race in this round. */
-static TrialAction apply_slot(TrialEngine *e, uint64_t now) {
+static AutotuneTrialAction apply_slot(AutotuneEngine *e, uint64_t now) {
         while (e->pos < e->n_order && (e->refused[e->order[e->pos]] || e->drops[e->order[e->pos]].dropped))
                 e->pos++;
         if (e->pos >= e->n_order) {
@@ -119,17 +119,17 @@ static TrialAction apply_slot(TrialEngine *e, uint64_t now) {
                 return next_epoch(e, now);
         }
         e->current = e->order[e->pos];
-        e->phase = TRIAL_APPLYING;
-        return (TrialAction) { .what = TRIAL_DO_APPLY };
+        e->phase = AUTOTUNE_TRIAL_APPLYING;
+        return (AutotuneTrialAction) { .what = AUTOTUNE_TRIAL_DO_APPLY };
 }
 
 /* A search's phase is over: its winner is the next phase's incumbent.
  * true, with *ret its first apply: the next phase runs; false: the search
  * is over (no family left, none with a candidate, or the switch cap
  * reached), and finish() decides with the last phase. */
-static bool next_phase(TrialEngine *e, uint64_t now, TrialAction *ret) {
-        AutoDecision dec;
-        AutoSignature sig;
+static bool next_phase(AutotuneEngine *e, uint64_t now, AutotuneTrialAction *ret) {
+        AutotuneDecision dec;
+        AutotuneSignature sig;
         char w[AUTOTUNE_CANDIDATE_STRMAX];
         char active[32];
 
@@ -144,21 +144,21 @@ static bool next_phase(TrialEngine *e, uint64_t now, TrialAction *ret) {
         e->n_phases++;
         if (autotune_series_signature(e->series, e->n_cand, &sig))
                 e->sequential = autotune_sequential_reads(&sig, e->policy.min_iops);
-        AutoCandidate inc = e->cand[dec.winner];
+        AutotuneCandidate inc = e->cand[dec.winner];
         size_t len = strlen(e->phases_text);
         if (len + 1 < sizeof e->phases_text)
                 snprintf(e->phases_text + len, sizeof e->phases_text - len, "%s%s: %s (%s)", len ? "; " : "",
-                         auto_family_to_string(e->family), autotune_candidate_format(&inc, w, sizeof w),
-                         auto_verdict_to_string(dec.verdict));
-        e->search_changed = e->search_changed || dec.verdict == AUTO_VERDICT_CHANGE;
+                         autotune_family_to_string(e->family), autotune_candidate_format(&inc, w, sizeof w),
+                         autotune_verdict_to_string(dec.verdict));
+        e->search_changed = e->search_changed || dec.verdict == AUTOTUNE_VERDICT_CHANGE;
         if (!decided(dec.verdict))
                 return false; /* idle, too few epochs: the next phase would learn no more */
         snprintf(active, sizeof active, "%s", e->cand[e->current].scheduler);
         if (!e->scheduler_line)
                 return false;
-        for (AutoFamily f = autotune_next_family(&e->policy, e->family, e->sequential); f < _AUTO_FAMILY_MAX;
+        for (AutotuneFamily f = autotune_next_family(&e->policy, e->family, e->sequential); f < _AUTOTUNE_FAMILY_MAX;
              f = autotune_next_family(&e->policy, f, e->sequential)) {
-                AutoCandidate keep[AUTOTUNE_MAX_CANDIDATES];
+                AutotuneCandidate keep[AUTOTUNE_MAX_CANDIDATES];
                 size_t n_keep = e->n_cand;
                 memcpy(keep, e->cand, sizeof keep);
                 e->policy.objective = e->objective0;
@@ -176,7 +176,7 @@ static bool next_phase(TrialEngine *e, uint64_t now, TrialAction *ret) {
                                 break;
                         }
                 log_info("%s: search phase %u: %s, %zu settings around %s.", e->name, e->n_phases + 1,
-                         auto_family_to_string(f), e->n_cand, autotune_candidate_format(&inc, w, sizeof w));
+                         autotune_family_to_string(f), e->n_cand, autotune_candidate_format(&inc, w, sizeof w));
                 if (!plan_round(e)) {
                         e->n_cand = 1; /* measured nothing: the incumbent stands */
                         e->cand[0] = inc;
@@ -191,24 +191,24 @@ static bool next_phase(TrialEngine *e, uint64_t now, TrialAction *ret) {
 
 /* The decision (or the abort's): the setting to put in place is
  * cand[current]. */
-static TrialAction finish(TrialEngine *e, uint64_t now) {
-        TrialAction act;
+static AutotuneTrialAction finish(AutotuneEngine *e, uint64_t now) {
+        AutotuneTrialAction act;
 
         if (e->search && !e->aborted && e->n_cand > 1 && next_phase(e, now, &act))
                 return act;
         if (!e->aborted) {
                 autotune_decide_raced(&e->policy, e->series, e->n_cand, e->drops, e->summary, &e->decision);
                 e->has_result = true;
-                if (e->search && e->decision.verdict != AUTO_VERDICT_CHANGE && e->search_changed &&
+                if (e->search && e->decision.verdict != AUTOTUNE_VERDICT_CHANGE && e->search_changed &&
                     !autotune_candidate_equal(&e->cand[e->decision.winner], &e->origin0)) {
                         /* an earlier phase changed the setting, the last kept it */
-                        e->decision.verdict = AUTO_VERDICT_CHANGE;
+                        e->decision.verdict = AUTOTUNE_VERDICT_CHANGE;
                         snprintf(e->decision.reason, sizeof e->decision.reason, "a search by families: %.200s",
                                  e->phases_text);
                 }
         } else {
-                trial_engine_summarise(e);
-                e->decision = (AutoDecision) { .verdict = AUTO_VERDICT_ABORTED, .winner = 0, .best = -1, .p = 1 };
+                autotune_engine_summarise(e);
+                e->decision = (AutotuneDecision) { .verdict = AUTOTUNE_VERDICT_ABORTED, .winner = 0, .best = -1, .p = 1 };
                 snprintf(e->decision.reason, sizeof e->decision.reason, "%s", e->abort_reason);
                 e->has_result = true;
                 if (e->search) {
@@ -218,25 +218,25 @@ static TrialAction finish(TrialEngine *e, uint64_t now) {
         }
         e->policy.objective = e->search ? e->objective0 : e->policy.objective;
         e->current = e->decision.winner;
-        e->phase = TRIAL_FINISHING;
-        return (TrialAction) { .what = TRIAL_DO_FINISH };
+        e->phase = AUTOTUNE_TRIAL_FINISHING;
+        return (AutotuneTrialAction) { .what = AUTOTUNE_TRIAL_DO_FINISH };
 }
 
-TrialAction trial_engine_abort(TrialEngine *e, const char *reason) {
+AutotuneTrialAction autotune_engine_abort(AutotuneEngine *e, const char *reason) {
         snprintf(e->abort_reason, sizeof e->abort_reason, "%s", reason);
         e->aborted = true;
         log_warning("%s: trial ended early: %s; going back to the setting before it.", e->name, e->abort_reason);
         return finish(e, 0);
 }
 
-void trial_engine_end_now(TrialEngine *e, const char *reason) {
+void autotune_engine_end_now(AutotuneEngine *e, const char *reason) {
         snprintf(e->abort_reason, sizeof e->abort_reason, "%s", reason);
         e->aborted = true;
-        e->phase = TRIAL_IDLE;
+        e->phase = AUTOTUNE_TRIAL_IDLE;
 }
 
-void trial_engine_finished(TrialEngine *e) {
-        e->phase = TRIAL_IDLE;
+void autotune_engine_finished(AutotuneEngine *e) {
+        e->phase = AUTOTUNE_TRIAL_IDLE;
 }
 
 /* Whether the race settled on the candidate the decision takes: the
@@ -247,19 +247,19 @@ void trial_engine_finished(TrialEngine *e) {
  * a stop on the race's leader would leave the decision to its rank test
  * with 3 epochs a side (p >= 0.05) and keep the setting. The rounds go on
  * instead. */
-static bool settled_decides(TrialEngine *e) {
-        AutoSummary sum[AUTOTUNE_MAX_CANDIDATES];
-        AutoDecision d;
+static bool settled_decides(AutotuneEngine *e) {
+        AutotuneSummary sum[AUTOTUNE_MAX_CANDIDATES];
+        AutotuneDecision d;
 
         if (!autotune_race_settled(e->drops, e->n_cand))
                 return false;
         autotune_decide_raced(&e->policy, e->series, e->n_cand, e->drops, sum, &d);
-        return d.verdict == AUTO_VERDICT_CHANGE && d.winner == e->drops[0].by;
+        return d.verdict == AUTOTUNE_VERDICT_CHANGE && d.winner == e->drops[0].by;
 }
 
 /* After an epoch (or a candidate the kernel refused): the next candidate
  * of the round, or the race's look at the round's end and the next round. */
-static TrialAction next_epoch(TrialEngine *e, uint64_t now) {
+static AutotuneTrialAction next_epoch(AutotuneEngine *e, uint64_t now) {
         char buf[AUTOTUNE_CANDIDATE_STRMAX];
 
         e->pos++;
@@ -275,7 +275,7 @@ static TrialAction next_epoch(TrialEngine *e, uint64_t now) {
                                          autotune_candidate_format(&e->cand[c], buf, sizeof buf), e->drops[c].why);
         e->round++;
         if (e->round < e->policy.rounds && settled_decides(e)) {
-                const AutoDrop *d0 = &e->drops[0];
+                const AutotuneDrop *d0 = &e->drops[0];
                 snprintf(e->stop_reason, sizeof e->stop_reason,
                          "settled after %u of %u rounds: %s beats the current setting with confidence (p=%.2g)",
                          e->round, e->policy.rounds, autotune_candidate_format(&e->cand[d0->by], buf, sizeof buf),
@@ -288,12 +288,12 @@ static TrialAction next_epoch(TrialEngine *e, uint64_t now) {
         return finish(e, now);
 }
 
-TrialAction trial_engine_next(TrialEngine *e, uint64_t now) {
+AutotuneTrialAction autotune_engine_next(AutotuneEngine *e, uint64_t now) {
         return next_epoch(e, now);
 }
 
-int trial_engine_start(TrialEngine *e, const TrialSetup *s, char *why, size_t why_size) {
-        const AutoTunePolicy *p = s->policy;
+int autotune_engine_start(AutotuneEngine *e, const AutotuneTrialSetup *s, char *why, size_t why_size) {
+        const AutotunePolicy *p = s->policy;
         int r;
 
         if (e->policy_copied)
@@ -321,18 +321,18 @@ int trial_engine_start(TrialEngine *e, const TrialSetup *s, char *why, size_t wh
         e->objective0 = p->objective;
         if (e->search) {
                 /* Every phase may change the setting: their tests share
-                 * the trial's error rate (AutoTunePolicy.looks), counted
+                 * the trial's error rate (AutotunePolicy.looks), counted
                  * over the families the search may run (read-ahead
                  * included: whether the workload reads sequentially is
                  * known only later; an upper bound keeps it honest). */
                 e->policy.looks = 0;
-                for (AutoFamily f = autotune_next_family(p, -1, true); f < _AUTO_FAMILY_MAX;
+                for (AutotuneFamily f = autotune_next_family(p, -1, true); f < _AUTOTUNE_FAMILY_MAX;
                      f = autotune_next_family(p, f, true))
                         e->policy.looks++;
                 /* the first family with something to compare */
                 e->note[0] = 0;
                 r = -ENOENT;
-                for (AutoFamily f = autotune_next_family(p, -1, false); f < _AUTO_FAMILY_MAX && r < 0;
+                for (AutotuneFamily f = autotune_next_family(p, -1, false); f < _AUTOTUNE_FAMILY_MAX && r < 0;
                      f = autotune_next_family(p, f, false))
                         if (family_candidates(e, f, &s->current, s->now) >= 0) {
                                 r = 0;
@@ -379,81 +379,81 @@ int trial_engine_start(TrialEngine *e, const TrialSetup *s, char *why, size_t wh
         return 0;
 }
 
-TrialAction trial_engine_begin(TrialEngine *e, uint64_t now) {
+AutotuneTrialAction autotune_engine_begin(AutotuneEngine *e, uint64_t now) {
         e->current = 0;
         (void) plan_round(e);
         return apply_slot(e, now);
 }
 
-TrialAction trial_engine_applied(TrialEngine *e, const TrialApplied *ev) {
-        if (e->phase != TRIAL_APPLYING)
+AutotuneTrialAction autotune_engine_applied(AutotuneEngine *e, const AutotuneTrialApplied *ev) {
+        if (e->phase != AUTOTUNE_TRIAL_APPLYING)
                 return NOTHING;
         e->apply_usec += ev->usec;
         e->switches += ev->switches;
         if (ev->device_error)
-                return trial_engine_abort(e, "the device vanished");
+                return autotune_engine_abort(e, "the device vanished");
         if (ev->refused) {
                 char buf[AUTOTUNE_CANDIDATE_STRMAX];
                 log_notice("%s: the kernel refused %s; left out of this trial.", e->name,
                            autotune_candidate_format(&e->cand[e->current], buf, sizeof buf));
                 if (e->current == 0)
-                        return trial_engine_abort(e, "the current setting cannot be put back");
+                        return autotune_engine_abort(e, "the current setting cannot be put back");
                 e->refused[e->current] = true;
-                e->drops[e->current] = (AutoDrop) { .dropped = true, .by = -1,
+                e->drops[e->current] = (AutotuneDrop) { .dropped = true, .by = -1,
                                                     .epochs = (unsigned) e->series[e->current].n };
                 snprintf(e->drops[e->current].why, sizeof e->drops[e->current].why, "refused by the kernel");
                 return next_epoch(e, ev->now);
         }
         uint64_t settle = e->policy.epoch_usec / 16;
-        if (settle > TRIAL_SETTLE_MAX_USEC)
-                settle = TRIAL_SETTLE_MAX_USEC;
-        e->phase = TRIAL_SETTLING;
+        if (settle > AUTOTUNE_SETTLE_MAX_USEC)
+                settle = AUTOTUNE_SETTLE_MAX_USEC;
+        e->phase = AUTOTUNE_TRIAL_SETTLING;
         e->applied_mono = ev->now;
         /* nothing in flight without a stat: settle by time alone */
-        e->stat_applied = ev->have_stat ? ev->stat : (BlockStat) {};
-        return wait_for(TRIAL_WAIT_SETTLE, settle);
+        e->stat_applied = ev->have_stat ? ev->stat : (AutotuneBlockStat) {};
+        return wait_for(AUTOTUNE_TRIAL_WAIT_SETTLE, settle);
 }
 
-TrialAction trial_engine_settled(TrialEngine *e, const BlockStat *stat, int stat_error, bool probes, uint64_t now) {
+AutotuneTrialAction autotune_engine_settled(AutotuneEngine *e, const AutotuneBlockStat *stat, int stat_error, bool probes, uint64_t now) {
         char why[256];
 
-        if (e->phase != TRIAL_SETTLING)
+        if (e->phase != AUTOTUNE_TRIAL_SETTLING)
                 return NOTHING;
         if (!stat) {
                 snprintf(why, sizeof why, "cannot read stat: %s", strerror(-stat_error));
-                return trial_engine_abort(e, why);
+                return autotune_engine_abort(e, why);
         }
         e->stat0 = *stat;
         /* The queue of the candidate before must have drained first. */
         if (!autotune_drained(&e->stat_applied, &e->stat0) && now < e->applied_mono + AUTOTUNE_DRAIN_MAX_USEC)
-                return wait_for(TRIAL_WAIT_SETTLE, TRIAL_DRAIN_POLL_USEC);
+                return wait_for(AUTOTUNE_TRIAL_WAIT_SETTLE, AUTOTUNE_DRAIN_POLL_USEC);
         e->drain_usec += now - e->applied_mono;
         e->t0 = now;
-        e->phase = TRIAL_MEASURING;
+        e->phase = AUTOTUNE_TRIAL_MEASURING;
         e->epoch_end = e->t0 + e->policy.epoch_usec;
         e->peek_ref = -1;
         e->peek_why[0] = 0;
         e->peek_p99 = 0;
-        e->peek_limit_ms = probes && e->policy.epoch_usec > TRIAL_PEEK_USEC
+        e->peek_limit_ms = probes && e->policy.epoch_usec > AUTOTUNE_PEEK_USEC
                                    ? autotune_far_worse_limit(&e->policy, e->series, e->n_cand, e->drops, e->current,
                                                               &e->peek_ref, &e->peek_base_ms)
                                    : 0;
         if (e->peek_limit_ms > 0)
-                return wait_for(TRIAL_WAIT_PEEK, TRIAL_PEEK_USEC);
-        return wait_for(TRIAL_WAIT_EPOCH, e->policy.epoch_usec);
+                return wait_for(AUTOTUNE_TRIAL_WAIT_PEEK, AUTOTUNE_PEEK_USEC);
+        return wait_for(AUTOTUNE_TRIAL_WAIT_EPOCH, e->policy.epoch_usec);
 }
 
-/* Every TRIAL_PEEK_USEC of a challenger's epoch: its probes so far,
+/* Every AUTOTUNE_PEEK_USEC of a challenger's epoch: its probes so far,
  * against the far-worse limit. A setting that starves the reads costs the
  * workload for as long as it is measured; its verdict is often certain in
  * a tenth of the epoch: more of its probes above the limit than the p99
  * of the most probes the epoch can hold allows (then its p99 would be
  * over the limit whatever the rest of the epoch brings). */
-TrialAction trial_engine_peek(TrialEngine *e, const TrialPeek *pk) {
-        if (e->phase != TRIAL_MEASURING)
+AutotuneTrialAction autotune_engine_peek(AutotuneEngine *e, const AutotuneTrialPeek *pk) {
+        if (e->phase != AUTOTUNE_TRIAL_MEASURING)
                 return NOTHING;
         if (pk->now + 1000 >= e->epoch_end)
-                return wait_for(TRIAL_WAIT_EPOCH, 0);
+                return wait_for(AUTOTUNE_TRIAL_WAIT_EPOCH, 0);
         if (pk->n > 0 && pk->n_max > 0 && autotune_p99_above_certain(pk->above, pk->n_max) &&
             pk->p99_ms > e->peek_limit_ms) {
                 e->peek_p99 = pk->p99_ms;
@@ -463,22 +463,22 @@ TrialAction trial_engine_peek(TrialEngine *e, const TrialPeek *pk) {
                          "p99 can allow",
                          pk->above, pk->n, (double) (pk->now - e->t0) / 1e6, e->peek_limit_ms, e->policy.guard_factor,
                          e->peek_base_ms, e->peek_ref);
-                return wait_for(TRIAL_WAIT_EPOCH, 0);
+                return wait_for(AUTOTUNE_TRIAL_WAIT_EPOCH, 0);
         }
         uint64_t left = e->epoch_end - pk->now;
-        return wait_for(TRIAL_WAIT_PEEK, left < TRIAL_PEEK_USEC ? left : TRIAL_PEEK_USEC);
+        return wait_for(AUTOTUNE_TRIAL_WAIT_PEEK, left < AUTOTUNE_PEEK_USEC ? left : AUTOTUNE_PEEK_USEC);
 }
 
-TrialAction trial_engine_epoch(TrialEngine *e, const BlockStat *stat, int stat_error, unsigned errors,
+AutotuneTrialAction autotune_engine_epoch(AutotuneEngine *e, const AutotuneBlockStat *stat, int stat_error, unsigned errors,
                                double p99_ms, uint64_t now) {
-        EpochFigures f;
+        AutotuneEpochFigures f;
         char why[256], buf[AUTOTUNE_CANDIDATE_STRMAX];
 
-        if (e->phase != TRIAL_MEASURING)
+        if (e->phase != AUTOTUNE_TRIAL_MEASURING)
                 return NOTHING;
         if (!stat) {
                 snprintf(why, sizeof why, "cannot read stat: %s", strerror(-stat_error));
-                return trial_engine_abort(e, why);
+                return autotune_engine_abort(e, why);
         }
         autotune_epoch_figures(&e->stat0, stat, now - e->t0, &f);
         f.errors = errors;
@@ -496,7 +496,7 @@ TrialAction trial_engine_epoch(TrialEngine *e, const BlockStat *stat, int stat_e
                         msg[0] = 0;
                 if (e->current != 0)
                         autotune_tripped_add(e->tripped, &e->n_tripped, &e->cand[e->current], now);
-                return trial_engine_abort(e, msg);
+                return autotune_engine_abort(e, msg);
         }
         /* The price: a candidate far worse than the best so far leaves the
          * trial after this one epoch (and the next trials for an hour). */
@@ -506,16 +506,16 @@ TrialAction trial_engine_epoch(TrialEngine *e, const BlockStat *stat, int stat_e
                 snprintf(why, sizeof why, "%s", e->peek_why);
         } else
                 far = autotune_far_worse(&e->policy, e->series, e->n_cand, e->drops, e->current, &f, why, sizeof why);
-        AutoSeries *ser = &e->series[e->current];
+        AutotuneSeries *ser = &e->series[e->current];
         if (ser->n < AUTOTUNE_MAX_EPOCHS)
                 ser->epochs[ser->n++] = f;
         if (far) {
-                AutoDrop *dr = &e->drops[e->current];
-                *dr = (AutoDrop) { .dropped = true, .by = -1, .epochs = (unsigned) ser->n };
+                AutotuneDrop *dr = &e->drops[e->current];
+                *dr = (AutotuneDrop) { .dropped = true, .by = -1, .epochs = (unsigned) ser->n };
                 snprintf(dr->why, sizeof dr->why, "far worse than the best so far: %.200s", why);
                 autotune_tripped_add(e->tripped, &e->n_tripped, &e->cand[e->current], now);
                 log_info("%s: %s leaves the trial: %s.", e->name, buf, dr->why);
         }
         e->slot++;
-        return (TrialAction) { .what = TRIAL_DO_NEXT };
+        return (AutotuneTrialAction) { .what = AUTOTUNE_TRIAL_DO_NEXT };
 }
