@@ -9,7 +9,7 @@
 #include "strbuf.h"
 
 /* The trial runner of closed-loop tuning: the I/O driver of the trial engine
- * (autotune-engine.h decides, autotune.c's statistics under it), and of the
+ * (autotune-engine.h decides, autotune.h's statistics under it), and of the
  * watch between trials (autotune-watch.c, over autotune-lookout.h). It lives on
  * the event loop thread like everything the Manager owns; the Trial calls
  * are api-manager.c's, told of each trial's progress and end by a listener.

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The watch between trials: a tick every AUTOTUNE_RECALL_INTERVAL_USEC reads
- * each watched device's /sys/block/X/stat and hands it to the pure watch
- * (autotune-lookout.c), then carries out what it decided: a workload seen
+ * each watched device's /sys/block/X/stat and hands it to the lookout
+ * (autotune-lookout.c, pure), then carries out what it decided: a workload seen
  * before gets its setting back (recall), a chosen setting that broke its
  * bound falls back, a changed workload or AutoTrialIntervalSec= starts a
  * trial. It also makes and frees the tuner, whose timer it is. The trials

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The watch between trials as a pure function of its ticks
- * (autotune-lookout.h): recall, the promise, the workload-change detector and
- * periodic trials. */
+/* The lookout: the watch's decisions between trials as a pure function of
+ * its ticks (autotune-lookout.h): recall, the promise, the workload-change
+ * detector and periodic trials. */
 #include "config.h"
 
 #include <stdio.h>

@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
-/* What the watch decides between trials, for one device, as a pure
- * function of its ticks: a workload seen before is back (recall), the
- * chosen setting broke the bound the trial promised (fall back), the
+/* The lookout: what the watch decides between trials, for one device, as
+ * a pure function of its ticks: a workload seen before is back (recall),
+ * the chosen setting broke the bound the trial promised (fall back), the
  * workload changed for three intervals in a row or AutoTrialIntervalSec=
- * passed (start a trial). The driver (src/daemon/autotune-watch.c) reads
- * /sys/block/X/stat at each tick and carries the verdicts out; a unit test
- * feeds it a fake clock. No clock, no sysfs here. */
+ * passed (start a trial). The watch (src/daemon/autotune-watch.c) is its
+ * driver: it reads /sys/block/X/stat at each tick and carries the verdicts
+ * out; a unit test feeds it a fake clock. No clock, no sysfs here. The
+ * lookout calls out, the watch acts: as the engine (autotune-engine.h)
+ * decides a trial and the runner (autotune-runner.c) carries it out. */
 
 #include <stdbool.h>
 #include <stddef.h>
