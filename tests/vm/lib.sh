@@ -156,3 +156,42 @@ vm_rootfs_image() {
         mkfs.ext4 -q -F -L blkmqd-root -d "$tree" "$img" || { rm -rf --one-file-system "$tree"; return 1; }
         rm -rf --one-file-system "$tree"
 }
+
+# vm_module_tree TMP MODULES: the guest's modules tree (prepare.sh's
+# cached subset) with the modules MODULES added (names without .ko, from
+# VM_KVER's cached kernel package, uncompressed) and its indexes made
+# again by depmod, so that kmod in a --rootfs guest loads them on demand
+# (modprobe, and /dev/mapper/control's static node from modules.devname).
+# Sets VM_MODULE_ARGS (run-guest.py --file TMP/...:/usr/lib/modules/KVER,
+# laid over the cached tree in the payload), or returns 1 with
+# VM_MODULE_ERR saying what is missing.
+vm_module_tree() {
+        local tmp=$1 cache env deb m f n=0 dir
+        cache=${VM_CACHE:-$VM_DIR/cache}
+        VM_MODULE_ARGS=()
+        env=vm-${VM_KERNEL_SET:-bookworm}.env
+        [ "${VM_KERNEL_SET:-bookworm}" = bookworm ] && env=vm.env
+        # shellcheck disable=SC1090
+        . "$cache/$env"
+        deb=$(ls "$cache"/debs/linux-{image,modules}-"$VM_KVER"*.deb 2>/dev/null | head -n1 || true)
+        [ -n "$deb" ] || { VM_MODULE_ERR="no kernel package of $VM_KVER in $cache/debs"; return 1; }
+        command -v depmod >/dev/null || { VM_MODULE_ERR="depmod (kmod) not installed"; return 1; }
+        dir=$tmp/root/lib/modules/$VM_KVER
+        mkdir -p "$tmp/x" "$dir"
+        cp -a "$VM_MODULES/." "$dir/"
+        dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$tmp/x" --wildcards '*/kernel/drivers/md/*' 2>/dev/null || true
+        mkdir -p "$dir/kernel/drivers/md"
+        for m in $2; do
+                f=$(find "$tmp/x" -name "$m.ko*" | head -n1)
+                [ -n "$f" ] || { VM_MODULE_ERR="$m.ko not in $(basename "$deb")"; rm -rf "$tmp/x"; return 1; }
+                case $f in
+                *.xz) xz -dc "$f" >"$dir/kernel/drivers/md/$m.ko" ;;
+                *.zst) zstd -qdc "$f" >"$dir/kernel/drivers/md/$m.ko" ;;
+                *) cp "$f" "$dir/kernel/drivers/md/$m.ko" ;;
+                esac
+                n=$((n + 1))
+        done
+        rm -rf "$tmp/x"
+        depmod -b "$tmp/root" "$VM_KVER" || { VM_MODULE_ERR="depmod failed on $dir"; return 1; }
+        VM_MODULE_ARGS=(--file "$dir:/usr/lib/modules/$VM_KVER")
+}

@@ -30,7 +30,14 @@
 #          SIGKILL restarts keep the originals and the zone records; a disk
 #          re-attached while down gets its own originals; socket activation
 #          as an unprivileged user, mutating calls refused; hotplug while
-#          running; an upgrade to a higher version; left running.
+#          running; an upgrade to a higher version; then stacks made
+#          with lvm2 and mdadm under udev (guest/systemd-stack-lib.sh): an
+#          LV striped over two namespaces of stk0, an md RAID1 over the
+#          other two, a drop-in's MatchVolume= and MatchMDLevel= sections
+#          by reload (sysfs on the LV and on every member, blkmqctl
+#          explain), the LV deactivated and the array stopped give back
+#          every member's own values, the LV active again; the drop-in
+#          and the VG removed (boot 3 starts as before); left running.
 #   boot 3, guest/systemd-reboot.sh: boot 2's poweroff in the journal (the
 #          instance left running, after boot 2's last entry: its restore
 #          entries, for every device it changed, before "Deactivated
@@ -113,10 +120,24 @@ for b in enable off; do
                 { echo "FAIL: README.md has no block marked <!-- quickstart-systemd: $b -->"; exit 1; }
 done
 
-common=(--rootfs "$work/root.img" --subsys --conventional
+# The stacks (guest/systemd-stack-lib.sh): the dm and md modules kmod loads
+# on demand, laid over the guest's modules tree, and a controller of four
+# namespaces (serial stk0) behind a root port of its own (the controllers'
+# names change from boot to boot: systemd-lib.sh's dkey).
+vm_module_tree "$work/kmod" "dm-mod md-mod raid1" || { echo "FAIL: the guest's dm and md modules: $VM_MODULE_ERR"; exit 1; }
+stk=(--qemu-arg=-device --qemu-arg="pcie-root-port,id=rp5,bus=pcie.0,chassis=5,slot=5"
+     --qemu-arg=-device --qemu-arg="nvme,id=stk,serial=stk0,bus=rp5")
+for i in 1 2 3 4; do
+        truncate -s 256M "$work/stk$i.img"
+        stk+=(--qemu-arg=-drive --qemu-arg="file=$work/stk$i.img,id=stk$i,format=raw,if=none"
+              --qemu-arg=-device --qemu-arg="nvme-ns,drive=stk$i,bus=stk,nsid=$i")
+done
+
+common=(--rootfs "$work/root.img" --subsys --conventional "${VM_MODULE_ARGS[@]}" "${stk[@]}"
         --hotplug-script "$VM_GUEST/systemd-hotplug.actions"
         --file "$VM_GUEST/daemon-lib.sh:/vm/daemon-lib.sh"
         --file "$VM_GUEST/systemd-lib.sh:/vm/systemd-lib.sh"
+        --file "$VM_GUEST/systemd-stack-lib.sh:/vm/systemd-stack-lib.sh"
         --file "$work/deb-version:/vm/deb-version" --file "$work/deb-version2:/vm/deb-version2"
         --file "$work/quickstart-enable.sh:/vm/quickstart-enable.sh"
         --file "$work/quickstart-off.sh:/vm/quickstart-off.sh"

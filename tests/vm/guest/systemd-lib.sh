@@ -54,30 +54,55 @@ usec_ms() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", (b - a) / 1000 }'; }
 usec_s() { awk -v a="$1" 'BEGIN { printf "%.2f", a / 1000000 }'; }
 # disks_boot: the whole disks present at boot (virtio root, the conventional
 # namespace, the ZNS controller's hidden path): C, Z (head), P (path), R.
+# (The namespaces of the controller stk0 are the stacks': systemd-stack-lib.sh.)
 disks_boot() {
         R=vda C= Z= P=
         for _d in /sys/block/nvme*; do
                 _n=${_d##*/}
                 case $(cat $_d/queue/zoned) in
                 host-managed) case $_n in *c*) P=$_n ;; *) Z=$_n ;; esac ;;
-                none) C=$_n ;;
+                none) [ "$(cat $_d/device/serial 2>/dev/null | tr -d ' ')" = stk0 ] || C=$_n ;;
                 esac
         done
         echo "# disks: root $R, conventional ${C:-none}, ZNS head ${Z:-none} path ${P:-none}"
 }
-# snap_all DIR: qsnap of every disk present into DIR/NAME (a bio-based
-# disk too: 6.12's NVMe multipath head has no queue/scheduler at all)
-snap_all() {
+# dkey DEV: the name a disk's snapshot is kept under, the same in every
+# boot: SERIAL-nNSID (-path for a multipath path) for an NVMe namespace,
+# else DEV. The kernel names NVMe controllers and namespaces in the order
+# their asynchronous probes run: with the stacks' controller stk0 beside
+# the two others, the conventional disk was nvme0n1 at one boot and
+# nvme2n1 at the next.
+dkey() {
+        _ks=$(cat /sys/block/$1/device/serial 2>/dev/null | tr -d ' ')
+        _ki=$(cat /sys/block/$1/nsid 2>/dev/null)
+        if [ -z "$_ks" ] || [ -z "$_ki" ]; then
+                echo $1
+                return
+        fi
+        case $1 in
+        nvme*c*n*) echo "$_ks-n$_ki-path" ;;
+        *) echo "$_ks-n$_ki" ;;
+        esac
+}
+# snap_one DIR DEV: qsnap of DEV into DIR/$(dkey DEV)
+snap_one() {
         mkdir -p $1
+        qsnap $2 > $1/$(dkey $2)
+}
+# snap_all DIR: snap_one of every disk present (a bio-based disk too:
+# 6.12's NVMe multipath head has no queue/scheduler at all)
+snap_all() {
         for _d in /sys/block/*; do
                 [ -d $_d/queue ] || continue
-                qsnap ${_d##*/} > $1/${_d##*/}
+                snap_one $1 ${_d##*/}
         done
 }
-# same_as DIR DEV: DEV's queue attributes now are DIR/DEV (diff on the console if not)
+# same_as DIR DEV: DEV's queue attributes now are its snapshot in DIR
+# (snap_one; diff on the console if not)
 same_as() {
-        qsnap $2 | cmp -s - $1/$2 && return 0
-        qsnap $2 | diff $1/$2 - | sed "s/^/# $2 then vs now| /"
+        _kf=$1/$(dkey $2)
+        qsnap $2 | cmp -s - $_kf && return 0
+        qsnap $2 | diff $_kf - | sed "s/^/# $2 then vs now| /"
         return 1
 }
 # blkmqd_procs: PIDs of processes running /usr/sbin/blkmqd

@@ -8,6 +8,7 @@
 # `systemctl poweroff` stops it (boot 3 reads that in the journal).
 . /vm/daemon-lib.sh
 . /vm/systemd-lib.sh
+. /vm/systemd-stack-lib.sh
 SVC=/etc/systemd/system/blkmqd.service.d
 DROP=/etc/blkmqd/blkmqd.conf.d
 
@@ -19,6 +20,10 @@ check "no blkmqd process" no_blkmqd
 for d in $R $C $P $Z; do
         check "$d: queue attributes as at boot 1, before the installation" same_as $ST/boot1 $d
 done
+# The stack's namespaces before blkmqd ever ran on them (section 13)
+stack_disks
+check "stk0's four namespaces" [ -n "$N1" -a -n "$N2" -a -n "$N3" -a -n "$N4" ]
+for n in $N1 $N2 $N3 $N4; do snap_one /tmp/stk-orig $n; done
 
 # --- 2. enable --now ---------------------------------------------------------
 mkdir -p $DROP
@@ -302,6 +307,68 @@ rm -f $DROP/60-vmtest-zones.conf /var/lib/blkmqd/zones.db*
 systemctl start blkmqd.service
 check "$C tuned; left running for the poweroff" vm_wait_for 20 tuned_conv $C
 qstate $C > $ST/boot2-tuned
+
+# --- 13. stacks: an LV and an md RAID1, made with lvm2 and mdadm under udev -----
+# The packaged blkmqd, running, is told of them by udev (lvm2's and
+# mdadm's rules); the drop-in's sections for them come with a reload. At
+# the end the drop-in and the volume group are removed: boot 3 starts as
+# before.
+t_stack=$(vm_uptime)
+check "modprobe dm_mod md_mod raid1 (the modules' index: vm_module_tree)" modprobe -a dm_mod md_mod raid1
+check "device-mapper up (/dev/mapper/control)" [ -e /dev/mapper/control ]
+check "pvcreate, vgcreate $VG on $N1 $N2" sh -c "pvcreate -q /dev/$N1 /dev/$N2 && vgcreate -q $VG /dev/$N1 /dev/$N2"
+check "lvcreate $VG/$LVN striped over both (-i 2)" lvcreate -q -y -i 2 -I 64k -L 64M -n $LVN $VG
+check "mdadm --create $MDN (RAID1) over $N3 $N4" mdadm --create /dev/md/$MDN --run --quiet --assume-clean \
+        --level=1 --raid-devices=2 --metadata=1.2 --name=$MDN --homehost=any /dev/$N3 /dev/$N4
+udevadm settle -t 20
+LV=$(lv_dev)
+MD=$(basename "$(readlink -f /dev/md/$MDN)")
+ra_lv=$(qattr $LV read_ahead_kb)
+echo "# $VG/$LVN is $LV (read_ahead_kb $ra_lv), $MDN is $MD"
+udevadm info -q property /dev/$LV | grep -e '^DM_' -e '^ID_FS' | sed "s/^/# udev $LV| /"
+check "udev (lvm2's rules) gave $LV DM_VG_NAME=$VG" has_prop $LV DM_VG_NAME=$VG
+check "udev (lvm2's rules) gave $LV DM_LV_NAME=$LVN" has_prop $LV DM_LV_NAME=$LVN
+check "udev (mdadm's rules) gave $MD MD_LEVEL=raid1" has_prop $MD MD_LEVEL=raid1
+stack_conf
+sed 's/^/# stack drop-in| /' $STACK_CONF
+systemctl reload blkmqd.service
+check_eq "systemctl reload with the stacks' drop-in" 0 $?
+lv_tuned "reload"
+for n in $N3 $N4; do
+        check "reload: $n under $MD: bfq, nr_requests 32" vm_wait_for 20 sq_is $n "sched=bfq nr=32"
+done
+check_eq "$C keeps the shipped [Device nvme]" "sched=kyber nr=256 ra=4096" "$(qstate $C)"
+blkmqctl explain $N1 > /tmp/explain.out 2>&1
+sed 's/^/# explain| /' /tmp/explain.out
+check "blkmqctl explain $N1 names the stack: [Device vmstack] via $LV" grep -q "vmstack via $LV" /tmp/explain.out
+check "blkmqctl explain $N1: the section matches $LV ($VG/$LVN) above it" grep -q "matches $LV ($VG/$LVN) above $N1" /tmp/explain.out
+blkmqctl explain $N3 > /tmp/explain.out 2>&1
+check "blkmqctl explain $N3 names the stack: [Device vmmirror] via $MD" grep -q "vmmirror via $MD" /tmp/explain.out
+check "lvchange -an $VG/$LVN" lvchange -q -an $VG/$LVN
+udevadm settle -t 20
+for n in $N1 $N2; do
+        check "LV deactivated: $n back to $(snap_sq /tmp/stk-orig $n)" vm_wait_for 20 sq_is $n "$(snap_sq /tmp/stk-orig $n)"
+        check "$n: every queue attribute as before blkmqd ran" same_as /tmp/stk-orig $n
+done
+check "mdadm --stop $MDN" mdadm --stop /dev/md/$MDN
+udevadm settle -t 20
+for n in $N3 $N4; do
+        check "md stopped: $n back to $(snap_sq /tmp/stk-orig $n)" vm_wait_for 20 sq_is $n "$(snap_sq /tmp/stk-orig $n)"
+        check "$n: every queue attribute as before blkmqd ran" same_as /tmp/stk-orig $n
+done
+# (no array at boot 3: its members keep no superblock)
+mdadm --zero-superblock /dev/$N3 /dev/$N4
+check "lvchange -ay $VG/$LVN" lvchange -q -ay $VG/$LVN
+udevadm settle -t 20
+lv_tuned "LV active again"
+rm -f $STACK_CONF
+systemctl reload blkmqd.service
+check "vgremove -f $VG, pvremove" sh -c "vgremove -q -f $VG && pvremove -q /dev/$N1 /dev/$N2"
+udevadm settle -t 20
+for n in $N1 $N2; do
+        check "drop-in and VG gone: $n under the shipped [Device nvme]" vm_wait_for 20 tuned_conv $n
+done
+echo "# TIMING stacks (section 13): $(awk -v a=$t_stack -v b=$(vm_uptime) 'BEGIN { printf "%.1f", b - a }') s"
 timeout 60 systemctl is-system-running --wait > /dev/null 2>&1
 echo "# $(systemd-analyze time 2>&1 | head -n1)"
 # For boot 3: the instance the poweroff stops, and this script's last words
