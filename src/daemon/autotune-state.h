@@ -16,10 +16,10 @@
 #include <systemd/sd-event.h>
 
 #include "autotune-engine.h"
+#include "autotune-lockstep.h"
 #include "autotune-lookout.h"
 #include "autotune.h"
 #include "hist.h"
-#include "autotune-lockstep.h"
 #include "manager.h"
 
 typedef struct AutotuneRunner AutotuneRunner;

@@ -21,8 +21,8 @@
 #include <cmocka.h>
 
 #include "autotune-engine.h"
-#include "autotune.h"
 #include "autotune-lockstep.h"
+#include "autotune.h"
 #include "util.h"
 
 #define APPLY_USEC 20000ULL
