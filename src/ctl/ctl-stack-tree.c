@@ -39,7 +39,7 @@ static void print_loss(FILE *f, const char *prefix, json_t *l) {
 
         fprintf(f, "%s%s=%s not applied ([%s], %s): %s[%s] %s\n", prefix, or_dash(s_(l, "key")),
                 or_dash(s_(l, "value")), or_dash(s_(l, "section")), or_dash(s_(l, "origin")), own ? "its own " : "",
-                or_dash(s_(l, "winner")), own ? "wins" : "is first in the configuration");
+                or_dash(s_(l, "winner")), "comes later");
 }
 
 static void print_node(FILE *f, json_t *n, const char *prefix, bool root, bool last, const Glyphs *g) {

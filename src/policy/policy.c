@@ -144,51 +144,36 @@ static int add_loss(Resolved *r, Knob k, const char *value, const char *section,
         return 0;
 }
 
-/* The sections that match a device above d: their request-queue keys,
- * the first section in configuration order winning for each. */
-static int apply_stacks(Resolved *r, const Config *c, const DeviceInfo *d, const DeviceInfo *const *above,
-                        size_t n_above) {
-        for (size_t i = 0; i < c->n_devices; i++) {
-                const DeviceSection *s = &c->devices[i];
-                const DeviceInfo *a = NULL;
-                _cleanup_free_ char *label = NULL, *line = NULL;
-                char buf[256];
+/* The first device above d that section s matches, or NULL. */
+static const DeviceInfo *stack_match(const DeviceSection *s, const DeviceInfo *const *above, size_t n_above) {
+        for (size_t k = 0; k < n_above; k++)
+                if (above[k] && policy_match(&s->match, above[k], NULL))
+                        return above[k];
+        return NULL;
+}
 
-                for (size_t k = 0; k < n_above && !a; k++)
-                        if (above[k] && policy_match(&s->match, above[k], NULL))
-                                a = above[k];
-                if (!a)
+/* Section s's keys (all of them, or the request-queue ones only) over
+ * what earlier sections set: configuration order, as between a disk's own
+ * sections. Where a stack's section is on either side, the key that lost
+ * is on record (Resolved.losses, and a line of explain). */
+static int apply_in_order(Resolved *r, const DeviceInfo *d, const Settings *s, const char *label, bool queue_only,
+                          bool own, const bool stacked[static _KNOB_MAX], bool now_stacked[static _KNOB_MAX]) {
+        for (int k = 0; k < _KNOB_MAX; k++) {
+                _cleanup_free_ char *line = NULL;
+
+                if (!s->value[k] || (queue_only && !knob_request_queue(k)))
                         continue;
-                if (asprintf(&line, "[Device %s] (%s:%u) matches %s above %s: its request-queue settings apply here",
-                             s->name, s->file, s->line, device_names(a, buf), d->sysname) < 0 ||
-                    strv_push(&r->explain, TAKE_PTR(line)) < 0)
+                if (r->value[k] && (stacked[k] || !own) && !streq(r->value[k], s->value[k]) &&
+                    (asprintf(&line, "  %s=%s of [%s] not applied to %s: %s[%s] comes later", knob_info(k)->key,
+                              r->value[k], r->section[k], d->sysname, own ? "its own " : "", label) < 0 ||
+                     strv_push(&r->explain, TAKE_PTR(line)) < 0 ||
+                     add_loss(r, k, r->value[k], r->section[k], r->origin[k], label, own) < 0))
                         return -ENOMEM;
-                if (!strv_contains(r->matched, s->name) && strv_extend(&r->matched, s->name) < 0)
+                if (free_and_strdup(&r->value[k], s->value[k]) < 0)
                         return -ENOMEM;
-                if (!strv_contains(r->stacks, a->sysname) && strv_extend(&r->stacks, a->sysname) < 0)
-                        return -ENOMEM;
-                if (asprintf(&label, "Device %s via %s", s->name, a->sysname) < 0 ||
-                    strv_push(&r->labels, TAKE_PTR(label)) < 0)
-                        return -ENOMEM;
-                const char *l = r->labels[strv_length(r->labels) - 1];
-                for (int k = 0; k < _KNOB_MAX; k++) {
-                        if (!s->settings.value[k] || !knob_request_queue(k))
-                                continue;
-                        if (r->value[k]) {
-                                if (asprintf(&line, "  %s=%s of [Device %s] not applied to %s: [%s] sets it first",
-                                             knob_info(k)->key, s->settings.value[k], s->name, d->sysname,
-                                             r->section[k]) < 0 ||
-                                    strv_push(&r->explain, TAKE_PTR(line)) < 0 ||
-                                    add_loss(r, k, s->settings.value[k], l, s->settings.origin[k], r->section[k],
-                                             false) < 0)
-                                        return -ENOMEM;
-                                continue;
-                        }
-                        if (!(r->value[k] = strdup(s->settings.value[k])))
-                                return -ENOMEM;
-                        r->section[k] = l;
-                        r->origin[k] = s->settings.origin[k];
-                }
+                r->section[k] = label;
+                r->origin[k] = s->origin[k];
+                now_stacked[k] = !own;
         }
         return 0;
 }
@@ -218,39 +203,38 @@ int policy_resolve_stacked(const Config *c, const DeviceInfo *d, const DeviceInf
                         goto oom;
         }
 
-        /* The stacks' first, then d's own sections over them. */
-        if (n_above > 0 && !d->bio_based && apply_stacks(&r, c, d, above, n_above) < 0)
-                goto oom;
-        for (int k = 0; k < _KNOB_MAX; k++)
-                stacked[k] = r.value[k];
+        /* Every section that applies to d, its own and those matching a
+         * stack above it (their request-queue keys), in configuration
+         * order: a later one overrides an earlier one's key. Section labels
+         * get storage of their own, so section[] can point into it for as
+         * long as the Resolved lives. */
+        for (size_t i = 0; i < c->n_devices; i++) {
+                const DeviceSection *s = &c->devices[i];
+                bool is_own = strv_contains(own, s->name);
+                const DeviceInfo *a = NULL;
+                _cleanup_free_ char *label = NULL, *line = NULL;
+                char buf[256];
+                bool was[_KNOB_MAX];
 
-        /* Section labels get storage of their own, so section[] can point
-         * into it for as long as the Resolved lives. */
-        STRV_FOREACH(m, own) {
-                if (!strv_contains(r.matched, *m) && strv_extend(&r.matched, *m) < 0)
-                        goto oom;
-                const DeviceSection *s = config_find_device(c, *m);
-                _cleanup_free_ char *label = NULL;
-
-                if (asprintf(&label, "Device %s", s->name) < 0)
-                        goto oom;
-                if (strv_push(&r.labels, TAKE_PTR(label)) < 0)
-                        goto oom;
-                const char *l = r.labels[strv_length(r.labels) - 1];
-                /* a stack's key this device's own section overrides */
-                for (int k = 0; k < _KNOB_MAX; k++) {
-                        _cleanup_free_ char *line = NULL;
-
-                        if (!stacked[k] || !s->settings.value[k])
+                if (!is_own) {
+                        if (n_above == 0 || d->bio_based || !(a = stack_match(s, above, n_above)))
                                 continue;
-                        stacked[k] = false;
-                        if (asprintf(&line, "  %s=%s of [%s] not applied to %s: its own [%s] wins", knob_info(k)->key,
-                                     r.value[k], r.section[k], d->sysname, l) < 0 ||
-                            strv_push(&r.explain, TAKE_PTR(line)) < 0 ||
-                            add_loss(&r, k, r.value[k], r.section[k], r.origin[k], l, true) < 0)
+                        if (asprintf(&line, "[Device %s] (%s:%u) matches %s above %s: its request-queue settings apply here",
+                                     s->name, s->file, s->line, device_names(a, buf), d->sysname) < 0 ||
+                            strv_push(&r.explain, TAKE_PTR(line)) < 0)
+                                goto oom;
+                        if (!strv_contains(r.stacks, a->sysname) && strv_extend(&r.stacks, a->sysname) < 0)
                                 goto oom;
                 }
-                if (apply_settings(&r, &s->settings, l) < 0)
+                if (!strv_contains(r.matched, s->name) && strv_extend(&r.matched, s->name) < 0)
+                        goto oom;
+                if ((a ? asprintf(&label, "Device %s via %s", s->name, a->sysname)
+                       : asprintf(&label, "Device %s", s->name)) < 0 ||
+                    strv_push(&r.labels, TAKE_PTR(label)) < 0)
+                        goto oom;
+                memcpy(was, stacked, sizeof was);
+                if (apply_in_order(&r, d, &s->settings, r.labels[strv_length(r.labels) - 1], !is_own, is_own, was,
+                                   stacked) < 0)
                         goto oom;
         }
 

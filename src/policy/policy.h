@@ -20,17 +20,18 @@
  * stack_above(), up to a request-based dm-multipath map, which takes its
  * sections' keys itself) also takes the request-queue settings (knob_request_queue())
  * of each section that matches one of them; those sections count as
- * matched. Its own sections come after and override them, key by key: a
- * member's own section wins for its own knobs. Where two stacks' sections
- * set one key on a shared disk (two LVs on one PV, md arrays on partitions
- * of one disk), the section first in configuration order wins; explain
- * says which one lost (Resolved.losses, and a line of explain), and where a
- * member's own section overrides a stack's key. Everything else (ReadAheadKB=, probes, alerts) stays
- * with the device the section matched. */
+ * matched. Its own sections and the stacks' apply in configuration order,
+ * as its own do among themselves: a later section overrides an earlier
+ * one's key (so a drop-in's stack section overrides the shipped [Device
+ * nvme], and a member's own section after a stack's overrides it); explain
+ * says which key lost where a stack's section is on either side
+ * (Resolved.losses, and a line of explain). Everything else (ReadAheadKB=,
+ * probes, alerts) stays with the device the section matched. */
 
-/* A key a stack's section sets that a member does not take, and why: its
- * own section sets it (own), or a section first in configuration order
- * (another stack's, or the same stack's through another layer) does. */
+/* A key a section set on a member that a later section overrides, where a
+ * stack's section is on either side: the winner is the member's own
+ * section (own) or a stack's section (another stack's, or the same
+ * stack's through another layer). */
 typedef struct ResolvedLoss {
         Knob knob;
         char *value;

@@ -88,7 +88,7 @@ static json_t *losses_json(const Resolved *r) {
                 json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "key", knob_info(l->knob)->key,
                                                    "value", l->value, "section", strna(l->section), "origin",
                                                    strna(l->origin), "winner", strna(l->winner), "reason",
-                                                   l->own ? "ownSection" : "firstInConfig"));
+                                                   l->own ? "ownSection" : "stackSection"));
         }
         return a;
 }

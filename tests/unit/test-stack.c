@@ -501,28 +501,30 @@ static void test_stack_settings(void **state) {
         assert_null(r.own);
         resolved_done(&r);
 
-        /* a disk under two arrays (through its partitions): the section
-         * first in the configuration wins each key, explain names the loser */
+        /* a disk under two arrays (through its partitions): configuration
+         * order, the later section wins each key, explain names the loser */
         resolve_member(root, c, "nvme0n3", &r);
-        assert_string_equal(r.value[KNOB_NR_REQUESTS], "128");
-        assert_string_equal(r.section[KNOB_NR_REQUESTS], "Device mirror via md0");
+        assert_string_equal(r.value[KNOB_NR_REQUESTS], "32");
+        assert_string_equal(r.section[KNOB_NR_REQUESTS], "Device stripe via md1");
         assert_string_equal(r.value[KNOB_WBT_LAT_USEC], "0");
         assert_string_equal(r.value[KNOB_RQ_AFFINITY], "2");
         assert_string_equal(r.section[KNOB_RQ_AFFINITY], "Device stripe via md1");
         assert_null(r.value[KNOB_READ_AHEAD_KB]);
-        assert_true(explain_has(&r, "NrRequests=32 of [Device stripe] not applied to nvme0n3: [Device mirror via md0] sets it first"));
+        assert_true(explain_has(&r, "NrRequests=128 of [Device mirror via md0] not applied to nvme0n3: [Device stripe via md1] comes later"));
         resolved_done(&r);
 
-        /* its own section wins for its own keys */
+        /* its own section, later in the configuration, over both stacks' */
         resolve_member(root, c, "nvme0n4", &r);
         assert_string_equal(r.value[KNOB_NR_REQUESTS], "256");
         assert_string_equal(r.section[KNOB_NR_REQUESTS], "Device ns4");
         assert_string_equal(r.value[KNOB_WBT_LAT_USEC], "0");
-        assert_true(explain_has(&r, "NrRequests=128 of [Device mirror via md0] not applied to nvme0n4: its own [Device ns4] wins"));
-        assert_int_equal(r.n_losses, 2); /* stripe's NrRequests= to mirror's, mirror's to ns4 */
+        assert_true(explain_has(&r, "NrRequests=128 of [Device mirror via md0] not applied to nvme0n4: [Device stripe via md1] comes later"));
+        assert_true(explain_has(&r, "NrRequests=32 of [Device stripe via md1] not applied to nvme0n4: its own [Device ns4] comes later"));
+        assert_int_equal(r.n_losses, 2); /* mirror's NrRequests= to stripe's, stripe's to ns4 */
+        assert_false(r.losses[0].own);
         assert_true(r.losses[1].own);
         assert_string_equal(r.losses[1].winner, "Device ns4");
-        assert_string_equal(r.losses[1].origin, "s.conf:8");
+        assert_string_equal(r.losses[1].origin, "s.conf:12");
         assert_int_equal(strv_length(r.own), 1);
         assert_string_equal(r.own[0], "ns4");
         assert_true(strv_contains(r.matched, "mirror"));
@@ -547,6 +549,25 @@ static void test_stack_settings(void **state) {
         assert_int_equal(policy_resolve(c, top, NULL, &r), 0);
         assert_string_equal(r.value[KNOB_READ_AHEAD_KB], "8192");
         assert_null(r.stacks);
+        resolved_done(&r);
+
+        /* the packaged configuration's [Device nvme] first, an operator's
+         * drop-in for the volume after it: the drop-in's queue keys reach
+         * the namespaces (configuration order, as between a disk's own
+         * sections); the disk's own read-ahead stays its own */
+        _cleanup_(config_freep) Config *shipped = NULL;
+        if (config_load_string("[Device nvme]\nMatchTransport=nvme\nScheduler=kyber none\nNrRequests=256\n"
+                               "ReadAheadKB=4096\n[Device pg]\nMatchVolume=vgdata/striped\n"
+                               "Scheduler=mq-deadline\nNrRequests=64\n", "d.conf", &shipped, &err) < 0)
+                fail_msg("d.conf:%u: %s", err.line, err.message);
+        resolve_member(root, shipped, "nvme0n1", &r);
+        assert_string_equal(r.value[KNOB_SCHEDULER], "mq-deadline");
+        assert_string_equal(r.value[KNOB_NR_REQUESTS], "64");
+        assert_non_null(strstr(r.section[KNOB_NR_REQUESTS], "Device pg via dm-"));
+        assert_string_equal(r.value[KNOB_READ_AHEAD_KB], "4096");
+        assert_true(explain_has(&r, "NrRequests=256 of [Device nvme] not applied to nvme0n1: [Device pg via "));
+        assert_int_equal(r.n_losses, 2);
+        assert_false(r.losses[1].own);
         resolved_done(&r);
         free_tree(root);
 }
@@ -662,7 +683,8 @@ static const char TREE_CONF[] =
 
 /* An LV striped over two namespaces: its read-ahead on it, the queue keys
  * on both; nvme0n1 takes the crypt mapping's WbtLatUsec= (pg does not set
- * it), not its Scheduler= (pg is first); nvme0n2's own NrRequests= wins. */
+ * it) and its Scheduler= (vault comes later than pg); nvme0n2's own
+ * NrRequests= (ns2 comes later still) wins. */
 static void tree_striped(const char *root, const Config *c) {
         _cleanup_free_ char *ascii = NULL, *utf = NULL;
         _cleanup_(json_decrefp) json_t *tree = NULL;
@@ -672,18 +694,18 @@ static void tree_striped(const char *root, const Config *c) {
                 "dm-0 (vgdata/striped): top, striped LV\n"
                 "| ReadAheadKB=4096 ([Device pg], t.conf:5)\n"
                 "|-nvme0n1: request-based disk\n"
-                "|   Scheduler=mq-deadline ([Device pg via dm-0], t.conf:3)\n"
+                "|   Scheduler=kyber ([Device vault via dm-2], t.conf:8)\n"
                 "|   NrRequests=64 ([Device pg via dm-0], t.conf:4)\n"
                 "|   WbtLatUsec=7000 ([Device vault via dm-2], t.conf:9)\n"
-                "|   Scheduler=kyber not applied ([Device vault via dm-2], t.conf:8): "
-                "[Device pg via dm-0] is first in the configuration\n"
+                "|   Scheduler=mq-deadline not applied ([Device pg via dm-0], t.conf:3): "
+                "[Device vault via dm-2] comes later\n"
                 "`-nvme0n2: request-based disk\n"
                 "    Scheduler=mq-deadline ([Device pg via dm-0], t.conf:3)\n"
                 "    NrRequests=256 ([Device ns2], t.conf:13)\n"
-                "    NrRequests=64 not applied ([Device pg via dm-0], t.conf:4): its own [Device ns2] wins\n");
+                "    NrRequests=64 not applied ([Device pg via dm-0], t.conf:4): its own [Device ns2] comes later\n");
         utf = draw(root, c, "dm-0", true, NULL);
         assert_non_null(strstr(utf, "\n│ ReadAheadKB=4096"));
-        assert_non_null(strstr(utf, "\n├─nvme0n1: request-based disk\n│   Scheduler=mq-deadline"));
+        assert_non_null(strstr(utf, "\n├─nvme0n1: request-based disk\n│   Scheduler=kyber"));
         assert_non_null(strstr(utf, "\n└─nvme0n2: request-based disk\n    Scheduler=mq-deadline"));
 
         /* --json: the same tree, nested */
@@ -711,11 +733,11 @@ static void tree_crypt_on_lv(const char *root, const Config *c) {
                 "`-dm-1 (vgdata/cryptlv): linear LV\n"
                 "  | (not managed: no section matches it)\n"
                 "  `-nvme0n1: request-based disk\n"
-                "      Scheduler=mq-deadline ([Device pg via dm-0], t.conf:3)\n"
+                "      Scheduler=kyber ([Device vault via dm-2], t.conf:8)\n"
                 "      NrRequests=64 ([Device pg via dm-0], t.conf:4)\n"
                 "      WbtLatUsec=7000 ([Device vault via dm-2], t.conf:9)\n"
-                "      Scheduler=kyber not applied ([Device vault via dm-2], t.conf:8): "
-                "[Device pg via dm-0] is first in the configuration\n");
+                "      Scheduler=mq-deadline not applied ([Device pg via dm-0], t.conf:3): "
+                "[Device vault via dm-2] comes later\n");
         check_stack_node_idl(tree);
 
         /* md over partitions: each partition's disk below it */

@@ -23,10 +23,12 @@ stack_disks() {
         echo "# stk0: nsid 1-4 are ${N1:-none} ${N2:-none} ${N3:-none} ${N4:-none}"
 }
 # stack_conf: the drop-in of the stacks. The shipped [Device nvme] sets
-# Scheduler= and NrRequests= on every NVMe namespace, and a disk's own
-# sections win over its stack's (blkmqd.conf(5), STACKED DEVICES): the
-# drop-in keeps it to the disks in no stack (this guest's conventional
-# disk and the hot-added ones, by serial).
+# Scheduler= and NrRequests= on every NVMe namespace; the drop-in's stack
+# sections come later in the configuration and win on the members, but a
+# member whose stack goes away would stay under [Device nvme]: the drop-in
+# keeps it to the disks in no stack (this guest's conventional disk and
+# the hot-added ones, by serial), so that the members get every boot
+# value back, as the checks compare.
 stack_conf() {
         mkdir -p ${STACK_CONF%/*}
         cat > $STACK_CONF <<EOC
