@@ -87,6 +87,7 @@ void autotune_device_free(AutotuneRunner *t, AutotuneDevice *a) {
         free(a->trial_h0);
         strv_free(a->members);
         autotune_lockstep_done(&a->lockstep);
+        free(a->member_job);
         free(a);
 }
 
@@ -114,6 +115,14 @@ static int apply_all(AutotuneDevice *a, char *why, size_t why_size) {
                 }
                 return a->device->busy ? 1 : 0;
         }
+        unsigned *mj = reallocarray(a->member_job, strv_length(a->members) + 1, sizeof *mj);
+        if (!mj) {
+                snprintf(why, why_size, "cannot apply: %s", strerror(ENOMEM));
+                return -ENOMEM;
+        }
+        a->member_job = mj;
+        for (size_t i = 0; a->members[i]; i++)
+                mj[i] = UINT_MAX; /* none counts until the loop below has asked */
         autotune_lockstep_begin(&a->lockstep);
         (void) manager_apply(m, a->device); /* the top: the trial's probe rate */
         for (size_t i = 0; a->members[i]; i++) {
@@ -122,6 +131,13 @@ static int apply_all(AutotuneDevice *a, char *why, size_t why_size) {
                         snprintf(why, why_size, "member %s of the stack is gone", a->members[i]);
                         return -ENODEV;
                 }
+                /* The job that carries this apply: the next one, or, if
+                 * one runs now (it started before the candidate was asked
+                 * for), the one after it. Counted, not told by d->dirty: a
+                 * stream of re-plans (a top's udev "change" at every close
+                 * of a writer) keeps a member dirty at the end of each job,
+                 * and the trial waited for a clean one for ever. */
+                mj[i] = d->n_jobs + (d->busy ? 2 : 1);
                 r = manager_apply(m, d);
                 if (r < 0) {
                         snprintf(why, why_size, "cannot apply to member %s: %s", d->sysname, strerror(-r));
@@ -552,7 +568,8 @@ static void member_applied(AutotuneDevice *a, Device *d) {
 
         while (a->members[i] && !streq(a->members[i], d->sysname))
                 i++;
-        if (!a->members[i] || autotune_lockstep_is_back(&a->lockstep, i) || !j || d->dirty)
+        if (!a->members[i] || autotune_lockstep_is_back(&a->lockstep, i) || !j || !a->member_job ||
+            d->n_jobs < a->member_job[i])
                 return;
         if (e->phase != AUTOTUNE_TRIAL_APPLYING && e->phase != AUTOTUNE_TRIAL_FINISHING)
                 return;

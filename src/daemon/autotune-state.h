@@ -79,6 +79,8 @@ struct AutotuneDevice {
          * member. */
         char **members;
         AutotuneLockstep lockstep;       /* of members: whose job for this apply came back, their outcomes */
+        unsigned *member_job;            /* per member: the count of its jobs done (Device.n_jobs) once the
+                                          * first job that carries this apply is back */
 };
 
 /* What trials chose per workload, for one disk (its identity and

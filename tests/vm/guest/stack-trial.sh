@@ -255,10 +255,12 @@ check "... refused, naming the member and both values" \
 echo "$O1" > /sys/block/$N1/queue/scheduler
 
 # --- 6. the mapping's trial over both namespaces of the LV -------------------
-# Readers only: with a writer, each close of the mapping makes udev's
-# watch send it a "change" (the stack planned again, its members too), and
-# the trial's call had no reply within 120 s after its last epoch, the
-# trial kept none in the log: not found yet (issue 33).
+# Readers and a writer: each close of the mapping after a write makes
+# udev's watch send it a "change" (the stack planned again, its members
+# too), so a member is asked for again while nearly every job of it runs.
+# A trial that waited for a member's job with none asked for after it
+# (Device.dirty) waited for ever: the call had no reply within 120 s after
+# the last epoch. It counts the member's jobs now (member_job).
 reader_ct() {
         i=$1
         while :; do
@@ -266,10 +268,17 @@ reader_ct() {
                 dd if=/dev/mapper/ctrial of=/dev/null bs=4k count=16 skip=$i iflag=direct 2>/dev/null
         done
 }
+writer_ct() {
+        i=0
+        while :; do
+                i=$(( (i + 1) % 1000 ))
+                dd if=/dev/zero of=/dev/mapper/ctrial bs=64k count=2 seek=$((1500 + i)) oflag=direct conv=notrunc 2>/dev/null
+        done
+}
 WL=
 reader_ct 1 & WL="$WL $!"
 reader_ct 15000 & WL="$WL $!"
-reader_ct 7000 & WL="$WL $!"
+writer_ct & WL="$WL $!"
 rm -f /tmp/stop-sampler
 sampler & SP=$!
 blkmqctl --address $ADDR trial --emit-conf $CT > /tmp/ct3.conf 2> /tmp/ct3.err
