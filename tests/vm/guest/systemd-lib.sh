@@ -170,7 +170,8 @@ adopted() { blkmqctl show $1 2>/dev/null | grep -qiE 'adopt|earlier instance|pre
 #   nfailed     systemd's failure words for blkmqd.service from "Stopping"
 #               to "Stopped"
 #   applied restored   the devices INV changed (MESSAGE_ID=applied, before
-#       MARK) and those it put back in the window
+#       MARK) and had not seen removed by then ("DEV: removed."), and those
+#       it put back in the window
 # The entries from MARK on go to OUT.log, one line each.
 stop_window() {
         journalctl -b -1 -o json \
@@ -194,6 +195,8 @@ stop_window() {
                         split("", rset)
                 }
                 if (mine && id == mapplied && !mark_at) aset[dev] = 1
+                # a device gone before MARK (an LV removed) has nothing to put back
+                if (mine && !mark_at && match(msg, /^[^ :]+: removed[.,]/)) { split(msg, p, ":"); delete aset[p[1]] }
                 if (!mark_at) next
                 print NR ": [" unit "] " (id == "" ? "" : id " " dev " " f("BLKMQD_KNOB") " -> " f("BLKMQD_NEW") " | ") msg > logf
                 if (unit == "shutdown.target" && !shutdown_at) shutdown_at = NR
