@@ -53,24 +53,26 @@ check "daemon started" [ -n "$DPID" ]
 check "daemon ready" vm_wait_for 30 log_has "; ready\."
 
 # The workload on the volume: 4 KiB direct reads, 64 KiB direct writes.
+# reader DEV START, writer DEV: loops over the first 125 MiB and a 32 MiB
+# stretch after 128 MiB of DEV (a 192 MiB LV, or the mapping on it).
 WL=
 reader() {
-        i=$1
+        i=$2
         while :; do
                 i=$(( (i + 7919) % 32000 ))
-                dd if=/dev/vgtrial/striped of=/dev/null bs=4k count=16 skip=$i iflag=direct 2>/dev/null
+                dd if=$1 of=/dev/null bs=4k count=16 skip=$i iflag=direct 2>/dev/null
         done
 }
 writer() {
         i=0
         while :; do
                 i=$(( (i + 97) % 500 ))
-                dd if=/dev/zero of=/dev/vgtrial/striped bs=64k count=8 seek=$((2048 + i)) oflag=direct conv=notrunc 2>/dev/null
+                dd if=/dev/zero of=$1 bs=64k count=8 seek=$((2048 + i)) oflag=direct conv=notrunc 2>/dev/null
         done
 }
-reader 1 & WL="$WL $!"
-reader 16000 & WL="$WL $!"
-writer & WL="$WL $!"
+reader /dev/vgtrial/striped 1 & WL="$WL $!"
+reader /dev/vgtrial/striped 16000 & WL="$WL $!"
+writer /dev/vgtrial/striped & WL="$WL $!"
 
 # sampler: "N1's N2's" active schedulers every 0.1 s until
 # /tmp/stop-sampler (read, a builtin: no fork per sample under TCG)
@@ -261,24 +263,10 @@ echo "$O1" > /sys/block/$N1/queue/scheduler
 # A trial that waited for a member's job with none asked for after it
 # (Device.dirty) waited for ever: the call had no reply within 120 s after
 # the last epoch. It counts the member's jobs now (member_job).
-reader_ct() {
-        i=$1
-        while :; do
-                i=$(( (i + 7919) % 30000 ))
-                dd if=/dev/mapper/ctrial of=/dev/null bs=4k count=16 skip=$i iflag=direct 2>/dev/null
-        done
-}
-writer_ct() {
-        i=0
-        while :; do
-                i=$(( (i + 1) % 1000 ))
-                dd if=/dev/zero of=/dev/mapper/ctrial bs=64k count=2 seek=$((1500 + i)) oflag=direct conv=notrunc 2>/dev/null
-        done
-}
 WL=
-reader_ct 1 & WL="$WL $!"
-reader_ct 15000 & WL="$WL $!"
-writer_ct & WL="$WL $!"
+reader /dev/mapper/ctrial 1 & WL="$WL $!"
+reader /dev/mapper/ctrial 15000 & WL="$WL $!"
+writer /dev/mapper/ctrial & WL="$WL $!"
 rm -f /tmp/stop-sampler
 sampler & SP=$!
 blkmqctl --address $ADDR trial --emit-conf $CT > /tmp/ct3.conf 2> /tmp/ct3.err
