@@ -259,10 +259,13 @@ echo "$O1" > /sys/block/$N1/queue/scheduler
 # --- 6. the mapping's trial over both namespaces of the LV -------------------
 # Readers and a writer: each close of the mapping after a write makes
 # udev's watch send it a "change" (the stack planned again, its members
-# too), so a member is asked for again while nearly every job of it runs.
-# A trial that waited for a member's job with none asked for after it
-# (Device.dirty) waited for ever: the call had no reply within 120 s after
-# the last epoch. It counts the member's jobs now (member_job).
+# too), so a member is asked for again while many of its jobs run. Once,
+# with a writer here, the trial's call had no reply within 120 s after the
+# last epoch; a trial that waits for a member job with no apply asked for
+# after it (Device.dirty) can wait for ever under such a stream, so it
+# counts the member's jobs now (member_job). The hang has not come back
+# since, with the old rule either (one run each): this is a check that the
+# trial answers with a writer, not proof of that cause.
 WL=
 reader /dev/mapper/ctrial 1 & WL="$WL $!"
 reader /dev/mapper/ctrial 15000 & WL="$WL $!"
