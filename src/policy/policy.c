@@ -157,7 +157,7 @@ static const DeviceInfo *stack_match(const DeviceSection *s, const DeviceInfo *c
  * sections. Where a stack's section is on either side, the key that lost
  * is on record (Resolved.losses, and a line of explain). */
 static int apply_in_order(Resolved *r, const DeviceInfo *d, const Settings *s, const char *label, bool queue_only,
-                          bool own, const bool stacked[static _KNOB_MAX], bool now_stacked[static _KNOB_MAX]) {
+                          bool own, bool stacked[static _KNOB_MAX]) {
         for (int k = 0; k < _KNOB_MAX; k++) {
                 _cleanup_free_ char *line = NULL;
 
@@ -173,7 +173,7 @@ static int apply_in_order(Resolved *r, const DeviceInfo *d, const Settings *s, c
                         return -ENOMEM;
                 r->section[k] = label;
                 r->origin[k] = s->origin[k];
-                now_stacked[k] = !own;
+                stacked[k] = !own; /* whether the value in force now came from a stack */
         }
         return 0;
 }
@@ -214,7 +214,6 @@ int policy_resolve_stacked(const Config *c, const DeviceInfo *d, const DeviceInf
                 const DeviceInfo *a = NULL;
                 _cleanup_free_ char *label = NULL, *line = NULL;
                 char buf[256];
-                bool was[_KNOB_MAX];
 
                 if (!is_own) {
                         if (n_above == 0 || d->bio_based || !(a = stack_match(s, above, n_above)))
@@ -232,8 +231,7 @@ int policy_resolve_stacked(const Config *c, const DeviceInfo *d, const DeviceInf
                        : asprintf(&label, "Device %s", s->name)) < 0 ||
                     strv_push(&r.labels, TAKE_PTR(label)) < 0)
                         goto oom;
-                memcpy(was, stacked, sizeof was);
-                if (apply_in_order(&r, d, &s->settings, r.labels[strv_length(r.labels) - 1], !is_own, is_own, was,
+                if (apply_in_order(&r, d, &s->settings, r.labels[strv_length(r.labels) - 1], !is_own, is_own,
                                    stacked) < 0)
                         goto oom;
         }
