@@ -152,16 +152,16 @@ static const DeviceInfo *stack_match(const DeviceSection *s, const DeviceInfo *c
         return NULL;
 }
 
-/* Section s's keys (all of them, or the request-queue ones only) over
- * what earlier sections set: configuration order, as between a disk's own
+/* Section s's keys (all of them for one of d's own, the request-queue
+ * ones only for a stack's) over what earlier sections set: configuration order, as between a disk's own
  * sections. Where a stack's section is on either side, the key that lost
  * is on record (Resolved.losses, and a line of explain). */
-static int apply_in_order(Resolved *r, const DeviceInfo *d, const Settings *s, const char *label, bool queue_only,
-                          bool own, bool stacked[static _KNOB_MAX]) {
+static int apply_in_order(Resolved *r, const DeviceInfo *d, const Settings *s, const char *label, bool own,
+                          bool stacked[static _KNOB_MAX]) {
         for (int k = 0; k < _KNOB_MAX; k++) {
                 _cleanup_free_ char *line = NULL;
 
-                if (!s->value[k] || (queue_only && !knob_request_queue(k)))
+                if (!s->value[k] || (!own && !knob_request_queue(k)))
                         continue;
                 if (r->value[k] && (stacked[k] || !own) && !streq(r->value[k], s->value[k]) &&
                     (asprintf(&line, "  %s=%s of [%s] not applied to %s: %s[%s] comes later", knob_info(k)->key,
@@ -231,8 +231,7 @@ int policy_resolve_stacked(const Config *c, const DeviceInfo *d, const DeviceInf
                        : asprintf(&label, "Device %s", s->name)) < 0 ||
                     strv_push(&r.labels, TAKE_PTR(label)) < 0)
                         goto oom;
-                if (apply_in_order(&r, d, &s->settings, r.labels[strv_length(r.labels) - 1], !is_own, is_own,
-                                   stacked) < 0)
+                if (apply_in_order(&r, d, &s->settings, r.labels[strv_length(r.labels) - 1], is_own, stacked) < 0)
                         goto oom;
         }
 
