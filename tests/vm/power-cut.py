@@ -38,8 +38,9 @@ reached it; the guest checks that both drives report queue/write_cache
 --negative-control (tests vm-power-cut-nc-seal-noflush and
 vm-power-cut-nc-record-unsynced, with the test builds of those names as
 BLKMQD): one cut, the instant the first acknowledged seal is on the console
-(no release yet, so no reset has flushed the ZNS drive since blkmqd
-started), and the crash state "none", booted. Passes only if that state lost
+(the stagers never release there, POWER_RELEASE=0: no reset has flushed
+the ZNS drive since blkmqd started, and no release in flight excuses a seal
+the crash state lost), and the crash state "none", booted. Passes only if that state lost
 an acknowledged seal; with the correct blkmqd it fails.
 
 Usage: power-cut.py [--cuts N] [--states K] [--seed S] [--negative-control] BLKMQD BLKMQCTL
@@ -151,6 +152,11 @@ class Rounds:
                # The negative control: no journal commit of ext4's own (every
                # 5 s by default) while a record waits unsynced.
                "--env", "POWER_MOUNT_OPTS=" + ("commit=600" if self.a.negative_control else "defaults"),
+               # ... and no release: one begun before the cut (the console is
+               # read a moment late) excuses the seal it names, and its reset
+               # flushes the ZNS drive (a CI run's negative control passed
+               # the record-unsynced build so, 0 seals lost).
+               "--env", f"POWER_RELEASE={0 if self.a.negative_control else 1}",
                "--qemu-arg=-pidfile", "--qemu-arg=" + pidfile,
                "--qemu-arg=-trace", "--qemu-arg=enable=pci_nvme_finish_zone",
                "--qemu-arg=-trace", "--qemu-arg=enable=pci_nvme_reset_zone",
@@ -320,7 +326,8 @@ class Rounds:
                     when = "at the first acknowledged seal" if self.a.negative_control else \
                         f"after {delay:.1f} s" + (f" and {after} ZNS writes" if after else "")
                     print(f"# cut {i}: {when}" +
-                          f", {len(at_cut.acked)} acknowledged seals held; ZNS disk: "
+                          f", {len(at_cut.acked)} acknowledged seals held, {len(at_cut.rel)} releases in flight; "
+                          "ZNS disk: "
                           f"{st.get('tail')} writes after the last of {st.get('fsyncs')} flushes; database disk: "
                           f"{sc.get('tail')} writes after the last of {sc.get('fsyncs')} flushes, {sc.get('fua')} FUA "
                           f"({sc.get('writes')} writes); {sum(self.finished)} zones finished; ZNS writes dropped "
@@ -331,6 +338,18 @@ class Rounds:
                 pc.close()
             self.judge(f"cut {i}: boot {self.boot_no} (the previous state checked, then stagers until the cut)",
                        lines, rc, True)
+            if states and self.a.negative_control and not at_cut.acked:
+                self.failed.append(f"cut {i}: no seal held")
+                print(f"not ok - cut {i}: the negative control's cut held no acknowledged seal: the run proves "
+                      "nothing", flush=True)
+                break
+            if states and self.a.negative_control and at_cut.rel:
+                # Cannot happen with POWER_RELEASE=0; were it to, the run
+                # could not tell a lost seal from a released one.
+                self.failed.append(f"cut {i}: a release in flight")
+                print(f"not ok - cut {i}: the negative control's cut came with {len(at_cut.rel)} releases in "
+                      "flight (the stagers must not release): the run proves nothing", flush=True)
+                break
             if states and self.a.negative_control:
                 spec, z, c = states[0]
                 lines, rc = self.boot(z, c, at_cut.copy(), False)
