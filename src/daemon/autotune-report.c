@@ -110,6 +110,9 @@ json_t *autotune_trial_json(const AutotuneDevice *a) {
                 json_object_set_new(o, "maxSchedulerSwitches", json_integer(a->trial.policy.max_switches));
         json_object_set_new(o, "applyUsec", json_integer((json_int_t) a->trial.apply_usec));
         json_object_set_new(o, "settleUsec", json_integer((json_int_t) a->trial.drain_usec));
+        json_object_set_new(o, "stretchUsec", json_integer((json_int_t) a->trial.stretch_usec));
+        json_object_set_new(o, "epochsStretched", json_integer(a->trial.n_stretched));
+        json_object_set_new(o, "epochsShort", json_integer(a->trial.n_short));
         json_object_set_new(o, "rounds", json_integer(a->trial.round));
         if (a->trial.stop_reason[0])
                 json_object_set_new(o, "stopReason", json_string(a->trial.stop_reason));

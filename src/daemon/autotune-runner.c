@@ -193,14 +193,17 @@ static void probe_mark(AutotuneDevice *a) {
 }
 
 /* The p99 of the probes since probe_mark(), in ms; 0 with fewer than
- * AUTOTUNE_P99_MIN_PROBES. */
-static double probe_p99_ms(AutotuneDevice *a) {
+ * AUTOTUNE_P99_MIN_PROBES. *ret_n: how many there were. */
+static double probe_p99_ms(AutotuneDevice *a, uint64_t *ret_n) {
         const Hist *h = probe_hist(a->tuner, a->device);
         Hist d;
         uint64_t ns;
 
-        if (!h || !a->probe0 || hist_diff(&d, h, a->probe0) < 0 || d.count < AUTOTUNE_P99_MIN_PROBES ||
-            hist_percentile(&d, 99, &ns) < 0)
+        *ret_n = 0;
+        if (!h || !a->probe0 || hist_diff(&d, h, a->probe0) < 0)
+                return 0;
+        *ret_n = d.count;
+        if (d.count < AUTOTUNE_P99_MIN_PROBES || hist_percentile(&d, 99, &ns) < 0)
                 return 0;
         return (double) ns / 1e6;
 }
@@ -404,13 +407,20 @@ static AutotuneTrialAction on_wait(AutotuneDevice *a, AutotuneTrialWait w) {
                 AutotuneTrialPeek pk = peek_figures(a, now);
                 return autotune_engine_peek(&a->trial, &pk);
         }
-        case AUTOTUNE_TRIAL_WAIT_EPOCH:
+        case AUTOTUNE_TRIAL_WAIT_EPOCH: {
+                size_t c = a->trial.current;
+                uint64_t n;
                 r = autotune_read_stat(a->device, &st);
-                if (r >= 0)
-                        probe_pool(a, a->trial.current);
-                return autotune_engine_epoch(&a->trial, r < 0 ? NULL : &st, r,
+                double p99 = probe_p99_ms(a, &n);
+                AutotuneTrialAction act = autotune_engine_epoch(&a->trial, r < 0 ? NULL : &st, r,
                                           (unsigned) (probe_errors(a->tuner, a->device) - a->probe_errors0),
-                                          probe_p99_ms(a), now);
+                                          p99, n, now);
+                /* the epoch's probes to its candidate's pool once it ended
+                 * (not when it runs on for its p99) */
+                if (r >= 0 && !(act.what == AUTOTUNE_TRIAL_DO_WAIT && act.wait == AUTOTUNE_TRIAL_WAIT_EPOCH))
+                        probe_pool(a, c);
+                return act;
+        }
         }
         return (AutotuneTrialAction) { .what = AUTOTUNE_TRIAL_DO_NOTHING };
 }

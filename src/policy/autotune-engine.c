@@ -374,6 +374,8 @@ int autotune_engine_start(AutotuneEngine *e, const AutotuneTrialSetup *s, char *
         e->switches = 0;
         e->apply_usec = 0;
         e->drain_usec = 0;
+        e->stretch_usec = 0;
+        e->n_stretched = e->n_short = 0;
         if (e->search)
                 phase_begin(e, e->family);
         return 0;
@@ -434,6 +436,7 @@ AutotuneTrialAction autotune_engine_settled(AutotuneEngine *e, const AutotuneBlo
         e->peek_ref = -1;
         e->peek_why[0] = 0;
         e->peek_p99 = 0;
+        e->probes = probes;
         e->peek_limit_ms = probes && e->policy.epoch_usec > AUTOTUNE_PEEK_USEC
                                    ? autotune_far_worse_limit(&e->policy, e->series, e->n_cand, e->drops, e->current,
                                                               &e->peek_ref, &e->peek_base_ms)
@@ -469,8 +472,26 @@ AutotuneTrialAction autotune_engine_peek(AutotuneEngine *e, const AutotuneTrialP
         return wait_for(AUTOTUNE_TRIAL_WAIT_PEEK, left < AUTOTUNE_PEEK_USEC ? left : AUTOTUNE_PEEK_USEC);
 }
 
+/* How much longer an epoch of the probes' should run for the p99 it lacks
+ * (n_probes at elapsed): at the rate they came, a tenth more, within the
+ * stretch; an epoch's length where none came yet (a probe may wait behind
+ * a deep queue: the very tail to see). 0: no more. */
+static uint64_t stretch_for_p99(const AutotuneEngine *e, uint64_t n_probes, uint64_t elapsed) {
+        uint64_t cap = e->policy.epoch_usec * AUTOTUNE_EPOCH_STRETCH_MAX, more;
+
+        if (!e->probes || n_probes >= AUTOTUNE_P99_MIN_PROBES || elapsed >= cap)
+                return 0;
+        if (n_probes == 0)
+                more = e->policy.epoch_usec;
+        else {
+                more = (AUTOTUNE_P99_MIN_PROBES - n_probes) * elapsed / n_probes;
+                more += more / 10 + 1000;
+        }
+        return more < cap - elapsed ? more : cap - elapsed;
+}
+
 AutotuneTrialAction autotune_engine_epoch(AutotuneEngine *e, const AutotuneBlockStat *stat, int stat_error, unsigned errors,
-                               double p99_ms, uint64_t now) {
+                               double p99_ms, uint64_t n_probes, uint64_t now) {
         AutotuneEpochFigures f;
         char why[256], buf[AUTOTUNE_CANDIDATE_STRMAX];
 
@@ -480,10 +501,23 @@ AutotuneTrialAction autotune_engine_epoch(AutotuneEngine *e, const AutotuneBlock
                 snprintf(why, sizeof why, "cannot read stat: %s", strerror(-stat_error));
                 return autotune_engine_abort(e, why);
         }
-        autotune_epoch_figures(&e->stat0, stat, now - e->t0, &f);
-        f.errors = errors;
         /* cut short: the p99 of the probes it had, over the limit */
         bool peeked = e->peek_why[0] != 0;
+        if (!peeked && !(p99_ms > 0)) {
+                uint64_t more = stretch_for_p99(e, n_probes, now - e->t0);
+                if (more > 0) {
+                        if (now - e->t0 <= e->policy.epoch_usec + 1000)
+                                e->n_stretched++;
+                        e->stretch_usec += more;
+                        log_debug("%s: epoch %zu: %" PRIu64 " probes in %.2f s, fewer than its p99 needs: %.2f s more",
+                                  e->name, e->slot + 1, n_probes, (double) (now - e->t0) / 1e6, (double) more / 1e6);
+                        return wait_for(AUTOTUNE_TRIAL_WAIT_EPOCH, more);
+                }
+                if (e->probes && now - e->t0 > e->policy.epoch_usec + 1000)
+                        e->n_short++;
+        }
+        autotune_epoch_figures(&e->stat0, stat, now - e->t0, &f);
+        f.errors = errors;
         f.read_p99_ms = peeked ? e->peek_p99 : p99_ms;
         autotune_candidate_format(&e->cand[e->current], buf, sizeof buf);
         log_debug("%s: epoch %zu/%zu %s: read await %.2f ms, probe p99 %.2f ms, %.0f r/s, write %.1f MB/s, "

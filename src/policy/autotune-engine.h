@@ -30,6 +30,11 @@
 #define AUTOTUNE_SETTLE_MAX_USEC 125000ULL
 #define AUTOTUNE_DRAIN_POLL_USEC 50000ULL /* then until the queue of the candidate before drained */
 #define AUTOTUNE_PEEK_USEC 100000ULL      /* a challenger's probes are looked at this often in its epoch */
+/* An epoch whose probes are fewer than its read p99 needs
+ * (AUTOTUNE_P99_MIN_PROBES) at its end runs on until it has them, up to
+ * this many times AutoEpochSec: one such epoch would turn the whole trial
+ * to the mean await, which ties where the tail differs by 100 times. */
+#define AUTOTUNE_EPOCH_STRETCH_MAX 4
 
 typedef enum AutotuneTrialPhase {
         AUTOTUNE_TRIAL_IDLE,
@@ -134,6 +139,10 @@ typedef struct AutotuneEngine {
         int peek_ref;
         char peek_why[256];     /* the epoch was cut short by a look: why */
         double peek_p99;
+        bool probes;            /* the epoch has the device's probes (autotune_engine_settled()) */
+        uint64_t stretch_usec;  /* epochs ran this much past AutoEpochSec for their probes, all candidates */
+        unsigned n_stretched;   /* epochs stretched; of them, still short of a p99 at the cap: */
+        unsigned n_short;
         char note[512];
         char abort_reason[256];
         bool has_result, aborted;
@@ -168,9 +177,13 @@ AutotuneTrialAction autotune_engine_applied(AutotuneEngine *e, const AutotuneTri
 AutotuneTrialAction autotune_engine_settled(AutotuneEngine *e, const AutotuneBlockStat *stat, int stat_error, bool probes, uint64_t now);
 AutotuneTrialAction autotune_engine_peek(AutotuneEngine *e, const AutotuneTrialPeek *pk);
 /* The epoch ends: stat (NULL: unreadable, stat_error), the probes' read
- * errors in it and their p99 (0: too few). */
+ * errors in it, their p99 (0: too few) and how many completed. An epoch
+ * with probes but fewer than AUTOTUNE_P99_MIN_PROBES runs on
+ * (AUTOTUNE_TRIAL_DO_WAIT for AUTOTUNE_TRIAL_WAIT_EPOCH, at most
+ * AUTOTUNE_EPOCH_STRETCH_MAX times AutoEpochSec in all): the driver then
+ * calls this again with the figures from the epoch's start. */
 AutotuneTrialAction autotune_engine_epoch(AutotuneEngine *e, const AutotuneBlockStat *stat, int stat_error, unsigned errors,
-                               double p99_ms, uint64_t now);
+                               double p99_ms, uint64_t n_probes, uint64_t now);
 /* After AUTOTUNE_TRIAL_DO_NEXT: the next candidate, the race's look at a round's
  * end, the next phase of a search, or the decision. */
 AutotuneTrialAction autotune_engine_next(AutotuneEngine *e, uint64_t now);

@@ -30,10 +30,11 @@
 #define USEC 1000000ULL
 #define APPLY_USEC 20000ULL /* a candidate's apply on the worker */
 
-/* What the disk does under a setting: its read await and write MB/s. */
+/* What the disk does under a setting: its read await and write MB/s, and
+ * the p99 of a probe read (0: twice the await). */
 typedef struct Model {
         const char *setting; /* autotune_candidate_format()'s; NULL ends the list */
-        double await_ms, write_mbps;
+        double await_ms, write_mbps, p99_ms;
 } Model;
 
 typedef struct Sim {
@@ -45,7 +46,8 @@ typedef struct Sim {
         const char *refuse;   /* a setting the kernel refuses (NULL: none) */
         size_t errors_at;     /* the epoch (1-based) whose probes see read errors (0: none) */
         bool stat_fails;      /* /sys/block/X/stat unreadable at the epoch's end */
-        bool probes;          /* latency probes every 20 ms, each taking twice the setting's read await */
+        bool probes;          /* latency probes every probe_usec, their p99 the model's */
+        uint64_t probe_usec;  /* 5 ms (100 in an epoch of 0.5 s: every epoch has a p99) */
         const char *timed;    /* a setting whose time in force is counted (in_force_usec) */
         uint64_t in_force_usec;
         AutotuneCandidate in_force;
@@ -54,6 +56,7 @@ typedef struct Sim {
         double acc[5];        /* fractional counters: reads, read ticks, writes, write sectors, read sectors */
         AutotuneBlockStat st;
         unsigned applies, epochs, switches;
+        uint64_t epoch_min_usec, epoch_max_usec; /* the epochs' lengths, first to last look */
 } Sim;
 
 static double rnd(Sim *s) { /* uniform [0, 1) */
@@ -97,7 +100,8 @@ static void advance(Sim *s, uint64_t usec) {
 }
 
 static void sim_init(Sim *s, const Model *model, const char *current, const char *line) {
-        *s = (Sim) { .rng = 42, .noise = 0.05, .model = model, .read_iops = 1000, .read_kb = 4, .write_scale = 1 };
+        *s = (Sim) { .rng = 42, .noise = 0.05, .model = model, .read_iops = 1000, .read_kb = 4, .write_scale = 1,
+                     .probe_usec = 5000 };
         autotune_engine_init(&s->e, "sim0");
         s->in_force = (AutotuneCandidate) { .wbt_lat_usec = AUTOTUNE_WBT_UNSET, .baseline = true };
         snprintf(s->in_force.scheduler, sizeof s->in_force.scheduler, "%s", current);
@@ -134,21 +138,30 @@ static AutotuneTrialAction drive(Sim *s, AutotuneTrialAction act) {
                 }
                 case AUTOTUNE_TRIAL_DO_WAIT: {
                         advance(s, act.usec);
-                        double probe_ms = 2 * model_of(s, &s->in_force)->await_ms;
+                        const Model *m = model_of(s, &s->in_force);
+                        double probe_ms = m->p99_ms > 0 ? m->p99_ms : 2 * m->await_ms;
+                        uint64_t n = s->probes ? (s->now - s->e.t0) / s->probe_usec : 0;
                         if (act.wait == AUTOTUNE_TRIAL_WAIT_SETTLE)
                                 act = autotune_engine_settled(&s->e, &s->st, 0, s->probes, s->now);
                         else if (act.wait == AUTOTUNE_TRIAL_WAIT_PEEK) {
                                 assert_true(s->probes);
                                 AutotuneTrialPeek pk = { .now = s->now, .p99_ms = probe_ms,
-                                                 .n = (s->now - s->e.t0) / 20000,
-                                                 .n_max = (s->e.policy.epoch_usec + AUTOTUNE_PEEK_USEC) / 20000 + 1 };
+                                                 .n = n,
+                                                 .n_max = (s->e.policy.epoch_usec + AUTOTUNE_PEEK_USEC) / s->probe_usec + 1 };
                                 pk.above = probe_ms > s->e.peek_limit_ms ? pk.n : 0;
                                 act = autotune_engine_peek(&s->e, &pk);
                         } else {
-                                s->epochs++;
                                 act = autotune_engine_epoch(&s->e, s->stat_fails ? NULL : &s->st, -EIO,
-                                                         s->epochs == s->errors_at ? 3 : 0,
-                                                         s->probes ? probe_ms : 0, s->now);
+                                                         s->epochs + 1 == s->errors_at ? 3 : 0,
+                                                         n >= AUTOTUNE_P99_MIN_PROBES ? probe_ms : 0, n, s->now);
+                                /* an epoch short of its p99's probes runs on */
+                                if (!(act.what == AUTOTUNE_TRIAL_DO_WAIT && act.wait == AUTOTUNE_TRIAL_WAIT_EPOCH)) {
+                                        uint64_t len = s->now - s->e.t0;
+                                        if (s->epochs++ == 0 || len < s->epoch_min_usec)
+                                                s->epoch_min_usec = len;
+                                        if (len > s->epoch_max_usec)
+                                                s->epoch_max_usec = len;
+                                }
                         }
                         break;
                 }
@@ -404,6 +417,57 @@ static void test_peek(void **state) {
         autotune_policy_done(&p);
 }
 
+/* The tail a reader sees (bench/README, read-mostly): the two settings'
+ * mean read awaits tie, kyber's probe p99 is a hundredth of none's. */
+static const Model TAIL[] = {
+        { "none", 1.0, 100, 50.0 },
+        { "kyber", 1.0, 100, 0.5 },
+        {},
+};
+
+/* Probes every 20 ms hold 25 in an epoch of 0.5 s, half its p99's 50:
+ * each epoch runs on until it has them, and the trial ranks by the p99
+ * (without the stretch it fell to the mean await and tied). At 50 ms the
+ * stretch ends at 4 epochs (40 probes): the trial says so and ranks by
+ * the await. */
+static void test_stretch(void **state) {
+        AutotunePolicy p = policy("none kyber");
+        Sim s;
+
+        sim_init(&s, TAIL, "none", NULL);
+        s.probes = true;
+        s.probe_usec = 20000;
+        uint64_t took = trial(&s, &p, "[none] kyber");
+        print_message("# stretched %u epochs by %.2f s, %u short\n", s.e.n_stretched, (double) s.e.stretch_usec / 1e6,
+                      s.e.n_short);
+        assert_true(s.e.decision.by_p99);
+        assert_int_equal(s.e.decision.verdict, AUTOTUNE_VERDICT_CHANGE);
+        assert_string_equal(s.in_force.scheduler, "kyber");
+        assert_int_equal(s.e.n_stretched, s.epochs);
+        assert_int_equal(s.e.n_short, 0);
+        /* each epoch about 1.1 s (50 probes and a tenth), each with a p99 */
+        for (size_t c = 0; c < s.e.n_cand; c++)
+                for (size_t k = 0; k < s.e.series[c].n; k++)
+                        assert_true(s.e.series[c].epochs[k].read_p99_ms > 0);
+        assert_true(s.epoch_min_usec >= 50 * s.probe_usec);
+        assert_true(s.epoch_max_usec <= 60 * s.probe_usec);
+        assert_true(took < s.epochs * (4 * p.epoch_usec / 2 + AUTOTUNE_SETTLE_MAX_USEC + APPLY_USEC));
+        autotune_engine_done(&s.e);
+
+        sim_init(&s, TAIL, "none", NULL);
+        s.probes = true;
+        s.probe_usec = 50000;
+        trial(&s, &p, "[none] kyber");
+        print_message("# kyber: %s\n", s.e.drops[1].dropped ? s.e.drops[1].why : "in the race");
+        assert_false(s.e.decision.by_p99);
+        assert_int_equal(s.e.n_short, s.epochs);
+        assert_int_not_equal(s.e.decision.verdict, AUTOTUNE_VERDICT_CHANGE);
+        assert_int_equal(s.epoch_min_usec, 4 * p.epoch_usec);
+        assert_int_equal(s.epoch_max_usec, 4 * p.epoch_usec);
+        autotune_engine_done(&s.e);
+        autotune_policy_done(&p);
+}
+
 /* ---- the watch between trials, at its real cadence: a tick every 5 s,
  * the other checks every 10 s ---- */
 
@@ -647,6 +711,7 @@ int main(void) {
                 cmocka_unit_test(test_abort),
                 cmocka_unit_test(test_family_search),
                 cmocka_unit_test(test_peek),
+                cmocka_unit_test(test_stretch),
                 cmocka_unit_test(test_recall),
                 cmocka_unit_test(test_workload_change),
                 cmocka_unit_test(test_periodic),

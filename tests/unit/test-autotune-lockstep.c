@@ -237,7 +237,7 @@ static void drive(StackSim *s, AutotuneTrialAction act) {
                                         s->epochs++;
                                 }
                         } else
-                                act = autotune_engine_epoch(&s->e, &s->st, 0, 0, 0, s->now);
+                                act = autotune_engine_epoch(&s->e, &s->st, 0, 0, 0, 0, s->now);
                         break;
                 case AUTOTUNE_TRIAL_DO_NEXT:
                         act = autotune_engine_next(&s->e, s->now);

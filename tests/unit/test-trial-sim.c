@@ -262,7 +262,7 @@ static AutotuneDecision sim_trial(const Recording *r, const AutotunePolicy *p, c
                         }
                 } else if (a.what == AUTOTUNE_TRIAL_DO_WAIT && a.wait == AUTOTUNE_TRIAL_WAIT_EPOCH) {
                         now += a.usec;
-                        a = autotune_engine_epoch(e, &rr->s[from][block_end].st, 0, 0, 0, now);
+                        a = autotune_engine_epoch(e, &rr->s[from][block_end].st, 0, 0, 0, 0, now);
                 } else
                         fail_msg("unexpected action %d (wait %d)", a.what, a.wait);
         }
