@@ -80,6 +80,7 @@ void autotune_device_free(AutotuneRunner *t, AutotuneDevice *a) {
                         break;
                 }
         a->timer = sd_event_source_disable_unref(a->timer);
+        a->apply_timer = sd_event_source_disable_unref(a->apply_timer);
         a->hotplug_timer = sd_event_source_disable_unref(a->hotplug_timer);
         autotune_engine_done(&a->trial);
         free(a->probe0);
@@ -103,6 +104,21 @@ static AutotuneDevice *stack_of(AutotuneRunner *t, const Device *d) {
  * each member of a stack (the lockstep: the members' jobs are gathered by
  * member_applied()). The jobs running (0: none, the device or every
  * member matches no section), or a negative errno with why. */
+static int on_apply_overdue(sd_event_source *s, uint64_t usec, void *userdata);
+
+/* An apply of the trial waits CallTimeoutSec= at most for its jobs: a
+ * sysfs write can block for as long as a queue does not drain (a dead
+ * path, a device timing its I/O out), and the trial, the device's next
+ * trials and a stack's other members on the candidate with it. */
+static void arm_apply_deadline(AutotuneDevice *a) {
+        uint64_t usec = a->tuner->manager->config->daemon.call_timeout_usec;
+
+        a->apply_timer = sd_event_source_disable_unref(a->apply_timer);
+        if (usec > 0 && sd_event_add_time_relative(a->tuner->manager->event, &a->apply_timer, CLOCK_MONOTONIC, usec,
+                                                   100000, on_apply_overdue, a) < 0)
+                log_warning("%s: cannot arm the trial's apply deadline; it waits for its jobs.", a->device->sysname);
+}
+
 static int apply_all(AutotuneDevice *a, char *why, size_t why_size) {
         Manager *m = a->tuner->manager;
         int r, jobs = 0;
@@ -113,6 +129,8 @@ static int apply_all(AutotuneDevice *a, char *why, size_t why_size) {
                         snprintf(why, why_size, "cannot apply: %s", strerror(-r));
                         return r;
                 }
+                if (a->device->busy)
+                        arm_apply_deadline(a);
                 return a->device->busy ? 1 : 0;
         }
         unsigned *mj = reallocarray(a->member_job, strv_length(a->members) + 1, sizeof *mj);
@@ -149,6 +167,8 @@ static int apply_all(AutotuneDevice *a, char *why, size_t why_size) {
                         /* a member without a job did not take the candidate */
                         autotune_lockstep_no_job(&a->lockstep, i, d->sysname);
         }
+        if (jobs > 0)
+                arm_apply_deadline(a);
         return jobs;
 }
 
@@ -519,6 +539,7 @@ static void finish(AutotuneDevice *a) {
 static void end_trial_now(AutotuneDevice *a, const char *reason) {
         autotune_engine_end_now(&a->trial, reason);
         a->timer = sd_event_source_disable_unref(a->timer);
+        a->apply_timer = sd_event_source_disable_unref(a->apply_timer);
         a->ended_usec = now_usec(CLOCK_REALTIME);
         tell(a, AUTOTUNE_RUNNER_TRIAL_DONE);
 }
@@ -545,6 +566,7 @@ static void on_applied(AutotuneDevice *a) {
          * back; the candidate's own job follows (dirty). */
         if (!j || d->dirty)
                 return;
+        a->apply_timer = sd_event_source_disable_unref(a->apply_timer);
         ev.usec = j->usec;
         for (size_t i = 0; i < j->n_entries; i++) {
                 const TuneEntry *te = &j->entries[i];
@@ -600,6 +622,7 @@ static void member_applied(AutotuneDevice *a, Device *d) {
                            autotune_candidate_format(c, buf, sizeof buf));
         if (!autotune_lockstep_back(&a->lockstep, i, d->sysname, &o))
                 return;
+        a->apply_timer = sd_event_source_disable_unref(a->apply_timer);
         if (e->phase == AUTOTUNE_TRIAL_APPLYING) {
                 AutotuneTrialApplied ev = a->lockstep.gathered;
                 if (ev.refused)
@@ -643,6 +666,38 @@ static void member_applied(AutotuneDevice *a, Device *d) {
         autotune_engine_finished(e);
         autotune_emit(a);
         tell(a, AUTOTUNE_RUNNER_TRIAL_DONE);
+}
+
+/* The jobs of the trial's apply are not all back within CallTimeoutSec=.
+ * Applying a candidate: the trial aborts (every device goes back to the
+ * setting before it, each when its job can run). Its last apply: the
+ * trial ends without waiting; the late job still runs, and the drift
+ * check gives its device its policy if it does not carry it then. */
+static int on_apply_overdue(sd_event_source *s, uint64_t usec, void *userdata) {
+        AutotuneDevice *a = userdata;
+        AutotuneEngine *e = &a->trial;
+        unsigned sec = (unsigned) (a->tuner->manager->config->daemon.call_timeout_usec / 1000000);
+        const char *late = a->device->sysname;
+        char why[256];
+
+        a->apply_timer = sd_event_source_disable_unref(a->apply_timer);
+        for (size_t i = 0; a->members && a->members[i]; i++)
+                if (!autotune_lockstep_is_back(&a->lockstep, i)) {
+                        late = a->members[i];
+                        break;
+                }
+        if (e->phase == AUTOTUNE_TRIAL_APPLYING) {
+                snprintf(why, sizeof why, "the apply to %s did not come back within %u s (CallTimeoutSec=)", late, sec);
+                log_warning("%s: %s; the trial ends.", a->device->sysname, why);
+                carry_out(a, autotune_engine_abort(e, why));
+        } else if (e->phase == AUTOTUNE_TRIAL_FINISHING) {
+                log_warning("%s: the trial's last apply to %s did not come back within %u s (CallTimeoutSec=); the "
+                            "trial ends without it.", a->device->sysname, late, sec);
+                autotune_engine_finished(e);
+                autotune_emit(a);
+                tell(a, AUTOTUNE_RUNNER_TRIAL_DONE);
+        }
+        return 0;
 }
 
 static int current_setting(const Device *d, const AutotunePolicy *p, AutotuneCandidate *ret, char **ret_line) {
@@ -1115,6 +1170,7 @@ void autotune_runner_event(AutotuneRunner *t, ManagerEventType type, Device *d) 
                         on_applied(a);
                 else if (a->trial.phase == AUTOTUNE_TRIAL_FINISHING && !d->dirty) {
                         /* The chosen setting (or the one before the trial) is in place. */
+                        a->apply_timer = sd_event_source_disable_unref(a->apply_timer);
                         autotune_engine_finished(&a->trial);
                         autotune_emit(a);
                         tell(a, AUTOTUNE_RUNNER_TRIAL_DONE);

@@ -58,6 +58,7 @@ struct AutotuneDevice {
         Hist *probe0;           /* its probe latencies when the epoch began (NULL: no probes) */
         sd_event_source *timer;
         AutotuneTrialWait timer_wait;   /* what the timer waits for */
+        sd_event_source *apply_timer;   /* an apply's jobs are overdue (CallTimeoutSec=) */
         uint64_t started_usec, ended_usec; /* CLOCK_REALTIME */
         uint64_t started_mono;
         unsigned n_trials, n_changes;

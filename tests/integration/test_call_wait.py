@@ -8,10 +8,14 @@ daemon's job runner) while device B is tuned normally:
   every call waited until no job at all was in flight, A's included);
 - with CallTimeoutSec=1, Apply A ends with io.blkmqd.Manager.Timeout naming
   A (blkmqctl exit 6), and A's tuning still completes afterwards;
-- Apply of every device waits for A too, and replies once it is back.
+- Apply of every device waits for A too, and replies once it is back;
+- a trial of A whose apply is held past CallTimeoutSec= ends (aborted,
+  naming A and the limit), where it waited for ever; A is back at the
+  setting before the trial once its jobs ran, and the next trial starts.
 
 Needs root, loop devices, udevd; $BLKMQD and $BLKMQCTL."""
 
+import json
 import os
 import subprocess
 import threading
@@ -86,6 +90,32 @@ ReadAheadKB={ra}
             p, _ = ctl("apply", b.name)
             r.eq(p.returncode, 0, f"Apply {b.name}: exit 0 meanwhile")
             r.ok(any("gets Timeout" in l for l in d.log_text().splitlines()), "logged as a warning")
+
+        with r.case("a trial's apply held past CallTimeoutSec= ends the trial, naming the device", env):
+            # A's jobs wait HOLD_MS (2.5 s) each, the limit is 1 s
+            env.config(conf.format(timeout=1, glob=env.glob("*.img"), ra=256) +
+                       f"\n[Device trial]\nMatchBackingFile={a.backing_file()}\nAutoTune=yes\n"
+                       "AutoScheduler=none mq-deadline\nAutoEpochSec=0.25\nAutoRounds=3\n")
+            p, _ = ctl("reload")
+            r.ok(p.returncode == 6 and "still being tuned" in p.stderr, "reloaded (exit 6: A's job is held)",
+                 p.stderr)
+            time.sleep(HOLD_MS / 1000 + 0.5)
+            before = a.scheduler()
+            p, t_end = ctl("--json", "trial", a.name)
+            try:
+                t = json.loads(p.stdout.strip().splitlines()[-1])["trial"]
+            except (ValueError, IndexError, KeyError):
+                t = {}
+            reason = t.get("abortReason", "")
+            r.ok(t.get("state") == "aborted" and a.name in reason and "did not come back within 1 s" in reason,
+                 f"the trial aborted: '{reason}'", (p.returncode, p.stdout[-800:], p.stderr))
+            r.ok(any("the trial ends" in l and a.name in l for l in d.log_text().splitlines()),
+                 "logged as a warning")
+            r.ok(wait_for(lambda: a.scheduler() == before, 3 * HOLD_MS / 1000 + 5),
+                 f"{a.name} back at the setting before the trial ({before}) once its jobs ran", a.scheduler())
+            p, _ = ctl("--json", "trial", a.name)
+            r.ok("a trial is running" not in p.stderr + p.stdout,
+                 "no trial left running: the next one starts", p.stderr[-400:])
         d.stop()
     r.finish()
 
