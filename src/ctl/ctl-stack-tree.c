@@ -46,17 +46,23 @@ static void print_node(FILE *f, json_t *n, const char *prefix, bool root, bool l
         json_t *children = json_object_get(n, "children"), *values = json_object_get(n, "values"),
                *losses = json_object_get(n, "notApplied"), *e;
         bool top = json_is_true(json_object_get(n, "top")), member = json_is_true(json_object_get(n, "member"));
+        const char *path_of = s_(n, "pathOf");
         size_t nc = json_array_size(children), i;
         char own[512], detail[516];
 
         fprintf(f, "%s%s%s", prefix, root ? "" : last ? g->right : g->branch, or_dash(s_(n, "device")));
         if (s_(n, "name"))
                 fprintf(f, " (%s)", s_(n, "name"));
-        fprintf(f, ": %s%s\n", top ? "top, " : "", or_dash(s_(n, "role")));
+        /* a top that is a member (a request-based multipath map) */
+        fprintf(f, ": %s%s%s\n", top ? "top, " : "", or_dash(s_(n, "role")),
+                top && member ? ": takes the queue keys itself" : "");
 
         /* the lines of this device, then its children, below the same prefix */
         snprintf(own, sizeof own, "%s%s", prefix, root ? "" : last ? g->space : g->vertical);
         snprintf(detail, sizeof detail, "%s%s", own, nc > 0 ? g->vertical : g->space);
+        if (path_of)
+                fprintf(f, "%s(a path of %s: the stack's keys stay on %s, none go here)\n", detail, path_of,
+                        path_of);
         json_array_foreach(values, i, e)
                 print_value(f, detail, e, g);
         json_array_foreach(losses, i, e)
@@ -67,7 +73,7 @@ static void print_node(FILE *f, json_t *n, const char *prefix, bool root, bool l
                                 member ? " or a stack above it" : "");
                 else
                         fprintf(f, "%s(nothing set here%s)\n", detail,
-                                member ? "" : ": its request-queue keys go to the disks below");
+                                member || path_of ? "" : ": its request-queue keys go to the disks below");
         }
         json_array_foreach(children, i, e)
                 print_node(f, e, own, false, i + 1 == nc, g);

@@ -604,41 +604,6 @@ static int stack_tree_lookup(const char *sysname, StackTreeDevice *ret, void *us
         return 0;
 }
 
-/* The trees of the stacks d is in: its own on a top, each top above it on
- * a member or a layer between; none on a disk in no stack. */
-static int stacks_json(ApiManager *a, Device *d, json_t **ret) {
-        const char *root = a->manager->tune.sysfs_root;
-        _cleanup_strv_free_ char **tops = NULL;
-        _cleanup_(json_decrefp) json_t *l = json_array();
-        int r;
-
-        if (!l)
-                return -ENOMEM;
-        r = stack_tops(root, d->sysname, &tops);
-        if (r < 0)
-                log_debug_errno(r, "%s: the stacks above it not read: %m", d->sysname);
-        if (!tops && strv_extend(&tops, d->sysname) < 0)
-                return -ENOMEM;
-        STRV_FOREACH(t, tops) {
-                _cleanup_(stack_freep) Stack *s = NULL;
-                json_t *tree = NULL;
-
-                r = stack_resolve(root, *t, &s);
-                if (r < 0) {
-                        log_debug_errno(r, "%s: the stack of %s not read: %m", d->sysname, *t);
-                        continue;
-                }
-                if (s->top->n_children == 0)
-                        continue; /* a disk, no stack */
-                r = stack_tree_json(s, stack_tree_lookup, a, &tree);
-                if (r < 0)
-                        return r;
-                json_array_append_new(l, tree);
-        }
-        *ret = TAKE_PTR(l);
-        return 0;
-}
-
 static int method_explain(VarlinkCall *call, json_t *params, void *userdata) {
         ApiManager *a = userdata;
         const char *name = json_string_value(json_object_get(params, "device"));
@@ -655,7 +620,10 @@ static int method_explain(VarlinkCall *call, json_t *params, void *userdata) {
                 return q;
         if (a->autotuner)
                 autotune_runner_overlay(a->autotuner, d, &r);
-        q = stacks_json(a, d, &stacks);
+        /* the trees of the stacks d is in: its own on a top (a request-based
+         * multipath map too, its paths below it), each top above it on a
+         * member, a layer between or a map's path */
+        q = stack_trees_json(a->manager->tune.sysfs_root, d->sysname, stack_tree_lookup, a, &stacks);
         if (q < 0) {
                 resolved_done(&r);
                 return q;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
 #include "stack-tree.h"
 #include "util.h"
 
@@ -93,12 +94,15 @@ static json_t *losses_json(const Resolved *r) {
         return a;
 }
 
-static int node_json(const char *name, bool partition, bool request_based, bool top, const StackNode *n,
-                     StackTreeLookupFn lookup, void *userdata, json_t **ret) {
+/* path_of: the request-based device (a dm-multipath map) whose path this
+ * is, NULL elsewhere. A path is no member: it takes none of the stack's
+ * keys (stack_above() stops below the map), only its own sections'. */
+static int node_json(const char *name, bool partition, bool request_based, bool top, const char *path_of,
+                     const StackNode *n, StackTreeLookupFn lookup, void *userdata, json_t **ret) {
         _cleanup_(json_decrefp) json_t *o = NULL, *children = json_array();
         StackTreeDevice t = {};
         char role[64];
-        bool member = request_based && !partition;
+        bool member = request_based && !partition && !path_of;
         int r;
 
         if (!children)
@@ -106,13 +110,19 @@ static int node_json(const char *name, bool partition, bool request_based, bool 
         r = lookup(name, &t, userdata);
         if (r < 0)
                 return r;
-        o = json_pack("{s:s, s:s, s:b, s:b, s:b}", "device", name, "role",
-                      stack_role(t.info, t.dm_target, partition, request_based, role), "top", top, "member", member,
+        if (path_of && !partition)
+                snprintf(role, sizeof role, "multipath path");
+        else
+                stack_role(t.info, t.dm_target, partition, request_based, role);
+        o = json_pack("{s:s, s:s, s:b, s:b, s:b}", "device", name, "role", role, "top", top, "member", member,
                       "managed", resolved_managed(&t.resolved));
         if (o && operator_name(t.info))
                 json_object_set_new(o, "name", json_string(operator_name(t.info)));
+        if (o && path_of)
+                json_object_set_new(o, "pathOf", json_string(path_of));
         if (o && !partition) {
-                json_object_set_new(o, "values", values_json(&t, member));
+                /* a request-based path keeps its own sections' keys, all of them */
+                json_object_set_new(o, "values", values_json(&t, request_based));
                 if (member)
                         json_object_set_new(o, "notApplied", losses_json(&t.resolved));
         }
@@ -124,7 +134,7 @@ static int node_json(const char *name, bool partition, bool request_based, bool 
         if (partition && n) {
                 /* the disk whose queue carries it */
                 json_t *c = NULL;
-                r = node_json(n->disk, false, n->request_based, false, NULL, lookup, userdata, &c);
+                r = node_json(n->disk, false, n->request_based, false, path_of, NULL, lookup, userdata, &c);
                 if (r < 0)
                         return r;
                 json_array_append_new(children, c);
@@ -132,7 +142,15 @@ static int node_json(const char *name, bool partition, bool request_based, bool 
         for (size_t i = 0; n && !partition && i < n->n_children; i++) {
                 const StackNode *cn = n->children[i];
                 json_t *c = NULL;
-                r = node_json(cn->name, cn->partition, cn->request_based, false, cn, lookup, userdata, &c);
+                r = node_json(cn->name, cn->partition, cn->request_based, false, NULL, cn, lookup, userdata, &c);
+                if (r < 0)
+                        return r;
+                json_array_append_new(children, c);
+        }
+        for (size_t i = 0; n && !partition && i < n->n_paths; i++) {
+                const StackNode *pn = n->paths[i];
+                json_t *c = NULL;
+                r = node_json(pn->name, pn->partition, pn->request_based, false, name, pn, lookup, userdata, &c);
                 if (r < 0)
                         return r;
                 json_array_append_new(children, c);
@@ -143,6 +161,39 @@ static int node_json(const char *name, bool partition, bool request_based, bool 
 }
 
 int stack_tree_json(const Stack *s, StackTreeLookupFn lookup, void *userdata, json_t **ret) {
-        return node_json(s->top->name, s->top->partition, s->top->request_based, true, s->top, lookup, userdata,
-                         ret);
+        return node_json(s->top->name, s->top->partition, s->top->request_based, true, NULL, s->top, lookup,
+                         userdata, ret);
+}
+
+int stack_trees_json(const char *sysfs_root, const char *sysname, StackTreeLookupFn lookup, void *userdata,
+                     json_t **ret) {
+        _cleanup_strv_free_ char **tops = NULL;
+        _cleanup_(json_decrefp) json_t *l = json_array();
+        int r;
+
+        if (!l)
+                return -ENOMEM;
+        r = stack_tree_tops(sysfs_root, sysname, &tops);
+        if (r < 0)
+                log_debug_errno(r, "%s: the stacks above it not read: %m", sysname);
+        if (!tops && strv_extend(&tops, sysname) < 0)
+                return -ENOMEM;
+        STRV_FOREACH(t, tops) {
+                _cleanup_(stack_freep) Stack *s = NULL;
+                json_t *tree = NULL;
+
+                r = stack_resolve(sysfs_root, *t, &s);
+                if (r < 0) {
+                        log_debug_errno(r, "%s: the stack of %s not read: %m", sysname, *t);
+                        continue;
+                }
+                if (s->top->n_children == 0 && s->top->n_paths == 0)
+                        continue; /* a disk, no stack */
+                r = stack_tree_json(s, lookup, userdata, &tree);
+                if (r < 0)
+                        return r;
+                json_array_append_new(l, tree);
+        }
+        *ret = TAKE_PTR(l);
+        return 0;
 }

@@ -21,6 +21,9 @@ static StackNode *stack_node_free(StackNode *n) {
         for (size_t i = 0; i < n->n_children; i++)
                 stack_node_free(n->children[i]);
         free(n->children);
+        for (size_t i = 0; i < n->n_paths; i++)
+                stack_node_free(n->paths[i]);
+        free(n->paths);
         free(n->name);
         free(n->disk);
         free(n);
@@ -116,6 +119,61 @@ static bool disk_request_based(const char *root, const char *disk) {
         return sysfs_read(p, &v) >= 0 && strchr(v, '[');
 }
 
+/* A node for a slaves/ entry of dir. */
+static int slave_node(const char *root, const char *dir, const char *entry, StackNode **ret) {
+        _cleanup_(stack_node_freep) StackNode *n = calloc(1, sizeof *n);
+        int r;
+
+        if (!n)
+                return -ENOMEM;
+        r = link_names(dir, entry, &n->name, &n->disk, &n->partition);
+        if (r < 0)
+                return r;
+        n->request_based = disk_request_based(root, n->disk);
+        *ret = TAKE_PTR(n);
+        return 0;
+}
+
+static int node_append(StackNode ***l, size_t *n, StackNode *c) {
+        StackNode **a = reallocarray(*l, *n + 1, sizeof *a);
+
+        if (!a) {
+                stack_node_free(c);
+                return -ENOMEM;
+        }
+        *l = a;
+        (*l)[(*n)++] = c;
+        return 0;
+}
+
+/* The slaves of a request-based device (the paths of a dm-multipath map),
+ * as leaves: its own queue carries the stack, theirs are below it, past
+ * its scheduler. */
+static int read_paths(const char *root, StackNode *n) {
+        _cleanup_strv_free_ char **slaves = NULL;
+        _cleanup_free_ char *dir = NULL;
+        int r;
+
+        if (asprintf(&dir, "%s/block/%s/slaves", root, n->name) < 0)
+                return -ENOMEM;
+        r = list_dir(dir, &slaves);
+        if (r < 0)
+                return r;
+        STRV_FOREACH(e, slaves) {
+                StackNode *c = NULL;
+
+                r = slave_node(root, dir, *e, &c);
+                if (r == -ENOENT)
+                        continue; /* gone while we looked */
+                if (r < 0)
+                        return r;
+                r = node_append(&n->paths, &n->n_paths, c);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 static int walk(const char *root, const char *name, const char *disk, bool partition, unsigned depth,
                 char ***members, StackNode **ret) {
         _cleanup_(stack_node_freep) StackNode *n = NULL;
@@ -131,10 +189,17 @@ static int walk(const char *root, const char *name, const char *disk, bool parti
         n->partition = partition;
         n->request_based = disk_request_based(root, disk);
         if (n->request_based || partition) {
-                /* The disk's queue carries it: a member if request-based;
-                 * a partition of a bio-based disk carries nothing here. */
+                /* The disk's queue carries it: a member if request-based
+                 * (a request-based dm-multipath map too: its paths are
+                 * listed, not followed); a partition of a bio-based disk
+                 * carries nothing here. */
                 if (n->request_based && !strv_contains(*members, disk) && strv_extend(members, disk) < 0)
                         return -ENOMEM;
+                if (n->request_based && !partition) {
+                        r = read_paths(root, n);
+                        if (r < 0)
+                                return r;
+                }
                 *ret = TAKE_PTR(n);
                 return 0;
         }
@@ -146,7 +211,7 @@ static int walk(const char *root, const char *name, const char *disk, bool parti
                 return r;
         STRV_FOREACH(e, slaves) {
                 _cleanup_free_ char *cn = NULL, *cd = NULL;
-                StackNode *c = NULL, **a;
+                StackNode *c = NULL;
                 bool cp;
 
                 r = link_names(dir, *e, &cn, &cd, &cp);
@@ -157,13 +222,9 @@ static int walk(const char *root, const char *name, const char *disk, bool parti
                 r = walk(root, cn, cd, cp, depth + 1, members, &c);
                 if (r < 0)
                         return r;
-                a = reallocarray(n->children, n->n_children + 1, sizeof *a);
-                if (!a) {
-                        stack_node_free(c);
-                        return -ENOMEM;
-                }
-                n->children = a;
-                n->children[n->n_children++] = c;
+                r = node_append(&n->children, &n->n_children, c);
+                if (r < 0)
+                        return r;
         }
         *ret = TAKE_PTR(n);
         return 0;
@@ -219,7 +280,8 @@ int stack_path_to(const Stack *s, const char *member, char ***ret) {
         return 0;
 }
 
-static int tops_of(const char *root, const char *name, const char *blockdir, unsigned depth, bool all, char ***tops) {
+static int tops_of(const char *root, const char *name, const char *blockdir, unsigned depth, bool all, bool through,
+                   char ***tops) {
         _cleanup_strv_free_ char **holders = NULL, **entries = NULL;
         _cleanup_free_ char *hdir = path_join(blockdir, "holders");
         int r;
@@ -241,7 +303,7 @@ static int tops_of(const char *root, const char *name, const char *blockdir, uns
                         return -ENOMEM;
                 if (access(pf, F_OK) < 0)
                         continue;
-                r = tops_of(root, *e, pd, depth + 1, all, tops);
+                r = tops_of(root, *e, pd, depth + 1, all, through, tops);
                 if (r < 0)
                         return r;
         }
@@ -269,26 +331,27 @@ static int tops_of(const char *root, const char *name, const char *blockdir, uns
                 /* A request-based holder (a dm-multipath map) is a member
                  * of its own: its queue, not this disk's, carries what is
                  * set on it and on the stacks above it (stack_resolve()
-                 * stops there too). */
-                if (disk_request_based(root, hd))
+                 * stops there too). Explain's trees go past it (through):
+                 * name is drawn there as one of its paths. */
+                if (!through && disk_request_based(root, hd))
                         continue;
                 if (asprintf(&hb, "%s/block/%s", root, hn) < 0)
                         return -ENOMEM;
-                r = tops_of(root, hn, hb, depth + 1, all, tops);
+                r = tops_of(root, hn, hb, depth + 1, all, through, tops);
                 if (r < 0)
                         return r;
         }
         return 0;
 }
 
-static int stack_up(const char *sysfs_root, const char *name, bool all, char ***ret) {
+static int stack_up(const char *sysfs_root, const char *name, bool all, bool through, char ***ret) {
         _cleanup_strv_free_ char **tops = NULL;
         _cleanup_free_ char *dir = NULL;
         int r;
 
         if (asprintf(&dir, "%s/block/%s", sysfs_root, name) < 0)
                 return -ENOMEM;
-        r = tops_of(sysfs_root, name, dir, 0, all, &tops);
+        r = tops_of(sysfs_root, name, dir, 0, all, through, &tops);
         if (r < 0)
                 return r;
         strv_sort(tops);
@@ -297,9 +360,13 @@ static int stack_up(const char *sysfs_root, const char *name, bool all, char ***
 }
 
 int stack_tops(const char *sysfs_root, const char *name, char ***ret) {
-        return stack_up(sysfs_root, name, false, ret);
+        return stack_up(sysfs_root, name, false, false, ret);
+}
+
+int stack_tree_tops(const char *sysfs_root, const char *name, char ***ret) {
+        return stack_up(sysfs_root, name, false, true, ret);
 }
 
 int stack_above(const char *sysfs_root, const char *name, char ***ret) {
-        return stack_up(sysfs_root, name, true, ret);
+        return stack_up(sysfs_root, name, true, false, ret);
 }

@@ -28,6 +28,11 @@ typedef struct StackNode {
         bool request_based;         /* disk's queue has a blk-mq scheduler: a member */
         struct StackNode **children; /* slaves, in directory order (sorted) */
         size_t n_children;
+        /* A request-based device's slaves (a dm-multipath map's paths):
+         * below its queue, not followed, no members (they take none of the
+         * stack's keys); leaves, sorted. None elsewhere. */
+        struct StackNode **paths;
+        size_t n_paths;
 } StackNode;
 
 typedef struct Stack {
@@ -51,6 +56,10 @@ int stack_path_to(const Stack *s, const char *member, char ***ret);
  * map): that one is its own member, it and what is above it are carried
  * by its queue, not by name's (as stack_resolve() sees it from above). */
 int stack_tops(const char *sysfs_root, const char *name, char ***ret);
+/* The tops whose trees show name, as explain draws them: stack_tops(), and
+ * past a request-based holder too (the map whose path name is, or the
+ * stacks on that map), where name is drawn as a path (StackNode.paths). */
+int stack_tree_tops(const char *sysfs_root, const char *name, char ***ret);
 /* Every device above disk name, tops and the layers between (crypt, the
  * LV under it), each once, sorted; none if nothing holds it. */
 int stack_above(const char *sysfs_root, const char *name, char ***ret);

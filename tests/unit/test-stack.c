@@ -202,6 +202,15 @@ static void test_multipath_request_based(void **state) {
         m = joined(s->members);
         assert_string_equal(m, mp);
         assert_true(stack_is_trivial(s));
+        /* its path listed for explain's tree, not followed: no member, no
+         * path to it */
+        assert_int_equal(s->top->n_paths, 1);
+        assert_string_equal(s->top->paths[0]->name, "nvme0n5");
+        assert_true(s->top->paths[0]->request_based);
+        assert_false(s->top->paths[0]->partition);
+        assert_int_equal(s->top->paths[0]->n_children, 0);
+        _cleanup_strv_free_ char **path = NULL;
+        assert_int_equal(stack_path_to(s, "nvme0n5", &path), -ENOENT);
         free_tree(root);
 }
 
@@ -248,6 +257,18 @@ static void test_tops(void **state) {
         assert_null(tops);
         assert_int_equal(stack_above(root, "nvme0n5", &tops), 0);
         assert_null(tops);
+        /* ... but explain draws the path in the map's tree */
+        assert_int_equal(stack_tree_tops(root, "nvme0n5", &tops), 0);
+        t = joined(tops);
+        assert_string_equal(t, "dm-3");
+        tops = (strv_free(tops), NULL);
+        t = mfree(t);
+        /* elsewhere the same tops as stack_tops() */
+        assert_int_equal(stack_tree_tops(root, "nvme0n3", &tops), 0);
+        t = joined(tops);
+        assert_string_equal(t, "md0 md1");
+        tops = (strv_free(tops), NULL);
+        t = mfree(t);
 
         /* stack_above(): the layer between too (the LV under the crypt mapping) */
         assert_int_equal(stack_above(root, "nvme0n1", &tops), 0);
@@ -754,6 +775,132 @@ static void tree_crypt_on_lv(const char *root, const Config *c) {
         check_stack_node_idl(mdtree);
 }
 
+/* Explain's stacks of sysname (what the daemon replies, drawn as blkmqctl
+ * draws them: a blank line between two). */
+static char *draw_explain(const char *root, const Config *c, const char *sysname, json_t **ret_json) {
+        TreeLookup t = { .root = root, .config = c };
+        json_t *trees = NULL, *tree;
+        char *text = NULL;
+        size_t size = 0, i;
+        FILE *f;
+
+        assert_int_equal(stack_trees_json(root, sysname, tree_lookup, &t, &trees), 0);
+        for (size_t k = 0; k < t.n; k++)
+                device_info_free(t.infos[k]);
+        assert_non_null(f = open_memstream(&text, &size));
+        json_array_foreach(trees, i, tree) {
+                if (i > 0)
+                        fputc('\n', f);
+                stack_tree_print(f, tree, "", false);
+                check_stack_node_idl(tree);
+        }
+        assert_int_equal(fclose(f), 0);
+        *ret_json = trees;
+        return text;
+}
+
+static const char MPATH_CONF[] =
+        "[Device mpath]\n"
+        "MatchMultipathWWID=nvme.1b36-*-00000005\n"
+        "Scheduler=mq-deadline\n"
+        "NrRequests=96\n"
+        "ReadAheadKB=2048\n"
+        "[Device ns5]\n"
+        "MatchKernel=nvme0n5\n"
+        "WbtLatUsec=2000\n";
+
+/* A request-based multipath map (mpatha, dm-3) is its own member: the tree
+ * has the map at the top with every key of its section (apply sets them on
+ * the map's queue), its path below it as a path that takes none of them
+ * (stack_above() stops below the map: apply gives the path its own
+ * sections' keys only); explain on the path draws the map's tree too. */
+static void tree_multipath(const char *root) {
+        static const char map_only[] =
+                "dm-3 (mpatha): top, dm-multipath, request-based: takes the queue keys itself\n"
+                "| Scheduler=mq-deadline ([Device mpath], m.conf:3)\n"
+                "| NrRequests=96 ([Device mpath], m.conf:4)\n"
+                "| ReadAheadKB=2048 ([Device mpath], m.conf:5)\n"
+                "`-nvme0n5: multipath path\n"
+                "    (a path of dm-3: the stack's keys stay on dm-3, none go here)\n"
+                "    (not managed: no section matches it)\n";
+        _cleanup_(config_freep) Config *c = NULL, *c5 = NULL;
+        _cleanup_free_ char *mp = dm_by_name(root, "mpatha"), *text = NULL;
+        _cleanup_(json_decrefp) json_t *trees = NULL, *trees5 = NULL;
+        ConfigError err;
+
+        assert_string_equal(mp, "dm-3");
+        /* the map's section alone (MPATH_CONF without [Device ns5]) */
+        if (config_load_string(MPATH_CONF, "m.conf", &c5, &err) < 0)
+                fail_msg("m.conf:%u: %s", err.line, err.message);
+        _cleanup_free_ char *map_conf = strndup(MPATH_CONF, strstr(MPATH_CONF, "[Device ns5]") - MPATH_CONF);
+        assert_non_null(map_conf);
+        if (config_load_string(map_conf, "m.conf", &c, &err) < 0)
+                fail_msg("m.conf:%u: %s", err.line, err.message);
+
+        text = draw_explain(root, c, mp, &trees);
+        assert_string_equal(text, map_only);
+        assert_int_equal(json_array_size(trees), 1);
+        json_t *map = json_array_get(trees, 0), *kids = json_object_get(map, "children");
+        assert_string_equal(json_string_value(json_object_get(map, "device")), "dm-3");
+        assert_true(json_is_true(json_object_get(map, "top")));
+        assert_true(json_is_true(json_object_get(map, "member")));
+        assert_string_equal(json_string_value(json_object_get(map, "role")), "dm-multipath, request-based");
+        assert_null(json_object_get(map, "pathOf"));
+        assert_int_equal(json_array_size(json_object_get(map, "values")), 3);
+        assert_int_equal(json_array_size(json_object_get(map, "notApplied")), 0);
+        assert_int_equal(json_array_size(kids), 1);
+        json_t *path = json_array_get(kids, 0);
+        assert_string_equal(json_string_value(json_object_get(path, "device")), "nvme0n5");
+        assert_string_equal(json_string_value(json_object_get(path, "role")), "multipath path");
+        assert_string_equal(json_string_value(json_object_get(path, "pathOf")), "dm-3");
+        assert_false(json_is_true(json_object_get(path, "member")));
+        assert_false(json_is_true(json_object_get(path, "managed")));
+        assert_int_equal(json_array_size(json_object_get(path, "values")), 0);
+        assert_null(json_object_get(path, "notApplied"));
+        assert_int_equal(json_array_size(json_object_get(path, "children")), 0);
+
+        /* explain on the path: the same tree, the map's */
+        text = mfree(text);
+        trees = (json_decref(trees), NULL);
+        text = draw_explain(root, c, "nvme0n5", &trees);
+        assert_string_equal(text, map_only);
+
+        /* a section of the path's own: its keys, every one (its queue is
+         * request-based), and still none of the map's */
+        text = mfree(text);
+        text = draw_explain(root, c5, "nvme0n5", &trees5);
+        assert_string_equal(text,
+                "dm-3 (mpatha): top, dm-multipath, request-based: takes the queue keys itself\n"
+                "| Scheduler=mq-deadline ([Device mpath], m.conf:3)\n"
+                "| NrRequests=96 ([Device mpath], m.conf:4)\n"
+                "| ReadAheadKB=2048 ([Device mpath], m.conf:5)\n"
+                "`-nvme0n5: multipath path\n"
+                "    (a path of dm-3: the stack's keys stay on dm-3, none go here)\n"
+                "    WbtLatUsec=2000 ([Device ns5], m.conf:8)\n");
+        path = json_array_get(json_object_get(json_array_get(trees5, 0), "children"), 0);
+        assert_true(json_is_true(json_object_get(path, "managed")));
+        assert_false(json_is_true(json_object_get(path, "member")));
+}
+
+/* Explain's stacks elsewhere, as before the maps' paths were drawn: a PV
+ * of two LVs has the tree of each, a top its own. */
+static void trees_of_disks(const char *root, const Config *c) {
+        _cleanup_(json_decrefp) json_t *trees = NULL;
+        _cleanup_free_ char *text = NULL;
+
+        text = draw_explain(root, c, "nvme0n1", &trees);
+        assert_int_equal(json_array_size(trees), 2);
+        assert_string_equal(json_string_value(json_object_get(json_array_get(trees, 0), "device")), "dm-0");
+        assert_string_equal(json_string_value(json_object_get(json_array_get(trees, 1), "device")), "dm-2");
+        assert_non_null(strstr(text, "\n\ndm-2 (secret): top, dm-crypt\n"));
+        trees = (json_decref(trees), NULL);
+        text = mfree(text);
+        text = draw_explain(root, c, "md0", &trees);
+        assert_int_equal(json_array_size(trees), 1);
+        const char *md0 = "md0 (any:mirror): top, md raid1\n";
+        assert_true(strncmp(text, md0, strlen(md0)) == 0);
+}
+
 /* The trees over one copy of the fixture. */
 static void test_trees(void **state) {
         (void) state;
@@ -765,6 +912,8 @@ static void test_trees(void **state) {
                 fail_msg("t.conf:%u: %s", err.line, err.message);
         tree_striped(root, c);
         tree_crypt_on_lv(root, c);
+        tree_multipath(root);
+        trees_of_disks(root, c);
         free_tree(root);
 }
 
