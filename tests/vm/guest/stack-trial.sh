@@ -89,6 +89,17 @@ sampler() {
 worst_run() {
         awk '{ if ($1 != $2) { n++; if (n > w) w = n } else n = 0 } END { print w + 0 }' /tmp/samples
 }
+# stop_at_originals [TAG]: ends the workload ($WL) and blkmqd, checks its
+# exit code and that $N1 and $N2 are back at $O1 and $O2 (parts 3 and 6;
+# TAG, "edges" in part 6, goes into the checks' names)
+stop_at_originals() {
+        kill $WL 2>/dev/null
+        wait $WL 2>/dev/null
+        rc=$(daemon_stop)
+        check_eq "blkmqd exit code${1:+ ($1)}" 0 "$rc"
+        check_eq "${1:+$1: }$N1 back to the original" "$O1" "$(sched $N1)"
+        check_eq "${1:+$1: }$N2 back to the original" "$O2" "$(sched $N2)"
+}
 rm -f /tmp/stop-sampler
 sampler & SP=$!
 sleep 1
@@ -139,12 +150,7 @@ check_eq "abort: $N1 at its original" "$O1" "$(sched $N1)"
 check_eq "abort: $N2 at its original" "$O2" "$(sched $N2)"
 
 # --- 3. stop: the originals, of a trial's choice too -------------------------
-kill $WL 2>/dev/null
-wait $WL 2>/dev/null
-rc=$(daemon_stop)
-check_eq "blkmqd exit code" 0 "$rc"
-check_eq "$N1 back to the original" "$O1" "$(sched $N1)"
-check_eq "$N2 back to the original" "$O2" "$(sched $N2)"
+stop_at_originals
 log_has "lockstep" || log_show
 grep -E "trial|stack|member" $BLKMQD_LOG | sed 's/^/# blkmqd| /' | head -n 40
 
@@ -284,12 +290,7 @@ check "crypt: apart for 5 samples in a row at most (an apply)" [ "$(worst_run)" 
 check "crypt: both carried mq-deadline together" grep -qx "mq-deadline mq-deadline" /tmp/samples
 check_eq "crypt: after the trial, both alike" "$(sched $N1)" "$(sched $N2)"
 check "the drop-in matches the mapping" grep -qx "MatchCrypt=ctrial" /tmp/ct3.conf
-kill $WL 2>/dev/null
-wait $WL 2>/dev/null
-rc=$(daemon_stop)
-check_eq "blkmqd exit code (edges)" 0 "$rc"
-check_eq "edges: $N1 back to the original" "$O1" "$(sched $N1)"
-check_eq "edges: $N2 back to the original" "$O2" "$(sched $N2)"
+stop_at_originals edges
 check_eq "edges: $N3 back to the original" "$O3" "$(sched $N3)"
 check_eq "edges: $N4 back to the original" "$O4" "$(sched $N4)"
 grep -E "trial|stack|member|FAIL_WRITE" $BLKMQD_LOG | sed 's/^/# blkmqd| /' | head -n 60
