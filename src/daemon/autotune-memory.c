@@ -68,7 +68,8 @@ static void memory_load(AutotuneRunner *t) {
         f = fopen(path, "re");
         if (!f) {
                 if (errno != ENOENT)
-                        log_warning_errno(errno, "Failed to read %s, starting without the workloads it holds: %m", path);
+                        log_warning_errno(errno, "Failed to read %s, starting without the workloads it holds: %m",
+                                          path);
                 return;
         }
         while (getline(&line, &size, f) >= 0) {

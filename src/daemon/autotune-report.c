@@ -30,7 +30,8 @@ char *autotune_clock_hm(uint64_t realtime_usec, char buf[static 16]) {
 static json_t *candidate_json(const AutotuneDevice *a, size_t c) {
         char buf[AUTOTUNE_CANDIDATE_STRMAX];
         const AutotuneSummary *s = &a->trial.summary[c];
-        json_t *o = json_pack("{s:s, s:s, s:b, s:i}", "setting", autotune_candidate_format(&a->trial.cand[c], buf, sizeof buf),
+        json_t *o = json_pack("{s:s, s:s, s:b, s:i}",
+                              "setting", autotune_candidate_format(&a->trial.cand[c], buf, sizeof buf),
                               "scheduler", a->trial.cand[c].scheduler, "baseline", a->trial.cand[c].baseline, "epochs",
                               (int) a->trial.series[c].n);
         if (a->trial.cand[c].nr_requests)
@@ -73,7 +74,8 @@ static json_t *candidate_json(const AutotuneDevice *a, size_t c) {
 
 json_t *autotune_trial_json(const AutotuneDevice *a) {
         json_t *o = json_object(), *cands = json_array();
-        const char *state = autotune_engine_running(&a->trial) ? "running" : a->trial.aborted ? "aborted" : a->trial.has_result ? "decided" : "idle";
+        const char *state = autotune_engine_running(&a->trial) ? "running" :
+                            a->trial.aborted ? "aborted" : a->trial.has_result ? "decided" : "idle";
         char buf[AUTOTUNE_CANDIDATE_STRMAX];
 
         json_object_set_new(o, "state", json_string(state));
@@ -81,11 +83,14 @@ json_t *autotune_trial_json(const AutotuneDevice *a) {
                 json_array_append_new(cands, candidate_json(a, c));
         json_object_set_new(o, "candidates", cands);
         if (a->trial.policy_copied)
-                json_object_set_new(o, "objective", json_string(autotune_objective_to_string(a->trial.policy.objective)));
+                json_object_set_new(o, "objective",
+                                    json_string(autotune_objective_to_string(a->trial.policy.objective)));
         if (autotune_engine_running(&a->trial)) {
                 json_object_set_new(o, "epoch", json_integer((json_int_t) a->trial.slot + 1));
                 json_object_set_new(o, "epochs", json_integer((json_int_t) a->trial.n_slots));
-                json_object_set_new(o, "measuring", json_string(autotune_candidate_format(&a->trial.cand[a->trial.current], buf, sizeof buf)));
+                json_object_set_new(o, "measuring",
+                                    json_string(autotune_candidate_format(&a->trial.cand[a->trial.current], buf,
+                                                                          sizeof buf)));
         }
         if (a->started_usec)
                 json_object_set_new(o, "startedUsec", json_integer((json_int_t) a->started_usec));
@@ -94,7 +99,9 @@ json_t *autotune_trial_json(const AutotuneDevice *a) {
         if (a->trial.has_result) {
                 json_object_set_new(o, "verdict", json_string(autotune_verdict_to_string(a->trial.decision.verdict)));
                 json_object_set_new(o, "reason", json_string(a->trial.decision.reason));
-                json_object_set_new(o, "winner", json_string(autotune_candidate_format(&a->trial.cand[a->trial.decision.winner], buf, sizeof buf)));
+                json_object_set_new(o, "winner",
+                                    json_string(autotune_candidate_format(&a->trial.cand[a->trial.decision.winner], buf,
+                                                                          sizeof buf)));
                 /* the winner's own fields (scheduler, nrRequests, wbtLatUsec) are those of candidates[winnerIndex] */
                 json_object_set_new(o, "winnerIndex", json_integer(a->trial.decision.winner));
                 json_object_set_new(o, "confidence", json_real(a->trial.decision.confidence));
@@ -118,10 +125,13 @@ json_t *autotune_trial_json(const AutotuneDevice *a) {
                 json_object_set_new(o, "stopReason", json_string(a->trial.stop_reason));
         if (a->trial.search) {
                 /* a search by families: candidates are the last phase's */
-                json_t *se = json_pack("{s:s, s:i, s:i, s:i, s:s, s:b}", "family", autotune_family_to_string(a->trial.family),
-                                       "phases", (int) a->trial.n_phases + (autotune_engine_running(&a->trial) ? 1 : 0), "candidatesGenerated",
-                                       (int) a->trial.n_generated, "candidatesMeasured", (int) a->trial.n_measured, "phasesText",
-                                       a->trial.phases_text, "sequentialReads", a->trial.sequential);
+                json_t *se = json_pack("{s:s, s:i, s:i, s:i, s:s, s:b}",
+                                       "family", autotune_family_to_string(a->trial.family),
+                                       "phases", (int) a->trial.n_phases + (autotune_engine_running(&a->trial) ? 1 : 0),
+                                       "candidatesGenerated", (int) a->trial.n_generated,
+                                       "candidatesMeasured", (int) a->trial.n_measured,
+                                       "phasesText", a->trial.phases_text,
+                                       "sequentialReads", a->trial.sequential);
                 if (se)
                         json_object_set_new(o, "search", se);
         }
@@ -182,7 +192,8 @@ json_t *autotune_report_device(AutotuneRunner *t, const Device *d, const Autotun
                 json_object_set_new(o, "trials", json_integer(a->n_trials));
                 json_object_set_new(o, "changes", json_integer(a->n_changes));
                 if (a->has_choice)
-                        json_object_set_new(o, "chosen", json_string(autotune_candidate_format(&a->choice, buf, sizeof buf)));
+                        json_object_set_new(o, "chosen",
+                                            json_string(autotune_candidate_format(&a->choice, buf, sizeof buf)));
                 json_object_set_new(o, "recalls", json_integer(a->n_recalls));
                 if (a->has_choice && a->recalled_usec && a->choice_trial == a->n_trials)
                         json_object_set_new(o, "recalledUsec", json_integer((json_int_t) a->recalled_usec));
@@ -191,14 +202,16 @@ json_t *autotune_report_device(AutotuneRunner *t, const Device *d, const Autotun
                 json_object_set_new(o, "workloads", memory_json(t, d));
         if (a && a->watch.has_promise) {
                 static const char *const names[] = { "watching", "holds", "broken" };
-                json_t *pr = json_pack("{s:s, s:b, s:s}", "state", names[a->watch.promise_state], "watching", a->watch.promising,
-                                       "why", a->watch.promise_why);
+                json_t *pr = json_pack("{s:s, s:b, s:s}", "state", names[a->watch.promise_state],
+                                       "watching", a->watch.promising, "why", a->watch.promise_why);
                 if (a->watch.promise.write_floor_mbps > 0)
                         json_object_set_new(pr, "writeFloorMBps", json_real(a->watch.promise.write_floor_mbps));
                 if (a->watch.promise.read_ceiling_ms > 0)
                         json_object_set_new(pr, "readCeilingMs", json_real(a->watch.promise.read_ceiling_ms));
                 if (a->watch.fell_back)
-                        json_object_set_new(pr, "fallback", json_string(autotune_candidate_format(&a->watch.fallback, buf, sizeof buf)));
+                        json_object_set_new(pr, "fallback",
+                                            json_string(autotune_candidate_format(&a->watch.fallback, buf,
+                                                                                  sizeof buf)));
                 json_object_set_new(o, "promise", pr);
         }
         if (p && p->enabled && p->interval_usec) {
@@ -219,10 +232,11 @@ static char *explain_with_memory(AutotuneRunner *t, const Device *d, const Autot
         strbuf_appendf(&sb, "%s Workloads seen (%zu):", s, m->n);
         for (size_t i = 0; i < m->n; i++) {
                 const AutotuneMemory *e = &m->m[i];
-                strbuf_appendf(&sb, "%s reads %.0f %% of I/Os, %.0f KiB, %.0f I/Os per second, %.1f in flight: %s (trial at %s)",
-                              i ? ";" : "", e->sig.read_share * 100, e->sig.avg_kb, e->sig.iops, e->sig.depth,
-                              autotune_candidate_format(&e->cand, buf, sizeof buf),
-                              autotune_clock_hm(e->realtime_usec, hm));
+                strbuf_appendf(&sb, "%s reads %.0f %% of I/Os, %.0f KiB, %.0f I/Os per second, "
+                               "%.1f in flight: %s (trial at %s)",
+                               i ? ";" : "", e->sig.read_share * 100, e->sig.avg_kb, e->sig.iops, e->sig.depth,
+                               autotune_candidate_format(&e->cand, buf, sizeof buf),
+                               autotune_clock_hm(e->realtime_usec, hm));
         }
         strbuf_appendf(&sb, ".");
         free(s);
@@ -240,7 +254,8 @@ char *autotune_report_explain(AutotuneRunner *t, const Device *d, const Autotune
         if (!a || !a->trial.has_result) {
                 if (p && p->enabled)
                         return explain_with_memory(t, d, p,
-                                                   strdup("AutoTune=yes: no trial has run yet; the static keys are in force."));
+                                                   strdup("AutoTune=yes: no trial has run yet; "
+                                                          "the static keys are in force."));
                 return NULL;
         }
         if (autotune_engine_running(&a->trial))
@@ -257,8 +272,8 @@ char *autotune_report_explain(AutotuneRunner *t, const Device *d, const Autotune
                 r = asprintf(&s, "the trial at %s chose %s, since put back by a restore: the static keys are in force.",
                              hm, w);
         else
-                r = asprintf(&s, "%s kept by the trial at %s: %s (%s).", b, hm, autotune_verdict_to_string(a->trial.decision.verdict),
-                             a->trial.decision.reason);
+                r = asprintf(&s, "%s kept by the trial at %s: %s (%s).", b, hm,
+                             autotune_verdict_to_string(a->trial.decision.verdict), a->trial.decision.reason);
         if (r < 0)
                 return NULL;
         char price[256], *t2 = NULL;
@@ -273,8 +288,9 @@ char *autotune_report_explain(AutotuneRunner *t, const Device *d, const Autotune
                 t2 = NULL;
         }
         if (a->trial.stop_reason[0] || price[0]) {
-                r = asprintf(&t2, "%s%s%s%s%s%s", s, a->trial.stop_reason[0] ? " The last trial " : "", a->trial.stop_reason,
-                             a->trial.stop_reason[0] ? "." : "", price[0] ? " The last trial's price: " : "", price);
+                r = asprintf(&t2, "%s%s%s%s%s%s", s, a->trial.stop_reason[0] ? " The last trial " : "",
+                             a->trial.stop_reason, a->trial.stop_reason[0] ? "." : "",
+                             price[0] ? " The last trial's price: " : "", price);
                 free(s);
                 if (r < 0)
                         return NULL;
@@ -296,7 +312,8 @@ void autotune_report_metrics(AutotuneRunner *t, StrBuf *sb) {
                 metrics_text_counter(sb, "blkmqd_autotune_changes_total", l, 1, a->n_changes);
         }
         metrics_text_family(sb, "blkmqd_autotune_last_verdict_info", METRIC_GAUGE,
-                            "The verdict of the device's last trial once it has finished (value 1; none while one runs).");
+                            "The verdict of the device's last trial once it has finished "
+                            "(value 1; none while one runs).");
         for (AutotuneDevice *a = t->devices; a; a = a->next) {
                 MetricLabel l[] = { { "device", a->device->sysname },
                                     { "verdict", autotune_verdict_to_string(a->trial.decision.verdict) } };
@@ -336,7 +353,8 @@ void autotune_report_metrics(AutotuneRunner *t, StrBuf *sb) {
                 for (size_t c = 0; c < a->trial.n_cand; c++) {
                         char buf[AUTOTUNE_CANDIDATE_STRMAX];
                         MetricLabel l[] = { { "device", a->device->sysname },
-                                                    { "setting", autotune_candidate_format(&a->trial.cand[c], buf, sizeof buf) } };
+                                            { "setting",
+                                              autotune_candidate_format(&a->trial.cand[c], buf, sizeof buf) } };
                         if (a->trial.summary[c].n)
                                 metrics_text_gauge(sb, "blkmqd_autotune_candidate_read_await_seconds", l, 2,
                                                    a->trial.summary[c].read_await_ms / 1000);
@@ -347,7 +365,8 @@ void autotune_report_metrics(AutotuneRunner *t, StrBuf *sb) {
                 for (size_t c = 0; c < a->trial.n_cand; c++) {
                         char buf[AUTOTUNE_CANDIDATE_STRMAX];
                         MetricLabel l[] = { { "device", a->device->sysname },
-                                            { "setting", autotune_candidate_format(&a->trial.cand[c], buf, sizeof buf) } };
+                                            { "setting",
+                                              autotune_candidate_format(&a->trial.cand[c], buf, sizeof buf) } };
                         if (a->trial.summary[c].read_p99_ms > 0)
                                 metrics_text_gauge(sb, "blkmqd_autotune_candidate_read_p99_seconds", l, 2,
                                                    a->trial.summary[c].read_p99_ms / 1000);

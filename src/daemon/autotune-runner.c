@@ -416,7 +416,8 @@ static AutotuneTrialAction on_wait(AutotuneDevice *a, AutotuneTrialWait w) {
                 r = autotune_read_stat(a->device, &st);
                 AutotuneTrialAction act = autotune_engine_settled(&a->trial, r < 0 ? NULL : &st, r,
                                                        probe_hist(a->tuner, a->device) != NULL, now);
-                if (a->trial.phase == AUTOTUNE_TRIAL_MEASURING && act.what == AUTOTUNE_TRIAL_DO_WAIT && act.wait != AUTOTUNE_TRIAL_WAIT_SETTLE) {
+                if (a->trial.phase == AUTOTUNE_TRIAL_MEASURING && act.what == AUTOTUNE_TRIAL_DO_WAIT &&
+                    act.wait != AUTOTUNE_TRIAL_WAIT_SETTLE) {
                         /* the epoch begins: its probes from here */
                         a->probe_errors0 = probe_errors(a->tuner, a->device);
                         probe_mark(a);
@@ -507,8 +508,10 @@ static void finish(AutotuneDevice *a) {
                 autotune_install_choice(a, &c, origin, text, now_usec(CLOCK_MONOTONIC));
                 autotune_lookout_promise(&a->watch, e, now_usec(CLOCK_MONOTONIC));
                 log_struct(LOG_INFO, BLKMQD_MESSAGE_TRIAL_DECISION,
-                           LOG_FIELDS({ "BLKMQD_DEVICE", d->sysname }, { "BLKMQD_VERDICT", autotune_verdict_to_string(e->decision.verdict) },
-                                      { "BLKMQD_OLD", b }, { "BLKMQD_NEW", w }, { "BLKMQD_REASON", e->decision.reason }),
+                           LOG_FIELDS({ "BLKMQD_DEVICE", d->sysname },
+                                      { "BLKMQD_VERDICT", autotune_verdict_to_string(e->decision.verdict) },
+                                      { "BLKMQD_OLD", b }, { "BLKMQD_NEW", w },
+                                      { "BLKMQD_REASON", e->decision.reason }),
                            "%s: trial chose %s over %s: %s (switches %u, apply time %" PRIu64 " ms).", d->sysname, w, b,
                            e->decision.reason, e->switches, e->apply_usec / 1000);
         } else {
@@ -516,8 +519,10 @@ static void finish(AutotuneDevice *a) {
                 if (e->decision.verdict == AUTOTUNE_VERDICT_ABORTED)
                         t->n_aborted++;
                 log_struct(LOG_INFO, BLKMQD_MESSAGE_TRIAL_DECISION,
-                           LOG_FIELDS({ "BLKMQD_DEVICE", d->sysname }, { "BLKMQD_VERDICT", autotune_verdict_to_string(e->decision.verdict) },
-                                      { "BLKMQD_OLD", b }, { "BLKMQD_NEW", b }, { "BLKMQD_REASON", e->decision.reason }),
+                           LOG_FIELDS({ "BLKMQD_DEVICE", d->sysname },
+                                      { "BLKMQD_VERDICT", autotune_verdict_to_string(e->decision.verdict) },
+                                      { "BLKMQD_OLD", b }, { "BLKMQD_NEW", b },
+                                      { "BLKMQD_REASON", e->decision.reason }),
                            "%s: trial kept %s: %s: %s.", d->sysname, b, autotune_verdict_to_string(e->decision.verdict),
                            e->decision.reason);
         }
@@ -592,7 +597,8 @@ static void on_applied(AutotuneDevice *a) {
 static void member_applied(AutotuneDevice *a, Device *d) {
         const TuneJob *j = d->last;
         AutotuneEngine *e = &a->trial;
-        const AutotuneCandidate *c = a->has_choice && e->phase == AUTOTUNE_TRIAL_FINISHING ? &a->choice : &e->cand[e->current];
+        const AutotuneCandidate *c = a->has_choice && e->phase == AUTOTUNE_TRIAL_FINISHING ? &a->choice
+                                                                                           : &e->cand[e->current];
         const AutotunePolicy *p = autotune_device_policy(a->tuner, a->device);
         char buf[AUTOTUNE_CANDIDATE_STRMAX];
         AutotuneLockstepOutcome o = {};
@@ -895,8 +901,8 @@ int autotune_runner_start(AutotuneRunner *t, Device *d, bool forced, char *why, 
 
         /* A member of a stack whose trial runs, or whose choice it
          * carries: no trial of its own (the stack's would come apart). */
-        if (s && autotune_lockstep_check_own(d->sysname, s->device->sysname, s->trial.phase != AUTOTUNE_TRIAL_IDLE, s->has_choice, why,
-                                    why_size) < 0)
+        if (s && autotune_lockstep_check_own(d->sysname, s->device->sysname, s->trial.phase != AUTOTUNE_TRIAL_IDLE,
+                                             s->has_choice, why, why_size) < 0)
                 return -EPERM;
         if (!p && d->resolved.stacks) {
                 snprintf(why, why_size, "no bounds of its own: the Auto* keys of a stack's section are its top's "
@@ -1181,7 +1187,8 @@ void autotune_runner_event(AutotuneRunner *t, ManagerEventType type, Device *d) 
                 if (a && a->trial.phase != AUTOTUNE_TRIAL_IDLE) {
                         /* a member gone: the lockstep cannot hold; the
                          * others go back to their policy without the trial */
-                        log_warning("%s: member %s removed during a trial; trial ended.", a->device->sysname, d->sysname);
+                        log_warning("%s: member %s removed during a trial; trial ended.", a->device->sysname,
+                                    d->sysname);
                         if (autotune_running(a))
                                 end_trial_now(a, "a member of the stack was removed");
                         else {

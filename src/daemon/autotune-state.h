@@ -102,7 +102,8 @@ struct AutotuneRunner {
         AutotuneDevice *devices;
         AutotuneHistory global;
         sd_event_source *watch; /* the watch's tick (autotune-watch.c) */
-        void (*listener)(Device *d, int news, void *userdata); /* the trials' news (an AutotuneTrialListenerFn), or NULL */
+        void (*listener)(Device *d, int news, void *userdata); /* the trials' news (an AutotuneTrialListenerFn),
+                                                                * or NULL */
         void *listener_data;
         unsigned n_trials, n_changes, n_aborted;
 };

@@ -116,8 +116,9 @@ static int on_watch(sd_event_source *s, uint64_t usec, void *userdata) {
                 };
                 if (autotune_read_stat(d, &in.stat) < 0)
                         continue;
-                AutotuneLookoutVerdict v = autotune_lookout_tick(&a->watch, &a->trial, &in, AUTOTUNE_RECALL_INTERVAL_USEC,
-                                                       AUTOTUNE_WATCH_INTERVAL_USEC);
+                AutotuneLookoutVerdict v = autotune_lookout_tick(&a->watch, &a->trial, &in,
+                                                                 AUTOTUNE_RECALL_INTERVAL_USEC,
+                                                                 AUTOTUNE_WATCH_INTERVAL_USEC);
                 if (v.recall == AUTOTUNE_LOOKOUT_RECALL_APPLY) {
                         recall_apply(a, p, v.recall_index, &v.recall_sig);
                         continue;
@@ -126,8 +127,9 @@ static int on_watch(sd_event_source *s, uint64_t usec, void *userdata) {
                         promise_broken(a, now);
                 else if (v.promise == AUTOTUNE_LOOKOUT_PROMISE_HELD)
                         log_info("%s: the chosen setting %s: %s.", d->sysname,
-                                 a->watch.promise_state == AUTOTUNE_PROMISE_HOLDS ? "kept the trial's bound"
-                                                                               : "was not judged (too little of the workload)",
+                                 a->watch.promise_state == AUTOTUNE_PROMISE_HOLDS
+                                         ? "kept the trial's bound"
+                                         : "was not judged (too little of the workload)",
                                  a->watch.promise_why);
                 if (!v.start)
                         continue;
@@ -142,8 +144,9 @@ static int on_watch(sd_event_source *s, uint64_t usec, void *userdata) {
          * of the workload's return, which is 10 s only if the ticks are
          * 5 s apart, not 5 s plus the timer's slack and this pass. */
         uint64_t next = usec + AUTOTUNE_RECALL_INTERVAL_USEC;
-        sd_event_source_set_time(s, next > now_usec(CLOCK_MONOTONIC) ? next
-                                                                      : now_usec(CLOCK_MONOTONIC) + AUTOTUNE_RECALL_INTERVAL_USEC);
+        sd_event_source_set_time(s, next > now_usec(CLOCK_MONOTONIC)
+                                            ? next
+                                            : now_usec(CLOCK_MONOTONIC) + AUTOTUNE_RECALL_INTERVAL_USEC);
         sd_event_source_set_enabled(s, SD_EVENT_ON);
         return 0;
 }
@@ -156,8 +159,8 @@ int autotune_runner_new(AutotuneRunner **ret, Manager *m, Prober *prober) {
                 return -ENOMEM;
         t->manager = m;
         t->prober = prober;
-        r = sd_event_add_time_relative(m->event, &t->watch, CLOCK_MONOTONIC, AUTOTUNE_RECALL_INTERVAL_USEC, 1000, on_watch,
-                                       t);
+        r = sd_event_add_time_relative(m->event, &t->watch, CLOCK_MONOTONIC, AUTOTUNE_RECALL_INTERVAL_USEC, 1000,
+                                       on_watch, t);
         if (r < 0) {
                 free(t);
                 return r;

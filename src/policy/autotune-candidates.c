@@ -117,7 +117,8 @@ int autotune_candidates(const AutotunePolicy *p, const AutotuneCandidate *curren
                                         if (max_nr_requests && c.nr_requests > max_nr_requests) {
                                                 char v[16];
                                                 snprintf(v, sizeof v, "%u", c.nr_requests);
-                                                note_add(note, note_size, "nr_requests=%s left out: above the kernel's bound", v);
+                                                note_add(note, note_size,
+                                                         "nr_requests=%s left out: above the kernel's bound", v);
                                                 continue;
                                         }
                                 }
@@ -179,7 +180,8 @@ static const unsigned default_read_ahead[] = { 128, 512, 2048 };
 
 static const char *const default_schedulers[] = { "mq-deadline", "kyber", "bfq", "none", NULL };
 
-static bool push_candidate(AutotuneCandidate *ret, size_t *n, const AutotuneCandidate *c, char *note, size_t note_size) {
+static bool push_candidate(AutotuneCandidate *ret, size_t *n, const AutotuneCandidate *c, char *note,
+                           size_t note_size) {
         for (size_t k = 0; k < *n; k++)
                 if (autotune_candidate_equal(&ret[k], c))
                         return true;
@@ -228,8 +230,9 @@ int autotune_family_candidates(const AutotunePolicy *p, AutotuneFamily f, const 
                                 continue;
                         /* at its defaults: the switch resets nr_requests and
                          * iosched/; the read-ahead and wbt stay as they are */
-                        AutotuneCandidate c = { .wbt_lat_usec = inc.wbt_lat_usec, .set = inc.set & AUTOTUNE_SET_READ_AHEAD,
-                                            .read_ahead_kb = inc.read_ahead_kb };
+                        AutotuneCandidate c = { .wbt_lat_usec = inc.wbt_lat_usec,
+                                                .set = inc.set & AUTOTUNE_SET_READ_AHEAD,
+                                                .read_ahead_kb = inc.read_ahead_kb };
                         snprintf(c.scheduler, sizeof c.scheduler, "%s", s);
                         if (streq(s, inc.scheduler))
                                 continue; /* that is the incumbent */
@@ -338,7 +341,8 @@ size_t autotune_drop_tripped(AutotuneCandidate *cand, size_t n, const AutotuneTr
                 char buf[AUTOTUNE_CANDIDATE_STRMAX];
                 size_t len = strlen(note);
                 if (len < note_size)
-                        snprintf(note + len, note_size - len, "%s%s left out: it tripped the guard rail in the last hour",
+                        snprintf(note + len, note_size - len,
+                                 "%s%s left out: it tripped the guard rail in the last hour",
                                  len ? "; " : "", autotune_candidate_format(&cand[i], buf, sizeof buf));
         }
         return k;

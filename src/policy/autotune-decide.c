@@ -82,7 +82,8 @@ static void write_lower_bounds(const AutotunePolicy *p, const AutotuneSeries *se
         for (size_t c = 0; c < n && c < AUTOTUNE_MAX_CANDIDATES; c++)
                 sum[c].write_low_mbps = k[c] == 0 || df < 1
                                                 ? sum[c].write_mbps
-                                                : sum[c].write_mbps * exp(-t * sqrt(fmax(pooled, var[c]) / (double) k[c]));
+                                                : sum[c].write_mbps *
+                                                  exp(-t * sqrt(fmax(pooled, var[c]) / (double) k[c]));
 }
 
 /* Each candidate's medians (a candidate without valid epochs: n 0 and its
@@ -157,7 +158,8 @@ static int pick_best(const AutotunePolicy *p, size_t n, bool p99, AutotuneSummar
         for (size_t c = 0; c < n; c++) {
                 if (!sum[c].admissible || sum[c].dropped)
                         continue;
-                if (best < 0 || (lower ? sum[c].objective < sum[best].objective : sum[c].objective > sum[best].objective))
+                if (best < 0 ||
+                    (lower ? sum[c].objective < sum[best].objective : sum[c].objective > sum[best].objective))
                         best = (int) c;
         }
         return best;

@@ -208,7 +208,8 @@ static AutotuneTrialAction finish(AutotuneEngine *e, uint64_t now) {
                 }
         } else {
                 autotune_engine_summarise(e);
-                e->decision = (AutotuneDecision) { .verdict = AUTOTUNE_VERDICT_ABORTED, .winner = 0, .best = -1, .p = 1 };
+                e->decision = (AutotuneDecision) { .verdict = AUTOTUNE_VERDICT_ABORTED, .winner = 0, .best = -1,
+                                                   .p = 1 };
                 snprintf(e->decision.reason, sizeof e->decision.reason, "%s", e->abort_reason);
                 e->has_result = true;
                 if (e->search) {
@@ -416,7 +417,8 @@ AutotuneTrialAction autotune_engine_applied(AutotuneEngine *e, const AutotuneTri
         return wait_for(AUTOTUNE_TRIAL_WAIT_SETTLE, settle);
 }
 
-AutotuneTrialAction autotune_engine_settled(AutotuneEngine *e, const AutotuneBlockStat *stat, int stat_error, bool probes, uint64_t now) {
+AutotuneTrialAction autotune_engine_settled(AutotuneEngine *e, const AutotuneBlockStat *stat, int stat_error,
+                                            bool probes, uint64_t now) {
         char why[256];
 
         if (e->phase != AUTOTUNE_TRIAL_SETTLING)
@@ -461,9 +463,9 @@ AutotuneTrialAction autotune_engine_peek(AutotuneEngine *e, const AutotuneTrialP
             pk->p99_ms > e->peek_limit_ms) {
                 e->peek_p99 = pk->p99_ms;
                 snprintf(e->peek_why, sizeof e->peek_why,
-                         "%" PRIu64 " of its first %" PRIu64 " probes (%.1f s into the epoch) read slower than %.2f ms, "
-                         "%u times the best so far's %.2f ms (candidate %d, its slowest epoch): more than its epoch's "
-                         "p99 can allow",
+                         "%" PRIu64 " of its first %" PRIu64 " probes (%.1f s into the epoch) read slower than "
+                         "%.2f ms, %u times the best so far's %.2f ms (candidate %d, its slowest epoch): more than "
+                         "its epoch's p99 can allow",
                          pk->above, pk->n, (double) (pk->now - e->t0) / 1e6, e->peek_limit_ms, e->policy.guard_factor,
                          e->peek_base_ms, e->peek_ref);
                 return wait_for(AUTOTUNE_TRIAL_WAIT_EPOCH, 0);
@@ -490,8 +492,8 @@ static uint64_t stretch_for_p99(const AutotuneEngine *e, uint64_t n_probes, uint
         return more < cap - elapsed ? more : cap - elapsed;
 }
 
-AutotuneTrialAction autotune_engine_epoch(AutotuneEngine *e, const AutotuneBlockStat *stat, int stat_error, unsigned errors,
-                               double p99_ms, uint64_t n_probes, uint64_t now) {
+AutotuneTrialAction autotune_engine_epoch(AutotuneEngine *e, const AutotuneBlockStat *stat, int stat_error,
+                                          unsigned errors, double p99_ms, uint64_t n_probes, uint64_t now) {
         AutotuneEpochFigures f;
         char why[256], buf[AUTOTUNE_CANDIDATE_STRMAX];
 

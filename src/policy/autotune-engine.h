@@ -49,7 +49,8 @@ typedef enum AutotuneTrialDo {
         AUTOTUNE_TRIAL_DO_APPLY,  /* put cand[current] in place, then autotune_engine_applied() */
         AUTOTUNE_TRIAL_DO_WAIT,   /* call back after usec (0: at once): the event the phase waits for */
         AUTOTUNE_TRIAL_DO_NEXT,   /* an epoch is recorded: report progress, then autotune_engine_next() */
-        AUTOTUNE_TRIAL_DO_FINISH, /* decided (or aborted): put cand[current] in place, then autotune_engine_finished() */
+        AUTOTUNE_TRIAL_DO_FINISH, /* decided (or aborted): put cand[current] in place, then
+                                   * autotune_engine_finished() */
 } AutotuneTrialDo;
 
 typedef enum AutotuneTrialWait {
@@ -174,7 +175,8 @@ AutotuneTrialAction autotune_engine_applied(AutotuneEngine *e, const AutotuneTri
  * epoch begins at now (phase AUTOTUNE_TRIAL_MEASURING: the driver notes its probes
  * then); probes: the driver has the device's probe latencies, so that a
  * challenger's epoch is looked at. */
-AutotuneTrialAction autotune_engine_settled(AutotuneEngine *e, const AutotuneBlockStat *stat, int stat_error, bool probes, uint64_t now);
+AutotuneTrialAction autotune_engine_settled(AutotuneEngine *e, const AutotuneBlockStat *stat, int stat_error,
+                                            bool probes, uint64_t now);
 AutotuneTrialAction autotune_engine_peek(AutotuneEngine *e, const AutotuneTrialPeek *pk);
 /* The epoch ends: stat (NULL: unreadable, stat_error), the probes' read
  * errors in it, their p99 (0: too few) and how many completed. An epoch
@@ -182,8 +184,8 @@ AutotuneTrialAction autotune_engine_peek(AutotuneEngine *e, const AutotuneTrialP
  * (AUTOTUNE_TRIAL_DO_WAIT for AUTOTUNE_TRIAL_WAIT_EPOCH, at most
  * AUTOTUNE_EPOCH_STRETCH_MAX times AutoEpochSec in all): the driver then
  * calls this again with the figures from the epoch's start. */
-AutotuneTrialAction autotune_engine_epoch(AutotuneEngine *e, const AutotuneBlockStat *stat, int stat_error, unsigned errors,
-                               double p99_ms, uint64_t n_probes, uint64_t now);
+AutotuneTrialAction autotune_engine_epoch(AutotuneEngine *e, const AutotuneBlockStat *stat, int stat_error,
+                                          unsigned errors, double p99_ms, uint64_t n_probes, uint64_t now);
 /* After AUTOTUNE_TRIAL_DO_NEXT: the next candidate, the race's look at a round's
  * end, the next phase of a search, or the decision. */
 AutotuneTrialAction autotune_engine_next(AutotuneEngine *e, uint64_t now);

@@ -25,7 +25,8 @@ bool autotune_lockstep_carries(const AutotuneCandidate *have, const AutotuneCand
         return true;
 }
 
-int autotune_lockstep_check_start(const char *top, const AutotuneLockstepMember *m, size_t n, char *why, size_t why_size) {
+int autotune_lockstep_check_start(const char *top, const AutotuneLockstepMember *m, size_t n, char *why,
+                                  size_t why_size) {
         char a[AUTOTUNE_CANDIDATE_STRMAX], b[AUTOTUNE_CANDIDATE_STRMAX];
 
         if (n == 0) {
@@ -51,7 +52,8 @@ int autotune_lockstep_check_start(const char *top, const AutotuneLockstepMember 
          * trial is the one every member has. Not made alike here: which
          * one would be the baseline is the operator's to say. */
         for (size_t i = 1; i < n; i++)
-                if (!autotune_lockstep_carries(&m[i].current, &m[0].current) || !autotune_lockstep_carries(&m[0].current, &m[i].current)) {
+                if (!autotune_lockstep_carries(&m[i].current, &m[0].current) ||
+                    !autotune_lockstep_carries(&m[0].current, &m[i].current)) {
                         snprintf(why, why_size,
                                  "the members of %s differ: %s has %s, %s has %s (a [Device] section matching the "
                                  "stack puts them alike)",
@@ -62,7 +64,8 @@ int autotune_lockstep_check_start(const char *top, const AutotuneLockstepMember 
         return 0;
 }
 
-int autotune_lockstep_check_own(const char *member, const char *top, bool running, bool choice, char *why, size_t why_size) {
+int autotune_lockstep_check_own(const char *member, const char *top, bool running, bool choice, char *why,
+                                size_t why_size) {
         if (running) {
                 snprintf(why, why_size,
                          "%s is a member of %s, whose trial is running: its own trial would take the lockstep apart",

@@ -44,12 +44,14 @@ bool autotune_lockstep_carries(const AutotuneCandidate *have, const AutotuneCand
 
 /* Whether top's trial may start over its n members: 0, or -EPERM with why
  * naming the member (and both settings where they differ). */
-int autotune_lockstep_check_start(const char *top, const AutotuneLockstepMember *m, size_t n, char *why, size_t why_size);
+int autotune_lockstep_check_start(const char *top, const AutotuneLockstepMember *m, size_t n, char *why,
+                                  size_t why_size);
 
 /* Whether member may have a trial of its own while it is a member of top's
  * stack: running, top's trial is on; choice, it carries what top's trial
  * chose. 0, or -EPERM with why. */
-int autotune_lockstep_check_own(const char *member, const char *top, bool running, bool choice, char *why, size_t why_size);
+int autotune_lockstep_check_own(const char *member, const char *top, bool running, bool choice, char *why,
+                                size_t why_size);
 
 /* One member's job for an apply, read back. */
 typedef struct AutotuneLockstepOutcome {

@@ -46,7 +46,8 @@ void autotune_lookout_forget(AutotuneLookout *w) {
  * chose for, and away from the one in force): its setting goes in at once,
  * with no trial and no dwell time. Not AUTOTUNE_LOOKOUT_RECALL_NONE: the change
  * detector has nothing to start. */
-static AutotuneLookoutRecall recall(AutotuneLookout *w, const AutotuneLookoutInput *in, const AutotuneSignature *sig, int *ret_index) {
+static AutotuneLookoutRecall recall(AutotuneLookout *w, const AutotuneLookoutInput *in, const AutotuneSignature *sig,
+                                    int *ret_index) {
         const AutotunePolicy *p = in->policy;
         int i;
 
@@ -112,8 +113,8 @@ static AutotuneLookoutPromise promise_tick(AutotuneLookout *w, AutotuneEngine *t
  * (AutoTrialOnWorkloadChange=): the signature of the last interval against
  * the one after the last trial; three changed intervals in a row start a
  * trial. */
-AutotuneLookoutVerdict autotune_lookout_tick(AutotuneLookout *w, AutotuneEngine *trial, const AutotuneLookoutInput *in, uint64_t tick_usec,
-                                   uint64_t watch_usec) {
+AutotuneLookoutVerdict autotune_lookout_tick(AutotuneLookout *w, AutotuneEngine *trial, const AutotuneLookoutInput *in,
+                                             uint64_t tick_usec, uint64_t watch_usec) {
         const AutotunePolicy *p = in->policy;
         AutotuneLookoutVerdict v = { .recall_index = -1 };
         uint64_t now = in->now;

@@ -94,8 +94,8 @@ void autotune_lookout_init(AutotuneLookout *w);
  * interval of its other checks (AUTOTUNE_WATCH_INTERVAL_USEC normally).
  * trial: the device's last trial, whose candidates a broken promise falls
  * back among (and the broken choice joins the candidates left out). */
-AutotuneLookoutVerdict autotune_lookout_tick(AutotuneLookout *w, AutotuneEngine *trial, const AutotuneLookoutInput *in, uint64_t tick_usec,
-                                   uint64_t watch_usec);
+AutotuneLookoutVerdict autotune_lookout_tick(AutotuneLookout *w, AutotuneEngine *trial, const AutotuneLookoutInput *in,
+                                             uint64_t tick_usec, uint64_t watch_usec);
 
 /* A trial changed the setting: watch it against the bound it was chosen
  * under from now on. */

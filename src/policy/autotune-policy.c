@@ -240,7 +240,8 @@ static const AutoKey auto_keys[] = {
         { "AutoTrialsPerHour", AUTO_KEY_UINT, F(trials_per_hour), 1, 60, "expected a number from 1 to 60" },
         { "AutoMinIOPS", AUTO_KEY_DOUBLE, F(min_iops), 1, 10000000, "expected I/Os per second from 1 to 10000000" },
         { "AutoEpochSec", AUTO_KEY_SECONDS, F(epoch_usec), 250000, 600000000, "expected seconds from 0.25 to 600" },
-        { "AutoMinDwellSec", AUTO_KEY_SECONDS, F(dwell_usec), 0, 86400LL * 1000000, "expected seconds from 0 to 86400" },
+        { "AutoMinDwellSec", AUTO_KEY_SECONDS, F(dwell_usec), 0, 86400LL * 1000000,
+          "expected seconds from 0 to 86400" },
 };
 #undef F
 
@@ -414,7 +415,8 @@ bool autotune_may_start(const AutotunePolicy *p, const AutotuneHistory *device, 
         const uint64_t hour = 3600ULL * 1000000;
 
         if (global && global_per_hour && autotune_history_count(global, now_usec, hour) >= global_per_hour) {
-                snprintf(why, why_size, "%u trials in the last hour across all devices (TrialsPerHourAllDevices= of [Daemon])",
+                snprintf(why, why_size,
+                         "%u trials in the last hour across all devices (TrialsPerHourAllDevices= of [Daemon])",
                          global_per_hour);
                 return false;
         }

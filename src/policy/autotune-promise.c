@@ -30,8 +30,8 @@ void autotune_promise_make(const AutotunePolicy *p, const AutotuneSeries *series
                 ret->read_ceiling_ms = (double) p->read_target_usec / 1000.0;
 }
 
-AutotunePromiseState autotune_promise_check(const AutotunePolicy *p, const AutotunePromise *pr, const AutotuneEpochFigures *e,
-                                        size_t k, char *why, size_t why_size) {
+AutotunePromiseState autotune_promise_check(const AutotunePolicy *p, const AutotunePromise *pr,
+                                            const AutotuneEpochFigures *e, size_t k, char *why, size_t why_size) {
         double w[AUTOTUNE_PROMISE_MAX_INTERVALS], r[AUTOTUNE_PROMISE_MAX_INTERVALS];
         size_t m = 0;
 
@@ -58,8 +58,8 @@ AutotunePromiseState autotune_promise_check(const AutotunePolicy *p, const Autot
         }
         if (pr->read_ceiling_ms > 0 && mr > pr->read_ceiling_ms) {
                 snprintf(why, why_size,
-                         "read await %.2f ms over %zu intervals of the workload, above the target of %.2f ms (the trial "
-                         "measured %.2f)",
+                         "read await %.2f ms over %zu intervals of the workload, above the target of %.2f ms "
+                         "(the trial measured %.2f)",
                          mr, m, pr->read_ceiling_ms, pr->predicted_read_ms);
                 return AUTOTUNE_PROMISE_BROKEN;
         }

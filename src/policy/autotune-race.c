@@ -21,8 +21,8 @@ double autotune_looks(const AutotunePolicy *p) {
 
 /* The race's rate per test: every look (a round) and every opponent. */
 static double race_alpha(const AutotunePolicy *p, size_t n) {
-        return (1.0 - p->confidence_pct / 100.0) / ((double) (p->rounds ? p->rounds : 1) * (double) (n > 1 ? n - 1 : 1)) /
-               autotune_looks(p);
+        return (1.0 - p->confidence_pct / 100.0) /
+               ((double) (p->rounds ? p->rounds : 1) * (double) (n > 1 ? n - 1 : 1)) / autotune_looks(p);
 }
 
 /* The valid epochs' objective, write MB/s and read latency of one series. */
@@ -173,7 +173,8 @@ size_t autotune_race(const AutotunePolicy *p, const AutotuneSeries *series, size
                                             k[b], k[c], df);
                         if (pv > alpha)
                                 continue;
-                        drops[c] = (AutotuneDrop) { .dropped = true, .by = (int) b, .epochs = (unsigned) k[c], .p = pv };
+                        drops[c] = (AutotuneDrop) { .dropped = true, .by = (int) b, .epochs = (unsigned) k[c],
+                                                    .p = pv };
                         snprintf(drops[c].why, sizeof drops[c].why,
                                  "beaten by candidate %zu (%.3g against %.3g, p=%.2g <= %.2g) after %zu epochs", b,
                                  autotune_median(obj[b], k[b]), autotune_median(obj[c], k[c]), pv, alpha, k[c]);
@@ -195,7 +196,8 @@ size_t autotune_race(const AutotunePolicy *p, const AutotuneSeries *series, size
                                             wvar[b], wvar[c], k[b], k[c], df);
                         if (pv > alpha)
                                 continue;
-                        drops[c] = (AutotuneDrop) { .dropped = true, .by = (int) b, .epochs = (unsigned) k[c], .p = pv };
+                        drops[c] = (AutotuneDrop) { .dropped = true, .by = (int) b, .epochs = (unsigned) k[c],
+                                                    .p = pv };
                         snprintf(drops[c].why, sizeof drops[c].why,
                                  "outside the write bound: %.1f MB/s against candidate %zu's %.1f less %u %% (p=%.2g "
                                  "<= %.2g) after %zu epochs",
@@ -376,13 +378,14 @@ bool autotune_far_worse(const AutotunePolicy *p, const AutotuneSeries *series, s
         double v = autotune_read_latency(e, p99);
         if (v <= base * p->guard_factor)
                 return false;
-        snprintf(why, why_size, "read %s %.2f ms, more than %u times the best so far's %.2f ms (candidate %d, its slowest epoch)",
+        snprintf(why, why_size,
+                 "read %s %.2f ms, more than %u times the best so far's %.2f ms (candidate %d, its slowest epoch)",
                  p99 ? "p99" : "await", v, p->guard_factor, base, ref);
         return true;
 }
 
-double autotune_far_worse_limit(const AutotunePolicy *p, const AutotuneSeries *series, size_t n, const AutotuneDrop *drops,
-                                size_t c, int *ret_ref, double *ret_base) {
+double autotune_far_worse_limit(const AutotunePolicy *p, const AutotuneSeries *series, size_t n,
+                                const AutotuneDrop *drops, size_t c, int *ret_ref, double *ret_base) {
         double base;
 
         if (c == 0 || p->objective == AUTOTUNE_OBJECTIVE_SEQ_READ || !autotune_have_p99(series, n))
@@ -431,7 +434,8 @@ bool autotune_guard(const AutotunePolicy *p, const AutotuneSeries *baseline, con
                 worst = fmax(worst, rd[i]);
         double base = fmax(worst, AUTOTUNE_GUARD_FLOOR_MS);
         if (e->read_await_ms > base * p->guard_factor) {
-                snprintf(why, why_size, "read await %.2f ms, more than %u times the current setting's %.2f ms (its slowest epoch)",
+                snprintf(why, why_size,
+                         "read await %.2f ms, more than %u times the current setting's %.2f ms (its slowest epoch)",
                          e->read_await_ms, p->guard_factor, base);
                 return true;
         }

@@ -34,7 +34,8 @@ bool autotune_drained(const AutotuneBlockStat *at, const AutotuneBlockStat *now)
         return now->in_flight == 0 || done >= at->in_flight;
 }
 
-void autotune_epoch_figures(const AutotuneBlockStat *a, const AutotuneBlockStat *b, uint64_t usec, AutotuneEpochFigures *ret) {
+void autotune_epoch_figures(const AutotuneBlockStat *a, const AutotuneBlockStat *b, uint64_t usec,
+                            AutotuneEpochFigures *ret) {
         *ret = (AutotuneEpochFigures) {};
         if (usec == 0 || b->rd_ios < a->rd_ios || b->wr_ios < a->wr_ios || b->rd_ticks < a->rd_ticks ||
             b->wr_ticks < a->wr_ticks || b->rd_sectors < a->rd_sectors || b->wr_sectors < a->wr_sectors ||

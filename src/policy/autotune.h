@@ -260,7 +260,8 @@ typedef struct AutotuneEpochFigures {
 
 /* Figures from two stat samples usec apart. Counters going backwards (the
  * device was replaced) make the epoch invalid. */
-void autotune_epoch_figures(const AutotuneBlockStat *a, const AutotuneBlockStat *b, uint64_t usec, AutotuneEpochFigures *ret);
+void autotune_epoch_figures(const AutotuneBlockStat *a, const AutotuneBlockStat *b, uint64_t usec,
+                            AutotuneEpochFigures *ret);
 
 /* Probes in an epoch for its read p99 to count. */
 #define AUTOTUNE_P99_MIN_PROBES 50
@@ -398,8 +399,8 @@ bool autotune_far_worse(const AutotunePolicy *p, const AutotuneSeries *series, s
  * that test is not by p99 (c is 0, sequential reads, an epoch so far
  * without a p99, no reference yet). *ret_ref and *ret_base (may be NULL)
  * say against what. */
-double autotune_far_worse_limit(const AutotunePolicy *p, const AutotuneSeries *series, size_t n, const AutotuneDrop *drops,
-                                size_t c, int *ret_ref, double *ret_base);
+double autotune_far_worse_limit(const AutotunePolicy *p, const AutotuneSeries *series, size_t n,
+                                const AutotuneDrop *drops, size_t c, int *ret_ref, double *ret_base);
 
 /* Whether `above` samples over a limit make the p99 of every sample
  * count up to n_max exceed it, whatever the samples still to come: an
@@ -531,8 +532,8 @@ void autotune_promise_make(const AutotunePolicy *p, const AutotuneSeries *series
  * (signature within AUTOTUNE_MEMORY_MATCH, not idle) count; with at least
  * AUTOTUNE_PROMISE_MIN_INTERVALS of them, their median write MB/s (read
  * await) against the floor (ceiling). *why says the figures. */
-AutotunePromiseState autotune_promise_check(const AutotunePolicy *p, const AutotunePromise *pr, const AutotuneEpochFigures *e,
-                                        size_t k, char *why, size_t why_size);
+AutotunePromiseState autotune_promise_check(const AutotunePolicy *p, const AutotunePromise *pr,
+                                            const AutotuneEpochFigures *e, size_t k, char *why, size_t why_size);
 /* The candidate to fall back to when the chosen one broke its bound: of
  * the admissible candidates of the trial other than chosen, the one that
  * kept the bound with the most margin (the highest median write for read

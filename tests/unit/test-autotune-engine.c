@@ -146,8 +146,9 @@ static AutotuneTrialAction drive(Sim *s, AutotuneTrialAction act) {
                         else if (act.wait == AUTOTUNE_TRIAL_WAIT_PEEK) {
                                 assert_true(s->probes);
                                 AutotuneTrialPeek pk = { .now = s->now, .p99_ms = probe_ms,
-                                                 .n = n,
-                                                 .n_max = (s->e.policy.epoch_usec + AUTOTUNE_PEEK_USEC) / s->probe_usec + 1 };
+                                                         .n = n,
+                                                         .n_max = (s->e.policy.epoch_usec + AUTOTUNE_PEEK_USEC) /
+                                                                  s->probe_usec + 1 };
                                 pk.above = probe_ms > s->e.peek_limit_ms ? pk.n : 0;
                                 act = autotune_engine_peek(&s->e, &pk);
                         } else {

@@ -261,8 +261,8 @@ static void sim_trial(StackSim *s, AutotunePolicy *p) {
         for (size_t i = 0; i < s->n; i++)
                 lm[i] = (AutotuneLockstepMember) { .name = s->m[i].name, .current = s->m[i].in_force };
         assert_int_equal(autotune_lockstep_check_start("dm-0", lm, s->n, why, sizeof why), 0);
-        AutotuneTrialSetup setup = { .policy = p, .current = s->m[0].in_force, .scheduler_line = "[none] mq-deadline kyber",
-                             .now = s->now };
+        AutotuneTrialSetup setup = { .policy = p, .current = s->m[0].in_force,
+                                     .scheduler_line = "[none] mq-deadline kyber", .now = s->now };
         setup.current.baseline = true;
         assert_int_equal(autotune_engine_start(&s->e, &setup, why, sizeof why), 0);
         drive(s, autotune_engine_begin(&s->e, s->now));
@@ -278,7 +278,8 @@ static AutotunePolicy policy(void) {
 
         autotune_policy_init(&p);
         p.enabled = true;
-        assert_int_equal(autotune_policy_parse(&p, "AutoScheduler", "none mq-deadline kyber", buf, sizeof buf, &msg), 0);
+        assert_int_equal(autotune_policy_parse(&p, "AutoScheduler", "none mq-deadline kyber", buf, sizeof buf, &msg),
+                         0);
         return p;
 }
 

@@ -72,11 +72,13 @@ static void test_summarise(void **state) {
 
         autotune_policy_init(&p);
         for (size_t i = 0; i < 5; i++)
-                s[0].epochs[s[0].n++] = (AutotuneEpochFigures) { .read_iops = 100 + (double) i, .read_await_ms = 1 + (double) i,
-                                                         .write_mbps = 10, .valid = true };
+                s[0].epochs[s[0].n++] = (AutotuneEpochFigures) { .read_iops = 100 + (double) i,
+                                                                 .read_await_ms = 1 + (double) i,
+                                                                 .write_mbps = 10, .valid = true };
         autotune_summarise(&p, s, 2, sum);
         assert_int_equal(sum[0].n, 5);
-        assert_true(sum[0].read_await_ms == 3 && sum[0].objective == 3 && sum[0].iops == 102 && sum[0].write_mbps == 10);
+        assert_true(sum[0].read_await_ms == 3 && sum[0].objective == 3 && sum[0].iops == 102 &&
+                    sum[0].write_mbps == 10);
         assert_int_equal(sum[1].n, 0);
         assert_true(sum[1].read_await_ms == 0 && sum[1].write_mbps == 0 && sum[1].objective == 0 && sum[1].iops == 0);
         assert_true(sum[1].p_vs_current == 1);
@@ -378,7 +380,8 @@ static void test_tripped(void **state) {
         /* full: the oldest goes */
         n_t = 0;
         for (unsigned i = 0; i < AUTOTUNE_TRIPPED_MAX + 1; i++) {
-                AutotuneCandidate x = { .scheduler = "kyber", .nr_requests = 8 + i, .wbt_lat_usec = AUTOTUNE_WBT_UNSET };
+                AutotuneCandidate x = { .scheduler = "kyber", .nr_requests = 8 + i,
+                                        .wbt_lat_usec = AUTOTUNE_WBT_UNSET };
                 autotune_tripped_add(t, &n_t, &x, now + i);
         }
         assert_int_equal(n_t, AUTOTUNE_TRIPPED_MAX);
@@ -492,7 +495,8 @@ static void test_parse(void **state) {
         assert_int_equal(autotune_policy_parse(&p, "Scheduler", "kyber", buf, sizeof buf, &msg), -ENOENT);
         assert_int_equal(autotune_policy_parse(&p, "AutoTune", "yes", buf, sizeof buf, &msg), 0);
         assert_true(p.enabled);
-        assert_int_equal(autotune_policy_parse(&p, "AutoScheduler", "kyber mq-deadline none", buf, sizeof buf, &msg), 0);
+        assert_int_equal(autotune_policy_parse(&p, "AutoScheduler", "kyber mq-deadline none", buf, sizeof buf, &msg),
+                         0);
         assert_string_equal(p.schedulers[2], "none");
         assert_null(p.schedulers[3]);
         assert_int_equal(autotune_policy_parse(&p, "AutoScheduler", "kyber b@d", buf, sizeof buf, &msg), -EINVAL);
@@ -628,7 +632,8 @@ static void test_recorded(void **state) {
         }
         autotune_decide(&p, s, 3, sum, &d);
         for (int c = 0; c < 3; c++)
-                print_message("candidate %d: read await %.2f ms, write %.1f MB/s, in flight %.0f, admissible %d, p %.4f\n",
+                print_message("candidate %d: read await %.2f ms, write %.1f MB/s, "
+                              "in flight %.0f, admissible %d, p %.4f\n",
                               c, sum[c].read_await_ms, sum[c].write_mbps, sum[c].in_flight, sum[c].admissible,
                               sum[c].p_vs_current);
         /* nr_requests 8 has the lowest latency but halves the writes */
@@ -663,7 +668,8 @@ static void test_recorded(void **state) {
                                 continue;
                         const AutotuneEpochFigures *e = &src[c].epochs[next[c]++];
                         if (autotune_far_worse(&p, r, 3, drops, c, e, why, sizeof why))
-                                drops[c] = (AutotuneDrop) { .dropped = true, .by = -1, .epochs = (unsigned) r[c].n + 1 };
+                                drops[c] = (AutotuneDrop) { .dropped = true, .by = -1,
+                                                            .epochs = (unsigned) r[c].n + 1 };
                         r[c].epochs[r[c].n++] = *e;
                 }
                 autotune_race(&p, r, 3, drops);
@@ -887,7 +893,8 @@ static void test_race_equivalent(void **state) {
 
         double better[4] = { 10, 7, 10, 10 };
         AutotuneDecision d2 = raced_trial(&p, better, &rounds);
-        print_message("30 %% better: %s after %u rounds (%s)\n", autotune_verdict_to_string(d2.verdict), rounds, d2.reason);
+        print_message("30 %% better: %s after %u rounds (%s)\n", autotune_verdict_to_string(d2.verdict), rounds,
+                      d2.reason);
         assert_int_equal(d2.verdict, AUTOTUNE_VERDICT_CHANGE);
         assert_int_equal(d2.winner, 1);
 }
@@ -950,8 +957,10 @@ static void test_far_worse(void **state) {
         AutotuneEpochFigures e = { .valid = true, .read_iops = 300, .write_mbps = 90 };
 
         /* the current setting reads in 3.19 ms, candidate 1 in 2 ms */
-        s[0].epochs[s[0].n++] = (AutotuneEpochFigures) { .valid = true, .read_iops = 300, .read_await_ms = 3.19, .write_mbps = 90 };
-        s[1].epochs[s[1].n++] = (AutotuneEpochFigures) { .valid = true, .read_iops = 300, .read_await_ms = 2.0, .write_mbps = 90 };
+        s[0].epochs[s[0].n++] = (AutotuneEpochFigures) { .valid = true, .read_iops = 300, .read_await_ms = 3.19,
+                                                         .write_mbps = 90 };
+        s[1].epochs[s[1].n++] = (AutotuneEpochFigures) { .valid = true, .read_iops = 300, .read_await_ms = 2.0,
+                                                         .write_mbps = 90 };
         e.read_await_ms = 7.9;
         assert_false(autotune_far_worse(&p, s, 3, drops, 2, &e, why, sizeof why)); /* < 4 x 2 */
         e.read_await_ms = 8.1;
@@ -968,17 +977,19 @@ static void test_far_worse(void **state) {
         s[1].epochs[0].write_mbps = 30;
         assert_false(autotune_far_worse(&p, s, 3, drops, 2, &e, why, sizeof why));
         /* the floor: 0.1 ms against 3.9 is noise-level */
-        s[1].epochs[0] = (AutotuneEpochFigures) { .valid = true, .read_iops = 300, .read_await_ms = 0.1, .write_mbps = 90 };
+        s[1].epochs[0] = (AutotuneEpochFigures) { .valid = true, .read_iops = 300, .read_await_ms = 0.1,
+                                                  .write_mbps = 90 };
         s[0].epochs[0].read_await_ms = 0.1;
         e.read_await_ms = 3.9;
         assert_false(autotune_far_worse(&p, s, 3, drops, 2, &e, why, sizeof why));
         /* A trial that ranks by the probes' p99 judges by it: the same
          * mean await, a p99 26 times the best so far's (the read-mostly
          * bench: a depth of 4 starves the probes' reads). */
-        s[0].epochs[0] = (AutotuneEpochFigures) { .valid = true, .read_iops = 300, .read_await_ms = 0.27, .read_p99_ms = 0.58,
-                                          .write_mbps = 90 };
+        s[0].epochs[0] = (AutotuneEpochFigures) { .valid = true, .read_iops = 300, .read_await_ms = 0.27,
+                                                  .read_p99_ms = 0.58, .write_mbps = 90 };
         s[1].epochs[0] = s[0].epochs[0];
-        e = (AutotuneEpochFigures) { .valid = true, .read_iops = 300, .read_await_ms = 0.27, .read_p99_ms = 15.5, .write_mbps = 80 };
+        e = (AutotuneEpochFigures) { .valid = true, .read_iops = 300, .read_await_ms = 0.27, .read_p99_ms = 15.5,
+                                     .write_mbps = 80 };
         assert_true(autotune_far_worse(&p, s, 3, drops, 2, &e, why, sizeof why));
         assert_non_null(strstr(why, "read p99 15.50 ms"));
         e.read_p99_ms = 3.9; /* under 4 x the 1 ms floor */
@@ -1007,7 +1018,8 @@ static void test_far_worse_peek(void **state) {
         assert_int_equal(ref, 0);
         assert_true(fabs(base - 1.0) < 1e-9);
         /* and it is the line autotune_far_worse() draws at the epoch's end */
-        AutotuneEpochFigures e = { .valid = true, .read_iops = 300, .read_await_ms = 0.27, .read_p99_ms = 4.0, .write_mbps = 78 };
+        AutotuneEpochFigures e = { .valid = true, .read_iops = 300, .read_await_ms = 0.27, .read_p99_ms = 4.0,
+                                   .write_mbps = 78 };
         assert_false(autotune_far_worse(&p, s, 3, drops, 2, &e, why, sizeof why));
         e.read_p99_ms = 4.01;
         assert_true(autotune_far_worse(&p, s, 3, drops, 2, &e, why, sizeof why));
@@ -1061,7 +1073,8 @@ static void test_retrial_finds_drift(void **state) {
         rng_state = 11;
         for (unsigned r = 0; r < p.rounds; r++) {
                 size_t order[4];
-                size_t k = autotune_round_order((AutotuneCandidate[4]) { { "kyber" }, { "none" }, { "kyber" }, { "bfq" } },
+                size_t k = autotune_round_order((AutotuneCandidate[4]) { { "kyber" }, { "none" }, { "kyber" },
+                                                                         { "bfq" } },
                                                 4, drops, r, order);
                 for (size_t i = 0; i < k; i++) {
                         size_t c = order[i];
@@ -1073,7 +1086,8 @@ static void test_retrial_finds_drift(void **state) {
                         if (c == 1 && r == 0)
                                 assert_true(autotune_guard(&p, &s[0], &e, why, sizeof why) || s[0].n == 0);
                         if (autotune_far_worse(&p, s, 4, drops, c, &e, why, sizeof why)) {
-                                drops[c] = (AutotuneDrop) { .dropped = true, .by = -1, .epochs = (unsigned) s[c].n + 1 };
+                                drops[c] = (AutotuneDrop) { .dropped = true, .by = -1,
+                                                            .epochs = (unsigned) s[c].n + 1 };
                                 snprintf(drops[c].why, sizeof drops[c].why, "%.200s", why);
                         }
                         s[c].epochs[s[c].n++] = e;
@@ -1089,7 +1103,8 @@ static void test_retrial_finds_drift(void **state) {
 }
 
 static void test_round_order(void **state) {
-        AutotuneCandidate c[6] = { { "kyber" }, { "none" }, { "mq-deadline" }, { "kyber" }, { "mq-deadline" }, { "none" } };
+        AutotuneCandidate c[6] = { { "kyber" }, { "none" }, { "mq-deadline" }, { "kyber" }, { "mq-deadline" },
+                                   { "none" } };
         AutotuneDrop drops[6] = {};
         size_t o0[6], o1[6];
         char from[32] = "kyber";
@@ -1299,8 +1314,8 @@ static void test_write_bound_every_candidate(void **state) {
         for (unsigned i = 0; i < 3; i++) {
                 s2[0].epochs[s2[0].n++] = (AutotuneEpochFigures) { .valid = true, .read_iops = 900, .read_await_ms = 10,
                                                            .write_mbps = 900 };
-                s2[1].epochs[s2[1].n++] = (AutotuneEpochFigures) { .valid = true, .read_iops = 900, .read_await_ms = 100,
-                                                           .write_mbps = 1403 };
+                s2[1].epochs[s2[1].n++] = (AutotuneEpochFigures) { .valid = true, .read_iops = 900,
+                                                                   .read_await_ms = 100, .write_mbps = 1403 };
         }
         dr2[1].dropped = true;
         AutotuneEpochFigures e = { .valid = true, .read_iops = 900, .read_await_ms = 50, .write_mbps = 1300 };
@@ -1466,7 +1481,8 @@ static void test_family_tunables(void **state) {
                 assert_string_equal(c[i].scheduler, "mq-deadline");
                 assert_int_equal(c[i].nr_requests, 48); /* the winner's depth stays */
                 assert_false(c[i].baseline);
-                unsigned moved = (c[i].tun[AUTOTUNE_TUN_DL_FIFO_BATCH] != 16) + (c[i].tun[AUTOTUNE_TUN_DL_WRITES_STARVED] != 2);
+                unsigned moved = (c[i].tun[AUTOTUNE_TUN_DL_FIFO_BATCH] != 16) +
+                                 (c[i].tun[AUTOTUNE_TUN_DL_WRITES_STARVED] != 2);
                 assert_int_equal(moved, 1); /* one tunable at a time */
         }
         /* kyber and bfq: their own */
@@ -1524,7 +1540,8 @@ static double oracle(const AutotuneCandidate *c) {
         unsigned nr = c->nr_requests ? c->nr_requests : 64;
         v *= 1 + fabs(log2((double) nr / 96.0)) / 4;
         if (streq(c->scheduler, "kyber")) {
-                long long rl = (c->set & (1U << AUTOTUNE_TUN_KYBER_READ_LAT)) ? c->tun[AUTOTUNE_TUN_KYBER_READ_LAT] : 2000000;
+                long long rl = (c->set & (1U << AUTOTUNE_TUN_KYBER_READ_LAT)) ? c->tun[AUTOTUNE_TUN_KYBER_READ_LAT]
+                                                                              : 2000000;
                 v *= rl == 1000000 ? 0.7 : 1;
         }
         return v;
@@ -1649,7 +1666,8 @@ static void test_knobs_parse_and_format(void **state) {
 
         /* the setting's text, and the state file's line keep the new knobs */
         AutotuneCandidate c = { .scheduler = "kyber", .nr_requests = 96, .wbt_lat_usec = AUTOTUNE_WBT_UNSET,
-                            .set = AUTOTUNE_SET_READ_AHEAD | (1U << AUTOTUNE_TUN_KYBER_READ_LAT), .read_ahead_kb = 1024 };
+                                .set = AUTOTUNE_SET_READ_AHEAD | (1U << AUTOTUNE_TUN_KYBER_READ_LAT),
+                                .read_ahead_kb = 1024 };
         c.tun[AUTOTUNE_TUN_KYBER_READ_LAT] = 1000000;
         char s[AUTOTUNE_CANDIDATE_STRMAX];
         assert_string_equal(autotune_candidate_format(&c, s, sizeof s),

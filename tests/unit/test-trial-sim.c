@@ -240,7 +240,8 @@ static AutotuneDecision sim_trial(const Recording *r, const AutotunePolicy *p, c
                 if (a.what == AUTOTUNE_TRIAL_DO_APPLY) {
                         /* a switch only where the scheduler changes, as the
                          * runner counts them (AutoMaxSwitches=) */
-                        AutotuneTrialApplied ev = { .switches = !streq(in_place, e->cand[e->current].scheduler), .now = now };
+                        AutotuneTrialApplied ev = { .switches = !streq(in_place, e->cand[e->current].scheduler),
+                                                    .now = now };
                         snprintf(in_place, sizeof in_place, "%s", e->cand[e->current].scheduler);
                         a = autotune_engine_applied(e, &ev);
                 } else if (a.what == AUTOTUNE_TRIAL_DO_NEXT)
