@@ -212,6 +212,18 @@ settle
 MA=$(basename $(readlink -f /dev/mapper/mpatha))
 check "mpatha ($MA) takes the section's NrRequests=96" vm_wait_for 20 attr_is $MA nr_requests 96
 check_eq "mpatha's scheduler" mq-deadline "$(sched $MA)"
+# explain on the map draws it at the top, its own member, and both paths
+# below it taking none of its keys; explain on a path draws the same tree
+blkmqctl explain $MA >/tmp/ex.txt 2>&1
+sed -n '/^Stack/,$p' /tmp/ex.txt | sed 's/^/# explain| /'
+check "explain mpatha: $MA at the top, takes the queue keys itself" \
+        grep -q "$MA (mpatha): top, dm-multipath, request-based: takes the queue keys itself" /tmp/ex.txt
+for p in $P1 $P2; do
+        check "explain mpatha: $p below it, a multipath path" grep -q "$p: multipath path" /tmp/ex.txt
+done
+check_eq "explain mpatha: neither path takes the map's keys" 2 \
+        "$(grep -c "(a path of $MA: the stack's keys stay on $MA, none go here)" /tmp/ex.txt)"
+check "explain $P1 draws the map's tree" sh -c "blkmqctl explain $P1 | grep -q '$MA (mpatha): top, dm-multipath'"
 sleep 3
 check_eq "$P1 below the request-based map: its own values" "$BOOT_P" "$(nqs $P1)"
 check_eq "$P2 below the request-based map: its own values" "$BOOT_P" "$(nqs $P2)"
