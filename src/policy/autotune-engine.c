@@ -439,6 +439,7 @@ AutotuneTrialAction autotune_engine_settled(AutotuneEngine *e, const AutotuneBlo
         e->peek_why[0] = 0;
         e->peek_p99 = 0;
         e->probes = probes;
+        e->stretching = false;
         e->peek_limit_ms = probes && e->policy.epoch_usec > AUTOTUNE_PEEK_USEC
                                    ? autotune_far_worse_limit(&e->policy, e->series, e->n_cand, e->drops, e->current,
                                                               &e->peek_ref, &e->peek_base_ms)
@@ -508,14 +509,15 @@ AutotuneTrialAction autotune_engine_epoch(AutotuneEngine *e, const AutotuneBlock
         if (!peeked && !(p99_ms > 0)) {
                 uint64_t more = stretch_for_p99(e, n_probes, now - e->t0);
                 if (more > 0) {
-                        if (now - e->t0 <= e->policy.epoch_usec + 1000)
+                        if (!e->stretching)
                                 e->n_stretched++;
+                        e->stretching = true;
                         e->stretch_usec += more;
                         log_debug("%s: epoch %zu: %" PRIu64 " probes in %.2f s, fewer than its p99 needs: %.2f s more",
                                   e->name, e->slot + 1, n_probes, (double) (now - e->t0) / 1e6, (double) more / 1e6);
                         return wait_for(AUTOTUNE_TRIAL_WAIT_EPOCH, more);
                 }
-                if (e->probes && now - e->t0 > e->policy.epoch_usec + 1000)
+                if (e->stretching)
                         e->n_short++;
         }
         autotune_epoch_figures(&e->stat0, stat, now - e->t0, &f);

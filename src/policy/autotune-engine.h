@@ -141,6 +141,7 @@ typedef struct AutotuneEngine {
         char peek_why[256];     /* the epoch was cut short by a look: why */
         double peek_p99;
         bool probes;            /* the epoch has the device's probes (autotune_engine_settled()) */
+        bool stretching;        /* the epoch runs on for its p99's probes */
         uint64_t stretch_usec;  /* epochs ran this much past AutoEpochSec for their probes, all candidates */
         unsigned n_stretched;   /* epochs stretched; of them, still short of a p99 at the cap: */
         unsigned n_short;
