@@ -27,8 +27,9 @@ void test_kill_point(const char *point);
 
 /* BLKMQD_TEST_JOB_DELAY=SYSNAME:MSEC: a slow disk: the tuning jobs of the
  * device SYSNAME wait MSEC before they run (a call about another device
- * must not wait for them). Returns the wait in ms, 0 for other devices.
- * Used by: tests/integration/test_call_wait.py */
+ * must not wait for them; a trial's apply overdue, of a disk or of a
+ * stack's member). Returns the wait in ms, 0 for other devices.
+ * Used by: tests/integration/test_call_wait.py, tests/vm/guest/stack-trial.sh */
 unsigned test_job_delay_msec(const char *sysname);
 
 /* BLKMQD_TEST_MISPLACE_APPEND=N: a device that reorders appends: the Nth

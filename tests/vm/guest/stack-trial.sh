@@ -9,7 +9,9 @@
 #   apply (no two samples in a row differ), and both carried each
 #   candidate; the drop-in matches the stack (MatchVolume=).
 #   SIGTERM: both at their originals. A second daemon's trial, restored
-#   while both carry mq-deadline: both are back at their originals.
+#   while both carry mq-deadline: both are back at their originals. A
+#   member whose jobs are held past CallTimeoutSec= (BLKMQD_TEST_JOB_DELAY):
+#   the trial aborts naming it, both back at their originals (3b).
 # The lockstep's edges, with a third daemon (4, 5, 6):
 #   an md RAID 1 over the two other namespaces, made while it runs:
 #   AutoTrialOnHotplug= on the array's section starts the array's trial,
@@ -153,6 +155,26 @@ check_eq "abort: $N2 at its original" "$O2" "$(sched $N2)"
 stop_at_originals
 log_has "lockstep" || log_show
 grep -E "trial|stack|member" $BLKMQD_LOG | sed 's/^/# blkmqd| /' | head -n 40
+
+# --- 3b. a member whose jobs do not come back: the trial ends ---------------
+# $N2's jobs wait 4 s (BLKMQD_TEST_JOB_DELAY), CallTimeoutSec=1: the trial's
+# first apply is overdue, the trial aborts naming $N2, both members go back
+# to the setting before it (their originals) once the jobs ran.
+{ echo "[Daemon]"; echo "CallTimeoutSec=1"; sed 1d /tmp/stack.conf; } > /tmp/late.conf
+both_at_originals() { [ "$(sched $N1) $(sched $N2)" = "$O1 $O2" ]; }
+WL=
+reader /dev/vgtrial/striped 1 & WL="$WL $!"
+export BLKMQD_TEST_JOB_DELAY=$N2:4000
+daemon_start -c /tmp/late.conf --varlink-address $ADDR --log-level debug
+unset BLKMQD_TEST_JOB_DELAY
+check "late: daemon ready" vm_wait_for 30 log_has "; ready\."
+sleep 5
+blkmqctl --address $ADDR --json trial vgtrial/striped > /tmp/trial-late.json 2>&1
+sed 's/^/# trial late| /' /tmp/trial-late.json | tail -n 2
+check "late: the trial aborted, naming $N2 and the limit" \
+        grep -q "\"abortReason\" *: *\"the apply to $N2 did not come back within 1 s" /tmp/trial-late.json
+check "late: $N1 and $N2 at their originals once the jobs ran" vm_wait_for 20 both_at_originals
+stop_at_originals late
 
 # --- 4. an md RAID 1, its trial at hotplug, a member that refuses kyber ------
 O3=$(sched $N3) O4=$(sched $N4)
