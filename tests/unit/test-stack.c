@@ -231,60 +231,45 @@ static void test_plain_and_missing(void **state) {
 /* Up through holders/: the disks of two md arrays (through their
  * partitions) have two tops; a PV has both LVs and the crypt mapping
  * above the LV it carries, not the LV itself. */
+/* fn (stack_tops(), stack_tree_tops() or stack_above()) of NAME lists WANT
+ * (space-separated; NULL: nothing). A macro: a failure names the caller's line. */
+#define assert_tops(fn, root, name, want)                                       \
+        do {                                                                    \
+                _cleanup_strv_free_ char **_l = NULL;                           \
+                assert_int_equal(fn(root, name, &_l), 0);                       \
+                if (!(want)) {                                                  \
+                        assert_null(_l);                                        \
+                        break;                                                  \
+                }                                                               \
+                _cleanup_free_ char *_t = joined(_l);                           \
+                assert_string_equal(_t, want);                                  \
+        } while (0)
+
 static void test_tops(void **state) {
         (void) state;
         char *root = stacks_tree();
         _cleanup_free_ char *striped = dm_by_name(root, "vgdata-striped"), *crypt = dm_by_name(root, "secret"),
-                            *t = NULL, *want = NULL;
-        _cleanup_strv_free_ char **tops = NULL;
+                            *want = NULL;
 
-        assert_int_equal(stack_tops(root, "nvme0n3", &tops), 0);
-        t = joined(tops);
-        assert_string_equal(t, "md0 md1");
-        tops = (strv_free(tops), NULL);
-        t = mfree(t);
-
-        assert_int_equal(stack_tops(root, "nvme0n1", &tops), 0);
+        assert_tops(stack_tops, root, "nvme0n3", "md0 md1");
         assert_true(asprintf(&want, "%s %s", striped, crypt) > 0);
-        t = joined(tops);
-        assert_string_equal(t, want);
-        tops = (strv_free(tops), NULL);
-        t = mfree(t);
+        assert_tops(stack_tops, root, "nvme0n1", want);
 
         /* the path of a request-based multipath map: the map is a member
          * of its own, nothing above the path is its stack */
-        assert_int_equal(stack_tops(root, "nvme0n5", &tops), 0);
-        assert_null(tops);
-        assert_int_equal(stack_above(root, "nvme0n5", &tops), 0);
-        assert_null(tops);
+        assert_tops(stack_tops, root, "nvme0n5", NULL);
+        assert_tops(stack_above, root, "nvme0n5", NULL);
         /* ... but explain draws the path in the map's tree */
-        assert_int_equal(stack_tree_tops(root, "nvme0n5", &tops), 0);
-        t = joined(tops);
-        assert_string_equal(t, "dm-3");
-        tops = (strv_free(tops), NULL);
-        t = mfree(t);
+        assert_tops(stack_tree_tops, root, "nvme0n5", "dm-3");
         /* elsewhere the same tops as stack_tops() */
-        assert_int_equal(stack_tree_tops(root, "nvme0n3", &tops), 0);
-        t = joined(tops);
-        assert_string_equal(t, "md0 md1");
-        tops = (strv_free(tops), NULL);
-        t = mfree(t);
+        assert_tops(stack_tree_tops, root, "nvme0n3", "md0 md1");
 
         /* stack_above(): the layer between too (the LV under the crypt mapping) */
-        assert_int_equal(stack_above(root, "nvme0n1", &tops), 0);
-        t = joined(tops);
-        assert_string_equal(t, "dm-0 dm-1 dm-2");
-        tops = (strv_free(tops), NULL);
-        t = mfree(t);
-        assert_int_equal(stack_above(root, "nvme0n3", &tops), 0);
-        t = joined(tops);
-        assert_string_equal(t, "md0 md1"); /* its partitions are not listed */
-        tops = (strv_free(tops), NULL);
-        t = mfree(t);
+        assert_tops(stack_above, root, "nvme0n1", "dm-0 dm-1 dm-2");
+        assert_tops(stack_above, root, "nvme0n3", "md0 md1"); /* its partitions are not listed */
 
         /* the top itself has nothing above */
-        assert_int_equal(stack_tops(root, "md0", &tops), 0);
-        assert_null(tops);
+        assert_tops(stack_tops, root, "md0", NULL);
         free_tree(root);
 }
 
