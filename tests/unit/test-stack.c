@@ -799,15 +799,17 @@ static const char MPATH_CONF[] =
  * the map's queue), its path below it as a path that takes none of them
  * (stack_above() stops below the map: apply gives the path its own
  * sections' keys only); explain on the path draws the map's tree too. */
+/* The map's tree down to its path's note, drawn by both cases below. */
+#define MPATH_TREE                                                                              \
+        "dm-3 (mpatha): top, dm-multipath, request-based: takes the queue keys itself\n"        \
+        "| Scheduler=mq-deadline ([Device mpath], m.conf:3)\n"                                  \
+        "| NrRequests=96 ([Device mpath], m.conf:4)\n"                                          \
+        "| ReadAheadKB=2048 ([Device mpath], m.conf:5)\n"                                       \
+        "`-nvme0n5: multipath path\n"                                                           \
+        "    (a path of dm-3: the stack's keys stay on dm-3, none go here)\n"
+
 static void tree_multipath(const char *root) {
-        static const char map_only[] =
-                "dm-3 (mpatha): top, dm-multipath, request-based: takes the queue keys itself\n"
-                "| Scheduler=mq-deadline ([Device mpath], m.conf:3)\n"
-                "| NrRequests=96 ([Device mpath], m.conf:4)\n"
-                "| ReadAheadKB=2048 ([Device mpath], m.conf:5)\n"
-                "`-nvme0n5: multipath path\n"
-                "    (a path of dm-3: the stack's keys stay on dm-3, none go here)\n"
-                "    (not managed: no section matches it)\n";
+        static const char map_only[] = MPATH_TREE "    (not managed: no section matches it)\n";
         _cleanup_(config_freep) Config *c = NULL, *c5 = NULL;
         _cleanup_free_ char *mp = dm_by_name(root, "mpatha"), *text = NULL;
         _cleanup_(json_decrefp) json_t *trees = NULL, *trees5 = NULL;
@@ -854,14 +856,7 @@ static void tree_multipath(const char *root) {
          * request-based), and still none of the map's */
         text = mfree(text);
         text = draw_explain(root, c5, "nvme0n5", &trees5);
-        assert_string_equal(text,
-                "dm-3 (mpatha): top, dm-multipath, request-based: takes the queue keys itself\n"
-                "| Scheduler=mq-deadline ([Device mpath], m.conf:3)\n"
-                "| NrRequests=96 ([Device mpath], m.conf:4)\n"
-                "| ReadAheadKB=2048 ([Device mpath], m.conf:5)\n"
-                "`-nvme0n5: multipath path\n"
-                "    (a path of dm-3: the stack's keys stay on dm-3, none go here)\n"
-                "    WbtLatUsec=2000 ([Device ns5], m.conf:8)\n");
+        assert_string_equal(text, MPATH_TREE "    WbtLatUsec=2000 ([Device ns5], m.conf:8)\n");
         path = json_array_get(json_object_get(json_array_get(trees5, 0), "children"), 0);
         assert_true(json_is_true(json_object_get(path, "managed")));
         assert_false(json_is_true(json_object_get(path, "member")));
