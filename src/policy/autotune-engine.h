@@ -143,8 +143,8 @@ typedef struct AutotuneEngine {
         bool probes;            /* the epoch has the device's probes (autotune_engine_settled()) */
         bool stretching;        /* the epoch runs on for its p99's probes */
         uint64_t stretch_usec;  /* epochs ran this much past AutoEpochSec for their probes, all candidates */
-        unsigned n_stretched;   /* epochs stretched; of them, still short of a p99 at the cap: */
-        unsigned n_short;
+        unsigned n_stretched;   /* epochs stretched */
+        unsigned n_short;       /* epochs with probes that ended without a p99 (then no more stretch) */
         char note[512];
         char abort_reason[256];
         bool has_result, aborted;
