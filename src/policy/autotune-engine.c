@@ -486,7 +486,9 @@ AutotuneTrialAction autotune_engine_peek(AutotuneEngine *e, const AutotuneTrialP
 static uint64_t stretch_for_p99(const AutotuneEngine *e, uint64_t n_probes, uint64_t elapsed) {
         uint64_t cap = e->policy.epoch_usec * AUTOTUNE_EPOCH_STRETCH_MAX, more;
 
-        if (!e->probes || n_probes >= AUTOTUNE_P99_MIN_PROBES || elapsed >= cap || e->n_short > 0)
+        /* sequential reads rank by MB/s: no latency to wait for */
+        if (!e->probes || n_probes >= AUTOTUNE_P99_MIN_PROBES || elapsed >= cap || e->n_short > 0 ||
+            e->policy.objective == AUTOTUNE_OBJECTIVE_SEQ_READ)
                 return 0;
         if (n_probes > 0 && elapsed > 0 && n_probes * cap / elapsed < AUTOTUNE_P99_MIN_PROBES)
                 return 0;

@@ -466,6 +466,16 @@ static void test_stretch(void **state) {
         assert_int_equal(s.e.n_stretched, 0);
         assert_int_equal(s.epoch_max_usec, p.epoch_usec);
         autotune_engine_done(&s.e);
+
+        /* sequential reads rank by MB/s: 25 probes an epoch, none runs on */
+        sim_init(&s, TAIL, "none", NULL);
+        s.probes = true;
+        s.probe_usec = 20000;
+        p.objective = AUTOTUNE_OBJECTIVE_SEQ_READ;
+        trial(&s, &p, "[none] kyber");
+        assert_int_equal(s.e.n_stretched, 0);
+        assert_int_equal(s.epoch_max_usec, p.epoch_usec);
+        autotune_engine_done(&s.e);
         autotune_policy_done(&p);
 }
 
