@@ -139,18 +139,14 @@ static int node_json(const char *name, bool partition, bool request_based, bool 
                         return r;
                 json_array_append_new(children, c);
         }
-        for (size_t i = 0; n && !partition && i < n->n_children; i++) {
-                const StackNode *cn = n->children[i];
+        /* the layers below it, then (a dm-multipath map) its paths */
+        size_t n_below = n && !partition ? n->n_children + n->n_paths : 0;
+        for (size_t i = 0; i < n_below; i++) {
+                bool is_path = i >= n->n_children;
+                const StackNode *cn = is_path ? n->paths[i - n->n_children] : n->children[i];
                 json_t *c = NULL;
-                r = node_json(cn->name, cn->partition, cn->request_based, false, NULL, cn, lookup, userdata, &c);
-                if (r < 0)
-                        return r;
-                json_array_append_new(children, c);
-        }
-        for (size_t i = 0; n && !partition && i < n->n_paths; i++) {
-                const StackNode *pn = n->paths[i];
-                json_t *c = NULL;
-                r = node_json(pn->name, pn->partition, pn->request_based, false, name, pn, lookup, userdata, &c);
+                r = node_json(cn->name, cn->partition, cn->request_based, false, is_path ? name : NULL, cn, lookup,
+                              userdata, &c);
                 if (r < 0)
                         return r;
                 json_array_append_new(children, c);
