@@ -26,8 +26,11 @@ out=$(BUILD_DIR=$BUILD timeout 300 "$SRC/tools/demo" --no-wait 2 2>&1)
 rc=$?
 echo "$out" | tail -n 80 | sed 's/^/# /'
 fail=0
+# Not "echo "$out" | grep -q": under pipefail, grep's early exit on a match
+# can kill echo with SIGPIPE (the output is bigger than a pipe's first
+# write), and the pipeline fails though the line is there.
 check() {
-        if echo "$out" | grep -q -- "$2"; then
+        if grep -q -- "$2" <<<"$out"; then
                 echo "ok - $1"
         else
                 echo "not ok - $1 (no \"$2\" in the output)"

@@ -299,11 +299,11 @@ mv "$ENVFILE.new" "$ENVFILE"
 keep=$(cat "$CACHE"/vm*.env | sed -n 's/^VM_KVER=//p; s/^VM_KPKG=//p; s/^VM_KPKGS="\(.*\)"/\1/p' | tr ' ' '\n' | sort -u)
 for d in "$CACHE"/kernel-*; do
         [ -e "$d" ] || continue
-        echo "$keep" | grep -qxF "${d##*/kernel-}" || rm -rf "$d"
+        grep -qxF "${d##*/kernel-}" <<<"$keep" || rm -rf "$d"
 done
 for f in "$DEBS"/linux-*.deb; do
         [ -e "$f" ] || continue
         b=$(basename "$f")
-        echo "$keep" | grep -qxF "${b%%_*}" || rm -f "$f"
+        grep -qxF "${b%%_*}" <<<"$keep" || rm -f "$f"
 done
 log "ready: $ENVFILE (kernel $KVER, $(cat "$KDIR/compressed-modules") compressed modules decompressed)"
