@@ -342,6 +342,30 @@ uint64_t now_usec(int clock) {
         return (uint64_t) ts.tv_sec * 1000000 + (uint64_t) ts.tv_nsec / 1000;
 }
 
+int mkdir_p(const char *dir, mode_t mode) {
+        _cleanup_free_ char *p = strdup(dir);
+
+        if (!p)
+                return -ENOMEM;
+        for (char *s = p + 1; *s; s++)
+                if (*s == '/') {
+                        *s = 0;
+                        if (mkdir(p, mode) < 0 && errno != EEXIST)
+                                return -errno;
+                        *s = '/';
+                }
+        if (mkdir(p, mode) < 0) {
+                struct stat st;
+                if (errno != EEXIST)
+                        return -errno;
+                if (stat(p, &st) < 0)
+                        return -errno;
+                if (!S_ISDIR(st.st_mode))
+                        return -ENOTDIR;
+        }
+        return 0;
+}
+
 int fsync_directory(const char *dir) {
         _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 

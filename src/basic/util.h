@@ -70,3 +70,6 @@ typedef enum WriteFileFlags {
 } WriteFileFlags;
 int write_file_atomic(const char *path, const char *text, mode_t mode, WriteFileFlags flags);
 int fsync_directory(const char *dir);
+/* dir and its missing parents (as systemd's StateDirectory= would); 0 if
+ * it is there already. */
+int mkdir_p(const char *dir, mode_t mode);

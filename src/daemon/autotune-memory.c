@@ -138,7 +138,7 @@ int autotune_memory_save(AutotuneRunner *t) {
                 tmp = NULL;
                 return log_oom();
         }
-        (void) mkdir(t->manager->config->daemon.state_directory, 0755);
+        (void) mkdir_p(t->manager->config->daemon.state_directory, 0755);
         fd = mkostemp(tmp, O_CLOEXEC);
         if (fd < 0) {
                 r = -errno;

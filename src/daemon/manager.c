@@ -855,6 +855,7 @@ int manager_reload(Manager *m, ConfigError *err) {
  * one. */
 static int profile_save(const char *dir, const char *profile) {
         _cleanup_free_ char *path = path_join(dir, PROFILE_FILE);
+        int r;
 
         if (!path)
                 return -ENOMEM;
@@ -863,8 +864,9 @@ static int profile_save(const char *dir, const char *profile) {
                         return errno == ENOENT ? 0 : -errno;
                 return fsync_directory(dir);
         }
-        if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-                return -errno;
+        r = mkdir_p(dir, 0755);
+        if (r < 0)
+                return r;
         return write_file_atomic(path, profile, 0644, WRITE_FILE_SYNC);
 }
 

@@ -74,24 +74,6 @@ const char *originals_identity_mismatch(const OriginalsIdentity *rec, const Orig
         return buf;
 }
 
-/* dir and its missing parents (as systemd's RuntimeDirectory= would). */
-static int mkdir_p(const char *dir, mode_t mode) {
-        _cleanup_free_ char *p = strdup(dir);
-
-        if (!p)
-                return -ENOMEM;
-        for (char *s = p + 1; *s; s++)
-                if (*s == '/') {
-                        *s = 0;
-                        if (mkdir(p, mode) < 0 && errno != EEXIST)
-                                return -errno;
-                        *s = '/';
-                }
-        if (mkdir(p, mode) < 0 && errno != EEXIST)
-                return -errno;
-        return 0;
-}
-
 char *originals_record_path(const char *dir, const char *sysname) {
         _cleanup_free_ char *name = NULL;
 

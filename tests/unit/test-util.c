@@ -464,6 +464,26 @@ static void test_base64_decode(void **state) {
         }
 }
 
+static void test_mkdir_p(void **state) {
+        _cleanup_free_ char *dir = NULL, *deep = NULL, *file = NULL, *under = NULL;
+        struct stat st;
+
+        assert_int_equal(t_mkdtemp("test-util", &dir), 0);
+        deep = path_join(dir, "var/lib/blkmqd");
+        /* every missing parent, then nothing to do the second time */
+        assert_int_equal(mkdir_p(deep, 0755), 0);
+        assert_int_equal(stat(deep, &st), 0);
+        assert_true(S_ISDIR(st.st_mode));
+        assert_int_equal(mkdir_p(deep, 0755), 0);
+        /* a file in the way is an error, not a directory */
+        file = path_join(dir, "file");
+        assert_int_equal(t_write_file(file, "x"), 0);
+        under = path_join(file, "sub");
+        assert_int_equal(mkdir_p(under, 0755), -ENOTDIR);
+        assert_int_equal(mkdir_p(file, 0755), -ENOTDIR);
+        assert_int_equal(t_rm_rf(dir), 0);
+}
+
 static void test_sysfs_accessors(void **state) {
         _cleanup_free_ char *dir = NULL, *p = NULL, *ro = NULL, *missing = NULL, *v = NULL, *v2 = NULL;
         long long n = 0;
@@ -533,6 +553,7 @@ int main(void) {
                 cmocka_unit_test(test_kernel_version),
                 cmocka_unit_test(test_now_usec),
                 cmocka_unit_test(test_base64_decode),
+                cmocka_unit_test(test_mkdir_p),
                 cmocka_unit_test(test_sysfs_accessors),
         };
 
