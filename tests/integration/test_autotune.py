@@ -453,7 +453,7 @@ AutoGuardFactor=2
                 env.detach(loop)
                 rc = env.remove_node(loop)
                 if rc != 0:
-                    r.ok(True, f"LOOP_CTL_REMOVE refused ({rc}); the detach alone")
+                    log(f"# LOOP_CTL_REMOVE refused ({rc}); the detach alone")
                 out, err = tp.communicate(timeout=120)
                 final = last_json(out)
                 t = (final or {}).get("trial", {})

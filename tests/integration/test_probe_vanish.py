@@ -15,7 +15,7 @@ Needs root, loop devices, udevd; $BLKMQD."""
 import re
 import time
 
-from blkmqtest import Env, Runner, main_guard, need_all, udevd
+from blkmqtest import Env, Runner, log, main_guard, need_all, udevd
 
 ROUNDS = 40
 
@@ -43,7 +43,7 @@ ProbeIntervalSec=0.01
             warn = [l for l in text.splitlines() if re.match(r"<[0-4]>", l) and "probe read failed" in l]
             gone = [l for l in text.splitlines() if "the device is gone" in l]
             r.eq(warn, [], "no probe failure logged as a warning or worse")
-            r.ok(True, f"{len(gone)} probe(s) raced a detach and were said at debug level")
+            log(f"# {len(gone)} probe(s) raced a detach and were said at debug level")
             r.ok(d.alive(), "the daemon runs on")
         d.stop()
     r.finish()
