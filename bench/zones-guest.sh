@@ -43,7 +43,14 @@ exec 2>> $OUT/stderr.txt
 now() { bz-tool now; }
 dt() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.6f", b - a }'; }
 res() { echo "BZ $*" | tee -a $OUT/results.txt; }
-die() { not_ok "$*"; finish; exit 1; }
+# step WHAT: where the script is, on the console (a run that hangs shows where)
+step() { echo "# $(vm_uptime) s: $*"; }
+die() {
+        not_ok "$*"
+        [ -n "$DPID" ] && tail -n 30 $BLKMQD_LOG | sed 's/^/# blkmqd| /'
+        finish
+        exit 1
+}
 finish() {
         if [ -n "$DPID" ]; then
                 daemon_stop > /dev/null
@@ -75,10 +82,12 @@ res "env kernel=$(uname -r) zns=$Z ng=$NG zones=$NZ zone_bytes=$ZBYTES conv=$C" 
         "fio=$(fio --version) size_mib=$SIZE_MIB"
 echo mq-deadline > $Q/scheduler || die "mq-deadline on $Z"
 res "env scheduler=\"$(cat $Q/scheduler)\""
+step "blkzone reset $DEV"
 blkzone reset $DEV || die "blkzone reset $DEV"
 
 # --- the daemon -------------------------------------------------------------
 mkdir -p /mnt/db
+step "mke2fs and mount /dev/$C"
 mke2fs -q /dev/$C > /dev/null 2>&1 || mke2fs /dev/$C > /dev/null || die "mke2fs /dev/$C"
 mount -t ext2 /dev/$C /mnt/db || die "mount /dev/$C"
 
@@ -86,6 +95,7 @@ mount -t ext2 /dev/$C /mnt/db || die "mount /dev/$C"
 write_conf() { zones_conf /tmp/zones.conf "$1" Scheduler=mq-deadline "${2:-}"; }
 start_daemon() {
         write_conf "$1"
+        step "blkmqd starts on $1"
         daemon_start -c /tmp/zones.conf --varlink-address $SOCK --log-level debug
         vm_wait_for 30 zone_listed || die "blkmqd offers $Z for leases"
         res "daemon db=$1 backend=$(blkmqctl --no-legend zones | awk -v z=$Z '$1 == z { print $3 }')"

@@ -106,8 +106,10 @@ zones_conf() {
         printf '[Device zns]\nMatchZoned=host-managed\nZoneAllocator=yes\n%s\n\n[Zones]\nDatabase=%s\n%s\n' \
                 "${3:-}" "$2" "${4:-}" > $1
 }
-# zone_listed [DEV]: blkmqctl zones lists DEV (default $Z) for leases.
-zone_listed() { blkmqctl --no-legend zones 2>/dev/null | grep -q "^${1:-$Z} "; }
+# zone_listed [DEV]: blkmqctl zones lists DEV (default $Z) for leases. One
+# call at most 10 s (blkmqctl waits up to 120 s for a reply): a vm_wait_for
+# of it ends near its own limit even when blkmqd does not answer.
+zone_listed() { timeout 10 blkmqctl --no-legend zones 2>/dev/null | grep -q "^${1:-$Z} "; }
 
 # replug_zoned: the host's [replug] (device_add of the ZNS controller under
 # another id on another root port), then the zoned head back; sets H2, P2,
