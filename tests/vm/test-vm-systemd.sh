@@ -67,8 +67,11 @@ SRC=$(cd "$VM_DIR/../.." && pwd)
 . "$SRC/tools/deb-build.sh"
 
 t0=$(date +%s.%N)
-[ "$(id -u)" = 0 ] || vm_skip "vm: vm-systemd needs root (dpkg-buildpackage, mkfs.ext4 -d of a root file system)"
-for t in dpkg-buildpackage:dpkg-dev dh:debhelper debootstrap:debootstrap git:git mkfs.ext4:e2fsprogs; do
+[ "$(id -u)" = 0 ] || vm_skip "vm: vm-systemd needs root (debootstrap and chroot for the build, mkfs.ext4 -d of a root file system)"
+# the packages are built inside a build chroot of the suite
+# (tools/deb-build.sh): the host needs no debhelper or lintian, only
+# dpkg-parsechangelog for the version
+for t in dpkg-parsechangelog:dpkg-dev debootstrap:debootstrap git:git mkfs.ext4:e2fsprogs; do
         command -v "${t%%:*}" >/dev/null || vm_skip "vm: ${t%%:*} missing (apt-get install ${t#*:}; tools/install-deps has it)"
 done
 case ${VM_KERNEL_SET:-bookworm} in
