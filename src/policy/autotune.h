@@ -12,7 +12,9 @@
  * Method. A trial measures the candidates on the live workload in short
  * epochs, in rounds over those still in the race: grouped by scheduler,
  * forward then backward (autotune_round_order()), so that a workload
- * drifting linearly during the trial favours no position; after each round
+ * drifting linearly during the trial favours no position, and within a
+ * group the deepest queue first (a shallow one, which may starve the
+ * reads, meets the far-worse limit of several settings); after each round
  * the race drops the candidates beaten with confidence (autotune_race()),
  * and one far worse than the best so far leaves after its epoch
  * (autotune_far_worse()). Each epoch yields figures from the deltas of

@@ -48,7 +48,8 @@ typedef struct Sim {
         bool stat_fails;      /* /sys/block/X/stat unreadable at the epoch's end */
         bool probes;          /* latency probes every probe_usec, their p99 the model's */
         uint64_t probe_usec;  /* 5 ms (100 in an epoch of 0.5 s: every epoch has a p99) */
-        const char *timed;    /* a setting whose time in force is counted (in_force_usec) */
+        const char *timed;    /* a scheduler whose time in force is counted (in_force_usec) */
+        unsigned timed_nr;    /* and its nr_requests= (0: any) */
         uint64_t in_force_usec;
         AutotuneCandidate in_force;
         double read_iops, read_kb; /* the workload's reads (1,000 a second of 4 KiB) */
@@ -83,7 +84,8 @@ static void advance(Sim *s, uint64_t usec) {
         double rd = s->read_iops * sec, wr = m->write_mbps * s->write_scale * 1e6 / 65536 * sec;
 
         s->now += usec;
-        if (s->timed && streq(s->timed, s->in_force.scheduler))
+        if (s->timed && streq(s->timed, s->in_force.scheduler) &&
+            (s->timed_nr == 0 || s->timed_nr == s->in_force.nr_requests))
                 s->in_force_usec += usec;
         s->acc[0] += rd;
         s->acc[1] += rd * await;
@@ -418,6 +420,52 @@ static void test_peek(void **state) {
         autotune_policy_done(&p);
 }
 
+/* bench/autotune's read-mostly on the model disk (bench/README, "The
+ * oracle's clock mended"): the probes' p99 under none, whose one epoch is
+ * all the trial knows when the next candidate goes in, is a slow 1.6 ms
+ * (the far-worse limit 4 x 1.6 = 6.4 ms); the deeper mq-deadline queues
+ * read 0.5 ms; nr_requests=4 starves the reads behind the writer's tags
+ * (5.9 ms, 18 ms of fio's), under 6.4 and 12 times 0.5. */
+static const Model SHALLOW[] = {
+        { "none", 0.30, 64, 1.6 },
+        { "mq-deadline nr_requests=4", 0.28, 52, 5.9 },
+        { "mq-deadline nr_requests=32", 0.30, 64, 0.5 },
+        { "mq-deadline nr_requests=256", 0.30, 65, 0.5 },
+        {},
+};
+
+/* The shallow queue is measured after the deeper ones, so its limit is
+ * theirs (4 x 0.5 ms, at least 4 x 1 ms) and its first look ends it: in
+ * force 0.15 s (the apply, the settling, one look). Measured second, right
+ * after none's one epoch, it held a whole epoch under none's limit before
+ * its second epoch's first look cut it (2 epochs, 0.7 s). */
+static void test_shallow_last(void **state) {
+        AutotunePolicy p = policy("none mq-deadline");
+        char buf[256];
+        const char *msg;
+        Sim s;
+
+        assert_int_equal(autotune_policy_parse(&p, "AutoNrRequests", "4 32 256", buf, sizeof buf, &msg), 0);
+        sim_init(&s, SHALLOW, "none", NULL);
+        s.probes = true;
+        s.noise = 0.02;
+        s.timed = "mq-deadline";
+        s.timed_nr = 4;
+        trial(&s, &p, "[none] mq-deadline");
+        size_t shallow = 0;
+        for (size_t c = 0; c < s.e.n_cand; c++)
+                if (s.e.cand[c].nr_requests == 4)
+                        shallow = c;
+        assert_int_not_equal(shallow, 0);
+        assert_true(s.e.drops[shallow].dropped);
+        assert_int_equal(s.e.series[shallow].n, 1);
+        print_message("# mq-deadline nr_requests=4 in force for %.2f s: %s\n", (double) s.in_force_usec / 1e6,
+                      s.e.drops[shallow].why);
+        assert_true(s.in_force_usec < USEC / 4);
+        autotune_engine_done(&s.e);
+        autotune_policy_done(&p);
+}
+
 /* The tail a reader sees (bench/README, read-mostly): the two settings'
  * mean read awaits tie, kyber's probe p99 is a hundredth of none's. */
 static const Model TAIL[] = {
@@ -722,6 +770,7 @@ int main(void) {
                 cmocka_unit_test(test_abort),
                 cmocka_unit_test(test_family_search),
                 cmocka_unit_test(test_peek),
+                cmocka_unit_test(test_shallow_last),
                 cmocka_unit_test(test_stretch),
                 cmocka_unit_test(test_recall),
                 cmocka_unit_test(test_workload_change),

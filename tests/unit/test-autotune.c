@@ -1141,6 +1141,20 @@ static void test_round_order(void **state) {
         drops[1].dropped = drops[5].dropped = true;
         assert_int_equal(autotune_round_order(c, 6, drops, 0, o0), 4);
         assert_int_equal(autotune_order_switches(c, o0, 4, "kyber"), 1);
+
+        /* within a group: the current setting, then the deepest queue
+         * (unset: the scheduler's default, deep), the shallowest last;
+         * backwards in the next round */
+        AutotuneCandidate d[5] = { { "mq-deadline", .nr_requests = 32, .baseline = true }, { "mq-deadline", 4 },
+                                   { "mq-deadline", 256 }, { "mq-deadline", 0 }, { "mq-deadline", 64 } };
+        AutotuneDrop nodrops[5] = {};
+        size_t want[5] = { 0, 3, 2, 4, 1 };
+        assert_int_equal(autotune_round_order(d, 5, nodrops, 0, o0), 5);
+        assert_int_equal(autotune_round_order(d, 5, nodrops, 1, o1), 5);
+        for (size_t i = 0; i < 5; i++) {
+                assert_int_equal(o0[i], want[i]);
+                assert_int_equal(o1[i], want[4 - i]);
+        }
 }
 
 /* An epoch measures once the requests in flight at the apply have left. */
