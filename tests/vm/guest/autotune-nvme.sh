@@ -50,28 +50,9 @@ daemon_start -c /tmp/autotune.conf --varlink-address $ADDR --log-level debug
 check "daemon started" [ -n "$DPID" ]
 check "daemon ready" vm_wait_for 30 log_has "; ready\."
 
-# The workload: 4 KiB direct reads at random offsets of the first 192 MiB,
-# 128 KiB direct writes in the last 64 MiB (the namespace is 256 MiB).
-# Offsets step by a prime through the range: scattered, no $RANDOM needed.
-WL=
-reader() {
-        i=$1
-        while :; do
-                i=$(( (i + 7919) % 49000 ))
-                dd if=/dev/$C of=/dev/null bs=4k count=16 skip=$i iflag=direct 2>/dev/null
-        done
-}
-writer() {
-        i=0
-        while :; do
-                i=$(( (i + 97) % 500 ))
-                dd if=/dev/zero of=/dev/$C bs=128k count=8 seek=$((1536 + i)) oflag=direct conv=notrunc 2>/dev/null
-        done
-}
-reader 1 & WL="$WL $!"
-reader 20000 & WL="$WL $!"
-reader 40000 & WL="$WL $!"
-writer & WL="$WL $!"
+# The workload (daemon-lib.sh): three 4 KiB direct readers and a 128 KiB
+# direct writer.
+mixed_load $C
 sleep 2
 
 # --- 1. a trial on the conventional namespace ------------------------------

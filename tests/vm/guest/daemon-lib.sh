@@ -93,6 +93,32 @@ nvme_namespaces() {
         check "a conventional NVMe namespace" [ -n "$C" ]
         [ -n "$Z" ] && [ -n "$C" ]
 }
+# mixed_load DEV: vm-autotune's workload on a conventional namespace of
+# 256 MiB, in the background (its PIDs in WL; kill $WL ends it): three
+# readers of 4 KiB direct reads at scattered offsets of the first 192 MiB
+# (16 a dd), one writer of 128 KiB direct writes in the last 64 MiB (8 a
+# dd). Offsets step by a prime through the range: no $RANDOM needed.
+mixed_load() {
+        WL=
+        _ml_reader 1 $1 & WL="$WL $!"
+        _ml_reader 20000 $1 & WL="$WL $!"
+        _ml_reader 40000 $1 & WL="$WL $!"
+        _ml_writer $1 & WL="$WL $!"
+}
+_ml_reader() {
+        _i=$1
+        while :; do
+                _i=$(( (_i + 7919) % 49000 ))
+                dd if=/dev/$2 of=/dev/null bs=4k count=16 skip=$_i iflag=direct 2>/dev/null
+        done
+}
+_ml_writer() {
+        _i=0
+        while :; do
+                _i=$(( (_i + 97) % 500 ))
+                dd if=/dev/zero of=/dev/$1 bs=128k count=8 seek=$((1536 + _i)) oflag=direct conv=notrunc 2>/dev/null
+        done
+}
 # gone DEV: its /sys/block entry is gone.
 gone() { ! test -e /sys/block/$1; }
 # fld FILE NAME: the value of "NAME: value" in blkmqctl's field output.
