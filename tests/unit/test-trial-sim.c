@@ -3,7 +3,8 @@
  * the daemon's runner drives it, in simulated time (its rounds, the race
  * after each, far-worse candidates leaving, the stop when the race
  * settles, the switch cap, the decision), on epoch series recorded from
- * the model disk (tests/fixtures/trial-series/, bench/trial-record),
+ * the model disk (bench/trial-record) and from the QEMU guest's NVMe
+ * namespace (tests/vm/capture-trial-series.sh; tests/fixtures/trial-series/),
  * resampled by the thousand: each epoch of a candidate is a block of
  * consecutive samples of /sys/block/X/stat from one of its recorded
  * stretches, picked by a seeded generator, that the engine turns into
@@ -61,7 +62,7 @@
 #define SIM_MAX_SAMPLES 1024
 #define NEAR_BEST 1.10 /* a choice within 10 % of the winner's read await is not a miss */
 
-static const char *const workloads[] = { "mixed", "read-mostly", "seq-write" };
+static const char *const workloads[] = { "mixed", "read-mostly", "seq-write", "guest-6.12-mixed" };
 
 typedef struct Sample {
         unsigned stretch;
