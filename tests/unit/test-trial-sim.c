@@ -21,8 +21,12 @@
  * near-best (within 10 % of the winner's read await, inside the bound),
  * where a winner exists), the write bound's breaks (the choice writing
  * less than (1 - tolerance) times the best writer, by the whole
- * recording), and the convergence time (epochs measured x epoch length:
- * p50, p90, max). A null trial runs every candidate on the baseline's own
+ * recording), the convergence time (epochs measured x epoch length:
+ * p50, p90, max), and the changes of the setting a trial makes (each
+ * freezes the disk's queue: on bench/autotune's read-mostly 41-65 reads
+ * over the exploring price's limit a change, bench/README, against a
+ * budget of about 350 in a trial: more than 8 changes cannot keep the
+ * price within 1.5 there). A null trial runs every candidate on the baseline's own
  * recording (a tie by construction) with the defaults and without the
  * hysteresis (AutoMinImprovement=0): its change rate is the significance
  * level's alone.
@@ -90,6 +94,7 @@ typedef struct Answer {
 typedef struct Figures {
         unsigned trials, changes, misses, wrong, bound_breaks, best_dropped;
         uint64_t epochs;
+        uint64_t applies; /* changes of the setting on the disk, all trials: each freezes its queue */
         double conv_p50, conv_p90, conv_max;
 } Figures;
 
@@ -208,14 +213,18 @@ static int rec_index(const Recording *r, const AutotuneCandidate *c) {
  * candidate in place (src[] says whose), the epoch's end comes when the
  * block's time has passed. No probes (none recorded): no looks during an
  * epoch, the far-worse test at its end. Returns the decision;
- * *ret_epochs: epochs measured, *ret_usec: the trial's simulated time,
+ * *ret_epochs: epochs measured, *ret_applies: the changes of the setting
+ * on the disk (an apply of another candidate than the one in place, the
+ * last, the choice, included), *ret_usec: the trial's simulated time,
  * drops: the race's, by recorded candidate. */
 static AutotuneDecision sim_trial(const Recording *r, const AutotunePolicy *p, const size_t *src, unsigned m,
-                              uint64_t *rng, AutotuneDrop *drops, unsigned *ret_epochs, uint64_t *ret_usec,
-                              int *ret_winner) {
+                              uint64_t *rng, AutotuneDrop *drops, unsigned *ret_epochs, unsigned *ret_applies,
+                              uint64_t *ret_usec, int *ret_winner) {
         _cleanup_free_ AutotuneEngine *e = calloc(1, sizeof(AutotuneEngine));
         AutotuneCandidate cur = r->cand[0];
         char in_place[32];
+        size_t in_place_c = 0;
+        unsigned applies = 0;
         uint64_t now = 1000000, t_start = now;
         size_t block_end = 0;
         int map[AUTOTUNE_MAX_CANDIDATES];
@@ -244,6 +253,8 @@ static AutotuneDecision sim_trial(const Recording *r, const AutotunePolicy *p, c
                         AutotuneTrialApplied ev = { .switches = !streq(in_place, e->cand[e->current].scheduler),
                                                     .now = now };
                         snprintf(in_place, sizeof in_place, "%s", e->cand[e->current].scheduler);
+                        applies += e->current != in_place_c;
+                        in_place_c = e->current;
                         a = autotune_engine_applied(e, &ev);
                 } else if (a.what == AUTOTUNE_TRIAL_DO_NEXT)
                         a = autotune_engine_next(e, now);
@@ -274,6 +285,8 @@ static AutotuneDecision sim_trial(const Recording *r, const AutotunePolicy *p, c
                 drops[map[c]] = e->drops[c];
         *ret_winner = map[d.winner];
         *ret_epochs = (unsigned) e->slot;
+        /* the choice goes in after the trial (the runner installs it) */
+        *ret_applies = applies + ((size_t) d.winner != in_place_c);
         *ret_usec = now - t_start;
         autotune_engine_finished(e);
         autotune_engine_done(e);
@@ -300,13 +313,14 @@ static Figures simulate(const Recording *r, const AutotunePolicy *p, unsigned m,
                 src[c] = null ? 0 : c;
         for (unsigned t = 0; t < trials; t++) {
                 AutotuneDrop drops[AUTOTUNE_MAX_CANDIDATES];
-                unsigned epochs;
+                unsigned epochs, applies;
                 uint64_t usec;
                 int winner;
-                AutotuneDecision d = sim_trial(r, p, src, m, &rng, drops, &epochs, &usec, &winner);
+                AutotuneDecision d = sim_trial(r, p, src, m, &rng, drops, &epochs, &applies, &usec, &winner);
                 bool change = d.verdict == AUTOTUNE_VERDICT_CHANGE;
                 conv[t] = (unsigned) (usec / 1000); /* ms */
                 f.epochs += epochs;
+                f.applies += applies;
                 f.changes += change;
                 if (null)
                         continue;
@@ -352,13 +366,14 @@ static void report(const Recording *r, const AutotunePolicy *p, unsigned m, cons
         char buf[AUTOTUNE_CANDIDATE_STRMAX];
         double tr = f->trials;
         printf("# %-11s epoch %.2f s x %u rounds: answer %s; %u trials: false change %.2f %%, miss %.2f %%, "
-               "wrong %.2f %%, best dropped %.2f %%, bound broken %.2f %%; %.1f epochs, convergence p50 %.1f s, "
+               "wrong %.2f %%, best dropped %.2f %%, bound broken %.2f %%; %.1f epochs, %.1f changes of the setting, "
+               "convergence p50 %.1f s, "
                "p90 %.1f s, max %.1f s; null: change %.2f %% (AutoMinImprovement=0: %.2f %%)\n",
                r->name, (double) m * (double) r->step_usec / 1e6, p->rounds,
                a.winner < 0 ? "keep" : autotune_candidate_format(&r->cand[a.winner], buf, sizeof buf), f->trials,
                a.winner < 0 ? 100.0 * f->changes / tr : 0.0, a.winner >= 0 ? 100.0 * f->misses / tr : 0.0,
                100.0 * f->wrong / tr, 100.0 * f->best_dropped / tr, 100.0 * f->bound_breaks / tr,
-               (double) f->epochs / tr, f->conv_p50,
+               (double) f->epochs / tr, (double) f->applies / tr, f->conv_p50,
                f->conv_p90, f->conv_max, 100.0 * nul->changes / nul->trials, 100.0 * nul0->changes / nul0->trials);
 }
 
