@@ -425,7 +425,7 @@ static void test_peek(void **state) {
  * all the trial knows when the next candidate goes in, is a slow 1.6 ms
  * (the far-worse limit 4 x 1.6 = 6.4 ms); the deeper mq-deadline queues
  * read 0.5 ms; nr_requests=4 starves the reads behind the writer's tags
- * (5.9 ms, 18 ms of fio's), under 6.4 and 12 times 0.5. */
+ * (the probes' p99 5.9 ms, fio's 57-76 ms), under 6.4 and 12 times 0.5. */
 static const Model SHALLOW[] = {
         { "none", 0.30, 64, 1.6 },
         { "mq-deadline nr_requests=4", 0.28, 52, 5.9 },
