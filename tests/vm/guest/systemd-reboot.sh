@@ -14,6 +14,10 @@ disks_boot
 # counts. stop_window (systemd-lib.sh) reads it in the journal's order.
 INV=$(cat $ST/boot2-invocation 2>/dev/null)
 check "boot 2 left its blkmqd.service InvocationID (${INV:-none})" [ -n "$INV" ]
+# The conventional disk as boot 2 named it, in its journal ($C is this
+# boot's name: it was nvme0n1 in boot 2 and nvme1n1 here in one run).
+C2=$(cat $ST/boot2-conv 2>/dev/null)
+check "boot 2 left the conventional disk's name (${C2:-none}; ${C:-none} in this boot)" [ -n "$C2" ]
 stop_window "$INV" "boot 2 ends" /tmp/stopwin.env
 sed 's/^/# boot -1| /' /tmp/stopwin.env.log | head -n 80
 echo "# poweroff window: $(cat /tmp/stopwin.env | tr '\n' ' ')"
@@ -33,11 +37,11 @@ check_eq "journal -b -1: no restore refused at the poweroff" 0 "$nrefused"
 check "journal -b -1: $nrestore restore entries of instance $INV at the poweroff, entries $rfirst..$rlast, after boot 2's last words ($mark) and before Deactivated successfully ($deactivated)" \
         sh -c '[ "$1" -gt 0 ] && [ "$2" -gt "$3" ] && [ "$4" -lt "$5" ]' _ $nrestore $rfirst $mark $rlast $deactivated
 check_eq "journal -b -1: no restore of that instance after Deactivated successfully" 0 "$nafter"
-check "journal -b -1: instance $INV changed $C (MESSAGE_ID=applied)" sh -c 'case " $1 " in *" $2 "*) ;; *) exit 1 ;; esac' _ "$applied" "$C"
+check "journal -b -1: instance $INV changed $C2 (MESSAGE_ID=applied)" sh -c 'case " $1 " in *" $2 "*) ;; *) exit 1 ;; esac' _ "$applied" "$C2"
 check_eq "journal -b -1: every device that instance changed ($applied) restored at the poweroff ($restored)" "" \
         "$(missing_from "$applied" "$restored")"
-check "journal -b -1: in that window, MESSAGE_ID=restore of $C's scheduler back to none" \
-        window_has /tmp/stopwin.env.log "$mark" "$deactivated" "$MID_RESTORE $C queue/scheduler -> none |"
+check "journal -b -1: in that window, MESSAGE_ID=restore of $C2's scheduler back to none" \
+        window_has /tmp/stopwin.env.log "$mark" "$deactivated" "$MID_RESTORE $C2 queue/scheduler -> none |"
 
 # --- 2. started at boot --------------------------------------------------------
 check_eq "blkmqd.service active at boot (enabled)" active "$(prop blkmqd.service ActiveState)"

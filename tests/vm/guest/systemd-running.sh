@@ -375,6 +375,10 @@ echo "# $(systemd-analyze time 2>&1 | head -n1)"
 # in the journal (nothing stops blkmqd after them but the poweroff).
 inv=$(prop blkmqd.service InvocationID)
 echo "$inv" > $ST/boot2-invocation
+# and the conventional disk's name in this boot: the journal's entries of
+# the poweroff carry it, and boot 3 may give the disk another (the
+# controllers' probes race; see dkey)
+by_serial conv0 > $ST/boot2-conv
 check "the instance left running: InvocationID ${inv:-none}" [ -n "$inv" ]
 echo "vmtest: boot 2 ends, blkmqd.service $inv left running for the poweroff" | systemd-cat -t vmtest
 check "journal: boot 2's last words are in" \
